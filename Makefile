@@ -1,0 +1,39 @@
+# The two commands of the README: `make demo` and `make test`. Both set everything up first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test lint unit broker-start broker-stop bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: setup
+	$(BIN)/python -m integration.demo
+
+lint: setup
+	$(BIN)/ruff check connector tests integration
+	$(BIN)/ruff format --check connector tests integration
+	$(BIN)/mypy
+
+# The whole suite: lint, unit tests, and integration tests against a real Kafka broker that the
+# pytest session starts (fetching Kafka from Maven Central the first time) and stops.
+test: lint
+	$(BIN)/python -m pytest
+
+unit: setup
+	$(BIN)/python -m pytest -m unit
+
+broker-start: setup
+	$(BIN)/python integration/kafka/broker.py start
+
+broker-stop: setup
+	$(BIN)/python integration/kafka/broker.py stop
+
+clean:
+	rm -rf $(VENV) .watukuy .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""YAML configuration: loading, secrets, validation with the path of the bad field."""

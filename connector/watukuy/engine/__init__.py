@@ -1,0 +1,1 @@
+"""The asyncio runtime: ticks, the daemon loop, per-partition operations."""

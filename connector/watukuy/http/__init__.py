@@ -1,0 +1,1 @@
+"""The HTTP client handed to ``fetch``: validators, rate-limit headers, timeouts."""

@@ -1,0 +1,1 @@
+"""The Kafka Connect-style REST API."""

@@ -1,0 +1,1 @@
+"""Avro encodings of events and internal state."""

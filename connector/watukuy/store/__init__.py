@@ -1,0 +1,1 @@
+"""Where partition state, snapshots, parked items and events are committed."""

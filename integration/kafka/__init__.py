@@ -1,0 +1,1 @@
+"""The project's own single-node Apache Kafka broker (see broker.py)."""

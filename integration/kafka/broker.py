@@ -1,0 +1,321 @@
+"""A real single-node Apache Kafka broker (KRaft) for tests, benchmarks and the demo.
+
+    python integration/kafka/broker.py start     # fetch once, format, start, print bootstrap
+    python integration/kafka/broker.py status
+    python integration/kafka/broker.py restart   # same ports and data, e.g. for fault tests
+    python integration/kafka/broker.py stop
+
+The broker jars come from Maven Central through the small pom beside this file and are cached
+in ``$WATUKUY_CACHE`` (default ``~/.cache/watukuy``) so only the first run downloads anything.
+The running broker is described in ``<dir>/broker.json`` (default dir ``.watukuy/broker`` in
+the repository), which is where the test fixture and the demo find its bootstrap address.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+KAFKA_VERSION = "4.4.0"
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+DEFAULT_DIR = REPO / ".watukuy" / "broker"
+READY_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class RunningBroker:
+    bootstrap: str
+    controller: str
+    pid: int
+    dir: str
+
+    @property
+    def port(self) -> int:
+        return int(self.bootstrap.rsplit(":", 1)[1])
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("WATUKUY_CACHE") or str(Path.home() / ".cache" / "watukuy")
+    return Path(root) / f"kafka-{KAFKA_VERSION}"
+
+
+def fetch_jars() -> Path:
+    """Resolve the broker and its runtime dependencies once; later calls reuse the cache."""
+    target = cache_dir()
+    libs = target / "libs"
+    marker = target / ".complete"
+    if marker.exists():
+        return libs
+    if shutil.which("mvn") is None:
+        raise SystemExit("broker: Maven (mvn) is needed to fetch Kafka; install it first")
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    cmd = [
+        "mvn", "-q", "-B", "--no-transfer-progress", "-Dstyle.color=never",
+        "-f", str(HERE / "pom.xml"),
+        f"-Dkafka.version={KAFKA_VERSION}",
+        "dependency:copy-dependencies", "-DincludeScope=runtime",
+        f"-DoutputDirectory={staging / 'libs'}",
+    ]  # fmt: skip
+    print(f"broker: fetching Apache Kafka {KAFKA_VERSION} from Maven Central ...", file=sys.stderr)
+    subprocess.run(cmd, check=True)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    marker.write_text(KAFKA_VERSION)
+    return libs
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_properties(data_dir: Path, port: int, controller_port: int) -> str:
+    settings = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(data_dir / "logs"),
+        "num.partitions": "1",
+        "auto.create.topics.enable": "false",
+        # One node: every internal topic has one replica, and few partitions start faster.
+        "offsets.topic.replication.factor": "1",
+        "offsets.topic.num.partitions": "4",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.num.partitions": "4",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        # Fault tests use short consumer sessions to show fencing without long waits.
+        "group.min.session.timeout.ms": "1000",
+        "group.consumer.min.session.timeout.ms": "1000",
+        "group.consumer.min.heartbeat.interval.ms": "500",
+        "group.consumer.heartbeat.interval.ms": "1000",
+        # A cleaner that runs often, so compaction is visible within a test.
+        "log.cleaner.backoff.ms": "500",
+        "log.cleaner.threads": "1",
+        "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
+        "log.retention.check.interval.ms": "5000",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "5000",
+    }
+    return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
+LOG4J2 = """\
+status = error
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.server.name = org.apache.kafka.server
+logger.server.level = INFO
+"""
+
+
+def cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def java_command(libs: Path, runtime: Path, main: str, *args: str) -> list[str]:
+    java = shutil.which("java")
+    if java is None:
+        raise SystemExit("broker: Java 17+ is needed to run Kafka; install a JDK first")
+    return [
+        java,
+        "-Xms256m",
+        "-Xmx768m",
+        "-XX:+UseG1GC",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={runtime / 'log4j2.properties'}",
+        f"-Dkafka.logs.dir={runtime}",
+        "-cp",
+        f"{libs}/*",
+        main,
+        *args,
+    ]
+
+
+def read_running(runtime: Path = DEFAULT_DIR) -> RunningBroker | None:
+    """The broker described in ``runtime``, if its process is still alive."""
+    try:
+        info = json.loads((runtime / "broker.json").read_text())
+    except (OSError, ValueError):
+        return None
+    broker = RunningBroker(**info)
+    return broker if _alive(broker.pid) else None
+
+
+def start(runtime: Path = DEFAULT_DIR, *, fresh: bool = True) -> RunningBroker:
+    """Start a broker in ``runtime``; ``fresh=False`` reuses its config and data (a restart)."""
+    existing = read_running(runtime)
+    if existing is not None:
+        return existing
+    libs = fetch_jars()
+    props = runtime / "server.properties"
+    if fresh or not props.exists():
+        shutil.rmtree(runtime, ignore_errors=True)
+        runtime.mkdir(parents=True)
+        port, controller_port = free_port(), free_port()
+        props.write_text(server_properties(runtime, port, controller_port))
+        (runtime / "log4j2.properties").write_text(LOG4J2.format(log=runtime / "server.log"))
+        fmt = java_command(
+            libs, runtime, "kafka.tools.StorageTool",
+            "format", "--standalone", "-t", cluster_id(), "-c", str(props),
+        )  # fmt: skip
+        subprocess.run(fmt, check=True, stdout=subprocess.DEVNULL)
+    else:
+        port, controller_port = _ports_of(props)
+    with open(runtime / "stdout.log", "ab") as out:
+        proc = subprocess.Popen(
+            java_command(libs, runtime, "kafka.Kafka", str(props)),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # the broker outlives this script; stop() ends its group
+        )
+    broker = RunningBroker(
+        bootstrap=f"127.0.0.1:{port}",
+        controller=f"127.0.0.1:{controller_port}",
+        pid=proc.pid,
+        dir=str(runtime),
+    )
+    (runtime / "broker.json").write_text(json.dumps(asdict(broker)))
+    try:
+        wait_ready(broker.bootstrap, proc)
+    except BaseException:
+        stop(runtime)
+        raise
+    return broker
+
+
+def wait_ready(bootstrap: str, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Ready means a metadata request is answered, not merely that the port is open."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"broker exited with code {proc.returncode}; see its server.log")
+        try:
+            metadata = admin.list_topics(timeout=2)
+            if metadata.brokers:
+                return
+        except Exception:  # not up yet: the loop retries until the deadline
+            time.sleep(0.3)
+    raise TimeoutError(f"broker at {bootstrap} did not answer within {READY_TIMEOUT:.0f}s")
+
+
+def stop(runtime: Path = DEFAULT_DIR, *, keep_data: bool = False) -> bool:
+    """Stop the broker (TERM, then KILL after 30 s); True if one was running."""
+    try:
+        info = json.loads((runtime / "broker.json").read_text())
+    except (OSError, ValueError):
+        return False
+    pid = int(info["pid"])
+    was_running = _alive(pid)
+    if was_running:
+        _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _alive(pid):
+            _signal_group(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.1)
+    if keep_data:
+        (runtime / "broker.json").unlink(missing_ok=True)
+    else:
+        shutil.rmtree(runtime, ignore_errors=True)
+    return was_running
+
+
+def restart(runtime: Path = DEFAULT_DIR) -> RunningBroker:
+    stop(runtime, keep_data=True)
+    return start(runtime, fresh=False)
+
+
+def _ports_of(props: Path) -> tuple[int, int]:
+    for line in props.read_text().splitlines():
+        if line.startswith("listeners="):
+            parts = dict(item.split("://", 1) for item in line.split("=", 1)[1].split(","))
+            return int(parts["PLAINTEXT"].rsplit(":", 1)[1]), int(
+                parts["CONTROLLER"].rsplit(":", 1)[1]
+            )
+    raise RuntimeError(f"{props} has no listeners line")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child still answers kill(0); look at its state where /proc exists.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, sig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["fetch", "start", "stop", "restart", "status"])
+    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="runtime directory")
+    args = parser.parse_args(argv)
+    runtime: Path = args.dir.resolve()
+    if args.command == "fetch":
+        print(fetch_jars())
+    elif args.command == "start":
+        began = time.monotonic()
+        broker = start(runtime)
+        print(f"broker: ready in {time.monotonic() - began:.1f}s", file=sys.stderr)
+        print(broker.bootstrap)
+    elif args.command == "restart":
+        print(restart(runtime).bootstrap)
+    elif args.command == "stop":
+        print("broker: stopped" if stop(runtime) else "broker: was not running", file=sys.stderr)
+    else:
+        running = read_running(runtime)
+        if running is None:
+            print("broker: not running")
+            return 1
+        print(f"broker: running pid={running.pid} bootstrap={running.bootstrap}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

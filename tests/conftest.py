@@ -1,0 +1,69 @@
+"""Test wiring shared by every tier.
+
+Tests under ``tests/integration`` are marked ``integration`` and talk to a real Apache Kafka
+broker: the one named by ``WATUKUY_BOOTSTRAP``, else one already started by
+``integration/kafka/broker.py``, else one this session starts and stops. Everything else is
+marked ``unit`` and needs no broker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+INTEGRATION_DIR = Path(__file__).parent / "integration"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        in_integration = INTEGRATION_DIR in Path(str(item.fspath)).parents
+        item.add_marker(pytest.mark.integration if in_integration else pytest.mark.unit)
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    external = os.environ.get("WATUKUY_BOOTSTRAP")
+    if external:
+        yield external
+        return
+    from integration.kafka import broker
+
+    running = broker.read_running()
+    if running is not None:
+        yield running.bootstrap
+        return
+    started = broker.start()
+    try:
+        yield started.bootstrap
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def new_topic(kafka_bootstrap: str) -> Iterator[Callable[..., str]]:
+    """Create uniquely named topics for one test and delete them afterwards."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    created: list[str] = []
+
+    def create(prefix: str = "t", partitions: int = 1, **config: str) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        futures = admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config)]
+        )
+        futures[name].result(timeout=30)
+        created.append(name)
+        return name
+
+    yield create
+    if created:
+        for future in admin.delete_topics(created).values():
+            # Best effort: the broker may already be gone at teardown.
+            with contextlib.suppress(Exception):
+                future.result(timeout=30)
