@@ -1,0 +1,31 @@
+"""Errors, named by the recovery they need rather than by where they happened."""
+
+from __future__ import annotations
+
+
+class WatukuyError(Exception):
+    """Base of every error watukuy raises on purpose."""
+
+
+class ConfigError(WatukuyError, ValueError):
+    """The input is wrong: fix it. ``path`` names the bad field (``pollers[0].schedule.min``)."""
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class Fenced(WatukuyError):
+    """Another owner took over: stop working on the key(s) and rejoin."""
+
+
+class StateCorrupted(WatukuyError):
+    """Stored state cannot be read: wipe the local copy and restore it."""
+
+
+class Retriable(WatukuyError):
+    """A passing fault (network, broker, vendor): try again later."""
+
+
+class IllegalTransition(WatukuyError):
+    """A state machine was asked for a move its transition table does not allow."""

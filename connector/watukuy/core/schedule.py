@@ -1,0 +1,142 @@
+"""AIMD polling schedule of one key (``poller/partition``).
+
+A key that keeps coming back empty is polled less and less often (additive increase of the
+interval, up to ``max``); a key whose data changed is polled sooner (multiplicative decrease,
+down to ``min``). This is the TCP congestion-control shape: slow to relax, quick to react.
+
+Independently of the interval, the vendor may impose a *throttle window* (Retry-After,
+``RateLimit-Remaining: 0``): until ``throttle_until`` the key is never due, whatever happens
+(change, manual trigger, failure backoff). Every function here keeps that invariant:
+``next_due >= throttle_until``.
+
+Everything is pure: the clock is the ``now`` argument (seconds; monotonic or epoch, as long as
+the caller is consistent) and every function returns a new :class:`KeySchedule`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+__all__ = [
+    "KeySchedule",
+    "ScheduleSpec",
+    "after_poll",
+    "backoff",
+    "initial",
+    "is_due",
+    "throttle",
+    "trigger",
+]
+
+DEFAULT_STEPS = 10
+"""Without an explicit ``increase``, an idle key goes from ``min`` to ``max`` in this many polls."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleSpec:
+    """Bounds and AIMD parameters of a schedule, in seconds.
+
+    ``increase`` is the additive step applied after an idle poll. It defaults to
+    ``(max - min) / 10``: an idle key reaches ``max`` after ten idle polls whatever the range,
+    whereas a step of ``min`` would take 3600 polls for ``min=1s, max=1h``.
+    ``decrease_factor`` multiplies the interval after a poll that saw a change.
+    """
+
+    min: float
+    max: float
+    increase: float | None = None
+    decrease_factor: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.min) and self.min > 0):
+            raise ValueError(f"schedule min must be a positive number of seconds, got {self.min!r}")
+        if not (math.isfinite(self.max) and self.max >= self.min):
+            raise ValueError(f"schedule max ({self.max!r}) must be >= min ({self.min!r})")
+        if self.increase is not None and not (math.isfinite(self.increase) and self.increase > 0):
+            raise ValueError(f"schedule increase must be positive, got {self.increase!r}")
+        if not (0 < self.decrease_factor <= 1):
+            raise ValueError(
+                f"schedule decrease_factor must be in (0, 1], got {self.decrease_factor!r}"
+            )
+
+    @property
+    def step(self) -> float:
+        """The additive increase actually applied after an idle poll."""
+        if self.increase is not None:
+            return self.increase
+        return (self.max - self.min) / DEFAULT_STEPS
+
+    def clamp(self, interval: float) -> float:
+        """``interval`` brought into ``[min, max]`` (a restored state may predate the spec)."""
+        return min(self.max, max(self.min, interval))
+
+
+@dataclass(frozen=True, slots=True)
+class KeySchedule:
+    """Schedule state of one key: persisted with the key's state.
+
+    ``next_due`` is when the key should be polled next; ``throttle_until`` is the end of the
+    vendor-imposed window before which it must not be polled (``0.0``: none).
+    """
+
+    interval: float
+    next_due: float
+    throttle_until: float = 0.0
+
+
+def initial(spec: ScheduleSpec, now: float) -> KeySchedule:
+    """A fresh key: fastest interval, due immediately."""
+    return KeySchedule(interval=spec.min, next_due=now)
+
+
+def is_due(sched: KeySchedule, now: float) -> bool:
+    """Whether the key may be polled at ``now``."""
+    return now >= sched.next_due and now >= sched.throttle_until
+
+
+def after_poll(spec: ScheduleSpec, sched: KeySchedule, now: float, changed: bool) -> KeySchedule:
+    """The schedule after a successful poll at ``now``.
+
+    Idle: ``interval + step`` capped at ``max``. Changed: ``interval * decrease_factor``
+    floored at ``min``. The next poll is one interval away, but not inside a throttle window.
+    """
+    current = spec.clamp(sched.interval)
+    interval = current * spec.decrease_factor if changed else current + spec.step
+    interval = spec.clamp(interval)
+    return replace(sched, interval=interval, next_due=max(now + interval, sched.throttle_until))
+
+
+def throttle(sched: KeySchedule, until: float) -> KeySchedule:
+    """Forbid polling before ``until``.
+
+    Windows only grow: a shorter window reported while a longer one is active does not shorten
+    it (the longer one was the vendor's word too, and guessing wrong costs a 429).
+    """
+    throttle_until = max(sched.throttle_until, until)
+    return replace(
+        sched, throttle_until=throttle_until, next_due=max(sched.next_due, throttle_until)
+    )
+
+
+def trigger(sched: KeySchedule, now: float) -> KeySchedule:
+    """Make the key due now (manual trigger), unless throttled: the throttle window still wins.
+
+    The interval is kept: a trigger says nothing about how often the data changes.
+    """
+    return replace(sched, next_due=max(now, sched.throttle_until))
+
+
+def backoff(spec: ScheduleSpec, sched: KeySchedule, now: float, delay: float) -> KeySchedule:
+    """Retry after a failed poll in ``delay`` seconds (negative counts as 0).
+
+    The caller chooses ``delay`` (exponential retry, circuit cooldown). A failure tells nothing
+    about the change rate, so the interval is kept (only brought back within the spec's
+    bounds); the throttle window still wins.
+    """
+    wait = delay if delay > 0 else 0.0
+    return replace(
+        sched,
+        interval=spec.clamp(sched.interval),
+        next_due=max(now + wait, sched.throttle_until),
+    )
