@@ -1,0 +1,189 @@
+"""Change detection: a page of items against a key's snapshot becomes events.
+
+New identity: ``created``; another version: ``updated``; the same version: nothing (unless the
+lane is replaying). A completed reconcile scan turns every live snapshot entry it did not see
+into ``deleted``. Items whose identity or version cannot be computed are parked ``invalid``
+and hold nothing else up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from watukuy.core.events import Event, EventType, canonical_json, event_id, fingerprint, utc
+from watukuy.core.poller import Poller
+from watukuy.core.state import ParkedItem, SnapshotEntry
+
+
+@dataclass(slots=True)
+class Detected:
+    """Outcome of detection on one page. ``upserts`` are the snapshot entries to write."""
+
+    sequence: int
+    events: list[Event] = field(default_factory=list)
+    upserts: dict[str, SnapshotEntry] = field(default_factory=dict)
+    parked: list[ParkedItem] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Identified:
+    identity: str
+    version: str
+    item: Any
+
+
+def identify(poller: Poller, item: Any) -> Identified:
+    """Identity and version of ``item``; raises ``ValueError`` describing why not."""
+    try:
+        raw_identity = poller.identity(item)
+    except Exception as exc:
+        raise ValueError(f"identity() raised {type(exc).__name__}: {exc}") from exc
+    identity = _as_text(raw_identity, "identity")
+    try:
+        if poller.version is not None:
+            version = _as_text(poller.version(item), "version")
+        elif poller.fingerprint is not None:
+            version = _as_text(poller.fingerprint(item), "fingerprint")
+        else:
+            version = fingerprint(item)
+    except ValueError:
+        raise
+    except Exception as exc:
+        raise ValueError(f"version() raised {type(exc).__name__}: {exc}") from exc
+    return Identified(identity=identity, version=version, item=item)
+
+
+def _as_text(value: Any, what: str) -> str:
+    if isinstance(value, bool) or value is None or value == "":
+        raise ValueError(f"{what}() returned {value!r}")
+    if isinstance(value, str | int):
+        return str(value)
+    raise ValueError(f"{what}() must return a string or an integer, got {type(value).__name__}")
+
+
+def invalid_item(
+    poller: Poller, partition: str, item: Any, error: str, lane: str, now: float
+) -> ParkedItem:
+    parked_id = event_id(poller.name, partition, "", canonical_json(item), "invalid")
+    return ParkedItem(
+        id=parked_id,
+        poller=poller.name,
+        partition=partition,
+        kind="invalid",
+        item=item,
+        error=error,
+        attempts=1,
+        parked_at=now,
+        lane=lane,
+    )
+
+
+def detect(
+    poller: Poller,
+    partition: str,
+    items: list[Any],
+    snapshot: Mapping[str, SnapshotEntry],
+    *,
+    lane: str,
+    sequence: int,
+    now: float,
+    scan: int | None = None,
+    replaying: bool = False,
+) -> Detected:
+    """Events for ``items`` against ``snapshot``; ``scan`` marks entries seen by a reconcile."""
+    out = Detected(sequence=sequence)
+    for item in items:
+        try:
+            seen = identify(poller, item)
+        except ValueError as exc:
+            out.parked.append(invalid_item(poller, partition, item, str(exc), lane, now))
+            continue
+        previous = out.upserts.get(seen.identity) or snapshot.get(seen.identity)
+        kind: EventType | None
+        if previous is None or previous.deleted is not None:
+            kind = "created"
+        elif previous.version != seen.version:
+            kind = "updated"
+        else:
+            kind = "updated" if replaying else None
+        if kind is not None:
+            out.sequence += 1
+            out.events.append(
+                Event(**_fields(poller, partition, seen, kind, out.sequence, lane, now))
+            )
+        if kind is not None or scan is not None:
+            keep_scan = scan if scan is not None else (previous.scan if previous else 0)
+            out.upserts[seen.identity] = SnapshotEntry(
+                version=seen.version, seen=now, scan=keep_scan
+            )
+    return out
+
+
+def _fields(
+    poller: Poller,
+    partition: str,
+    seen: Identified,
+    kind: EventType,
+    seq: int,
+    lane: str,
+    now: float,
+) -> dict[str, Any]:
+    return {
+        "id": event_id(poller.name, partition, seen.identity, seen.version),
+        "poller": poller.name,
+        "partition": partition,
+        "subject": seen.identity,
+        "type": kind,
+        "version": seen.version,
+        "sequence": seq,
+        "time": utc(now),
+        "lane": lane,
+        "schema_version": poller.schema_version,
+        "data": seen.item,
+    }
+
+
+def deletions(
+    poller: Poller,
+    partition: str,
+    snapshot: Mapping[str, SnapshotEntry],
+    detected: Detected,
+    *,
+    scan: int,
+    now: float,
+) -> None:
+    """After a completed reconcile pass: ``deleted`` for every live entry the pass missed."""
+    for identity, entry in sorted(snapshot.items()):
+        current = detected.upserts.get(identity, entry)
+        if current.deleted is not None or current.scan == scan:
+            continue
+        detected.sequence += 1
+        detected.events.append(
+            Event(
+                id=event_id(poller.name, partition, identity, current.version, "deleted"),
+                poller=poller.name,
+                partition=partition,
+                subject=identity,
+                type="deleted",
+                version=current.version,
+                sequence=detected.sequence,
+                time=utc(now),
+                lane="reconcile",
+                schema_version=poller.schema_version,
+                data=None,
+            )
+        )
+        detected.upserts[identity] = SnapshotEntry(
+            version=current.version, seen=current.seen, scan=current.scan, deleted=now
+        )
+
+
+def expired(snapshot: Mapping[str, SnapshotEntry], retain: float, now: float) -> list[str]:
+    """Deleted entries older than ``retain``: they may now be forgotten."""
+    return [
+        identity
+        for identity, entry in snapshot.items()
+        if entry.deleted is not None and now - entry.deleted >= retain
+    ]

@@ -1,0 +1,47 @@
+"""Durations as users write them: ``"250ms"``, ``"30s"``, ``"5m"``, ``"2h"``, ``"30d"``, numbers
+of seconds, or ``timedelta``. Everything inside watukuy is float seconds."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from watukuy.core.errors import ConfigError
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
+
+
+def parse_duration(value: object, path: str, *, allow_zero: bool = False) -> float:
+    """Seconds in ``value``; a ``ConfigError`` naming ``path`` when it is not a duration."""
+    seconds: float
+    if isinstance(value, bool):
+        raise ConfigError(f"expected a duration like '30s', got {value!r}", path)
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        match = _PATTERN.match(value)
+        if match is None:
+            raise ConfigError(
+                f"expected a duration like '250ms', '30s', '5m', '2h' or '30d', got {value!r}",
+                path,
+            )
+        seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    else:
+        raise ConfigError(f"expected a duration like '30s', got {type(value).__name__}", path)
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        raise ConfigError(f"duration must be finite, got {value!r}", path)
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        raise ConfigError(f"duration must be positive, got {value!r}", path)
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest exact spelling, for messages and inspect output."""
+    for unit in ("d", "h", "m", "s"):
+        size = _UNITS[unit]
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{round(seconds * 1000)}ms"

@@ -1,0 +1,292 @@
+"""Plan, execute, decide: the pure halves of one poll.
+
+The core plans the request (:func:`plan`), the engine performs it, and the core decides what
+the outcome means (:func:`decide`): :class:`Emit` (a page to commit), :class:`Backoff` (retry
+later, nothing to emit) or :class:`Trip` (the circuit opened). Every decision carries the
+complete new state of the key, so the engine's only job is to commit it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from watukuy.core import cursor as cursors
+from watukuy.core import schedule as schedules
+from watukuy.core.changes import Detected, deletions, detect, expired
+from watukuy.core.circuit import CircuitState
+from watukuy.core.events import Event
+from watukuy.core.poller import FetchResult, Poller
+from watukuy.core.state import (
+    Lane,
+    LaneState,
+    ParkedItem,
+    PartitionState,
+    SnapshotEntry,
+    Validators,
+)
+
+
+def fresh_state(poller: Poller, partition: str, now: float, epoch: int = 0) -> PartitionState:
+    """A partition seen for the first time: initial cursor, fastest interval, due now."""
+    return PartitionState(
+        poller=poller.name,
+        partition=partition,
+        live=LaneState(cursor=poller.cursor.initial),
+        schedule=schedules.initial(poller.schedule, now),
+        reconcile_due=None if poller.reconcile is None else now + poller.reconcile,
+        epoch=epoch,
+        created=now,
+    )
+
+
+def next_lane(state: PartitionState, now: float) -> Lane | None:
+    """The lane to poll at ``now``, by priority; ``None`` when nothing may run."""
+    if state.paused is not None or not state.circuit.allows(now):
+        return None
+    if now < state.schedule.throttle_until:
+        return None
+    if now >= state.schedule.next_due:
+        return Lane.LIVE
+    if state.reconcile.active or (state.reconcile_due is not None and now >= state.reconcile_due):
+        return Lane.RECONCILE
+    if state.backfill.active:
+        return Lane.BACKFILL
+    return None
+
+
+def due_at(state: PartitionState, now: float) -> float | None:
+    """When the key next needs a poll (``None``: paused, or a probe is out)."""
+    if state.paused is not None:
+        return None
+    ready = state.circuit.ready_at(now)
+    if ready is None:
+        return None
+    wanted = state.schedule.next_due
+    if state.backfill.active or state.reconcile.active:
+        wanted = now
+    elif state.reconcile_due is not None:
+        wanted = min(wanted, state.reconcile_due)
+    return max(wanted, ready, state.schedule.throttle_until)
+
+
+@dataclass(frozen=True, slots=True)
+class PollPlan:
+    """One page request: which lane, from which cursor, and what the poll saw so far."""
+
+    lane: Lane
+    cursor: Any
+    fetch_value: Any
+    page: int = 0
+    scan: int | None = None
+    replaying: bool = False
+    changed: bool = False
+
+
+def plan(poller: Poller, state: PartitionState, lane: Lane) -> PollPlan:
+    """The first page of a poll of ``lane``."""
+    current = state.lane(lane)
+    cursor = current.cursor
+    scan = None
+    if lane is Lane.RECONCILE:
+        # A pass that did not start yet begins at the initial cursor with a new scan number.
+        cursor = current.cursor if current.active else poller.cursor.initial
+        scan = current.scan if current.active else current.scan + 1
+    return PollPlan(
+        lane=lane,
+        cursor=cursor,
+        fetch_value=cursors.fetch_value(poller.cursor, cursor),
+        scan=scan,
+        replaying=lane is Lane.LIVE and state.live.replaying,
+    )
+
+
+def next_page(poller: Poller, previous: PollPlan, emit: Emit) -> PollPlan:
+    current = emit.state.lane(previous.lane)
+    return replace(
+        previous,
+        cursor=current.cursor,
+        fetch_value=cursors.fetch_value(poller.cursor, current.cursor),
+        page=previous.page + 1,
+        changed=previous.changed or bool(emit.events),
+    )
+
+
+def begin(state: PartitionState, now: float) -> PartitionState:
+    """A request starts: an open circuit past its cooldown sends its one probe."""
+    return replace(state, circuit=state.circuit.attempt(now))
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """What the engine got from ``fetch``: a result, or a 304 (``not_modified``)."""
+
+    result: FetchResult
+    not_modified: bool = False
+    validators: Mapping[str, Validators] = field(default_factory=dict)
+    throttle_until: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A poll that failed. ``throttle_until`` set: the vendor said when (429, Retry-After)."""
+
+    error: str
+    throttle_until: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """A page to commit atomically: events, state, snapshot changes, parked items."""
+
+    state: PartitionState
+    events: list[Event]
+    upserts: dict[str, SnapshotEntry]
+    forget: list[str]
+    parked: list[ParkedItem]
+    more: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    state: PartitionState
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Trip:
+    state: PartitionState
+    reason: str
+
+
+Decision = Emit | Backoff | Trip
+
+
+def decide(
+    poller: Poller,
+    state: PartitionState,
+    snapshot: Mapping[str, SnapshotEntry],
+    step: PollPlan,
+    outcome: Page | Failure,
+    now: float,
+) -> Decision:
+    if isinstance(outcome, Failure):
+        return _failed(poller, state, outcome, now)
+    return _emitted(poller, state, snapshot, step, outcome, now)
+
+
+def _failed(poller: Poller, state: PartitionState, failure: Failure, now: float) -> Decision:
+    if failure.throttle_until is not None:
+        # The vendor asked us to wait: pacing, not a failure of the tenant's API.
+        circuit = state.circuit.on_cancel() if state.circuit.probe_in_flight else state.circuit
+        throttled = schedules.throttle(state.schedule, failure.throttle_until)
+        new = replace(state, schedule=throttled, circuit=circuit, last_error=failure.error)
+        return Backoff(state=new, reason=failure.error)
+    circuit = state.circuit.on_failure(poller.circuit, now)
+    if circuit.state is CircuitState.OPEN:
+        opened = replace(state, circuit=circuit, last_error=failure.error)
+        ready = circuit.ready_at(now)
+        sched = schedules.backoff(poller.schedule, state.schedule, now, (ready or now) - now)
+        return Trip(state=replace(opened, schedule=sched), reason=failure.error)
+    delay = min(poller.schedule.min * 2 ** (circuit.consecutive_failures - 1), poller.schedule.max)
+    sched = schedules.backoff(poller.schedule, state.schedule, now, delay)
+    new = replace(state, circuit=circuit, schedule=sched, last_error=failure.error)
+    return Backoff(state=new, reason=failure.error)
+
+
+def _emitted(
+    poller: Poller,
+    state: PartitionState,
+    snapshot: Mapping[str, SnapshotEntry],
+    step: PollPlan,
+    page: Page,
+    now: float,
+) -> Emit:
+    result = page.result
+    if page.not_modified:
+        result = FetchResult(items=[], cursor=step.cursor, has_more=False)
+    detected = detect(
+        poller,
+        state.partition,
+        list(result.items),
+        snapshot,
+        lane=step.lane.value,
+        sequence=state.sequence,
+        now=now,
+        scan=step.scan,
+        replaying=step.replaying,
+    )
+    more = cursors.page_has_more(poller.cursor, step.cursor, result)
+    new_cursor = (
+        step.cursor
+        if page.not_modified
+        else cursors.advance(poller.cursor, step.cursor, result, list(result.items))
+    )
+    lane_state = state.lane(step.lane)
+    forget: list[str] = []
+    if step.lane is Lane.BACKFILL and lane_state.until is not None:
+        more = more and not cursors.reached(new_cursor, lane_state.until)
+    finished = not more
+    if step.lane is Lane.RECONCILE and finished:
+        deletions(poller, state.partition, snapshot, detected, scan=step.scan or 0, now=now)
+        forget = expired({**snapshot, **detected.upserts}, poller.retain, now)
+    at_limit = more and step.page + 1 >= poller.max_pages
+    new_state = _after_page(poller, state, step, detected, new_cursor, more, at_limit, page, now)
+    for identity in forget:
+        detected.upserts.pop(identity, None)
+    return Emit(
+        state=new_state,
+        events=detected.events,
+        upserts=detected.upserts,
+        forget=forget,
+        parked=detected.parked,
+        more=more and not at_limit,
+    )
+
+
+def _after_page(
+    poller: Poller,
+    state: PartitionState,
+    step: PollPlan,
+    detected: Detected,
+    new_cursor: Any,
+    more: bool,
+    at_limit: bool,
+    page: Page,
+    now: float,
+) -> PartitionState:
+    lane = state.lane(step.lane)
+    finished = not more
+    if step.lane is Lane.LIVE:
+        lane = replace(lane, cursor=new_cursor, replaying=lane.replaying and not finished)
+    elif step.lane is Lane.BACKFILL:
+        lane = replace(lane, cursor=new_cursor, active=not finished)
+    else:
+        lane = replace(
+            lane,
+            cursor=None if finished else new_cursor,
+            active=not finished,
+            scan=step.scan if step.scan is not None else lane.scan,
+        )
+    new = state.with_lane(step.lane, lane).with_validators(dict(page.validators))
+    new = replace(
+        new,
+        sequence=detected.sequence,
+        circuit=new.circuit.on_success(now),
+        last_success=now,
+        last_error=None,
+    )
+    sched = new.schedule
+    if step.lane is Lane.LIVE and finished:
+        changed = step.changed or bool(detected.events)
+        sched = schedules.after_poll(poller.schedule, sched, now, changed)
+    elif step.lane is Lane.LIVE and at_limit:
+        sched = schedules.trigger(sched, now)  # more is waiting: come back as soon as allowed
+    if step.lane is Lane.RECONCILE and finished and poller.reconcile is not None:
+        new = replace(new, reconcile_due=now + poller.reconcile)
+    elif step.lane is Lane.RECONCILE and finished:
+        new = replace(new, reconcile_due=None)
+    if page.throttle_until is not None:
+        sched = schedules.throttle(sched, page.throttle_until)
+    return replace(new, schedule=sched)

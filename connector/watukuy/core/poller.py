@@ -1,0 +1,255 @@
+"""A poller definition and its validation, done once when it is defined.
+
+Everything a user can set enters here and is checked here, so a bad value fails with the name
+of the field instead of surfacing later inside a poll.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from watukuy.core.circuit import CircuitSpec
+from watukuy.core.durations import parse_duration
+from watukuy.core.errors import ConfigError
+from watukuy.core.schedule import ScheduleSpec
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
+CURSOR_STRATEGIES = ("token", "timestamp", "none")
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """One tenant of a poller. ``data`` is transient and never stored anywhere."""
+
+    key: str
+    data: Any = None
+
+    def __repr__(self) -> str:
+        # data often holds credentials: keep it out of logs and tracebacks.
+        return f"Partition(key={self.key!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """One page returned by ``fetch``.
+
+    ``has_more`` says whether the poll should call ``fetch`` again; when left ``None`` it is
+    inferred from the cursor (see ``watukuy.core.cursor.page_has_more``).
+    """
+
+    items: list[Any]
+    cursor: Any = None
+    has_more: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CursorSpec:
+    strategy: str = "token"
+    initial: Any = None
+    field: str | None = None  # timestamp strategy: the item field holding the watermark
+    lookback: float = 0.0  # timestamp strategy: re-read this much before the watermark
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerSpec:
+    attempts: int = 5
+    backoff: float = 0.5
+    max_backoff: float = 30.0
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Poller:
+    """A validated poller definition: build it with :func:`define_poller`."""
+
+    name: str
+    fetch: Callable[..., Any]
+    identity: Callable[[Any], Any]
+    version: Callable[[Any], Any] | None
+    fingerprint: Callable[[Any], str] | None
+    partitions: Callable[[], Any] | None
+    partitions_refresh: float
+    cursor: CursorSpec
+    schedule: ScheduleSpec
+    budget: str | None
+    budget_weight: float
+    schema_version: int
+    retain: float
+    max_pages: int
+    reconcile: float | None
+    fetch_timeout: float
+    circuit: CircuitSpec
+    handler: HandlerSpec
+    topic: str | None
+    schema: Any
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def partitioned(self) -> bool:
+        return self.partitions is not None
+
+
+def define_poller(
+    *,
+    name: str,
+    fetch: Callable[..., Any],
+    identity: Callable[[Any], Any],
+    version: Callable[[Any], Any] | None = None,
+    fingerprint: Callable[[Any], str] | None = None,
+    partitions: Callable[[], Any] | None = None,
+    partitions_refresh: object = "5m",
+    cursor: Mapping[str, Any] | None = None,
+    schedule: Mapping[str, Any] | None = None,
+    budget: str | None = None,
+    budget_weight: float = 1,
+    schema_version: int = 1,
+    retain: object = "30d",
+    max_pages: int = 100,
+    reconcile: object = None,
+    fetch_timeout: object = "60s",
+    circuit: Mapping[str, Any] | None = None,
+    handler: Mapping[str, Any] | None = None,
+    topic: str | None = None,
+    schema: Any = None,
+) -> Poller:
+    """Define a poller; a ``ConfigError`` names the first bad field."""
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise ConfigError(f"must match [A-Za-z0-9._-]+, got {name!r}", "name")
+    where = f"poller '{name}'"
+    _require_callable(fetch, f"{where}.fetch")
+    _require_callable(identity, f"{where}.identity")
+    for label, fn in (("version", version), ("fingerprint", fingerprint)):
+        if fn is not None:
+            _require_callable(fn, f"{where}.{label}")
+    if partitions is not None:
+        _require_callable(partitions, f"{where}.partitions")
+    if budget is not None and (not isinstance(budget, str) or not budget):
+        raise ConfigError(f"must be a budget name, got {budget!r}", f"{where}.budget")
+    return Poller(
+        name=name,
+        fetch=fetch,
+        identity=identity,
+        version=version,
+        fingerprint=fingerprint,
+        partitions=partitions,
+        partitions_refresh=parse_duration(partitions_refresh, f"{where}.partitions_refresh"),
+        cursor=_cursor_spec(cursor, f"{where}.cursor"),
+        schedule=_schedule_spec(schedule, f"{where}.schedule"),
+        budget=budget,
+        budget_weight=_positive_number(budget_weight, f"{where}.budget_weight"),
+        schema_version=_positive_int(schema_version, f"{where}.schema_version"),
+        retain=parse_duration(retain, f"{where}.retain"),
+        max_pages=_positive_int(max_pages, f"{where}.max_pages"),
+        reconcile=None if reconcile is None else parse_duration(reconcile, f"{where}.reconcile"),
+        fetch_timeout=parse_duration(fetch_timeout, f"{where}.fetch_timeout"),
+        circuit=_circuit_spec(circuit, f"{where}.circuit"),
+        handler=_handler_spec(handler, f"{where}.handler"),
+        topic=_topic(topic, f"{where}.topic"),
+        schema=schema,
+    )
+
+
+def _require_callable(value: object, path: str) -> None:
+    if not callable(value):
+        raise ConfigError(f"must be callable, got {type(value).__name__}", path)
+
+
+def _positive_number(value: object, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(f"must be a positive number, got {value!r}", path)
+    return float(value)
+
+
+def _positive_int(value: object, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"must be a positive integer, got {value!r}", path)
+    return value
+
+
+def _known_keys(given: Mapping[str, Any], allowed: set[str], path: str) -> None:
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"must be a mapping, got {type(given).__name__}", path)
+    unknown = sorted(set(given) - allowed)
+    if unknown:
+        raise ConfigError(f"unknown key {unknown[0]!r} (known: {', '.join(sorted(allowed))})", path)
+
+
+def _cursor_spec(given: Mapping[str, Any] | None, path: str) -> CursorSpec:
+    if given is None:
+        return CursorSpec()
+    _known_keys(given, {"strategy", "initial", "field", "lookback"}, path)
+    strategy = given.get("strategy", "token")
+    if strategy not in CURSOR_STRATEGIES:
+        raise ConfigError(
+            f"unknown cursor strategy {strategy!r} (known: {', '.join(CURSOR_STRATEGIES)})",
+            f"{path}.strategy",
+        )
+    field_name = given.get("field")
+    if strategy == "timestamp" and (not isinstance(field_name, str) or not field_name):
+        raise ConfigError("the timestamp strategy needs the item field to read", f"{path}.field")
+    lookback = given.get("lookback", 0)
+    return CursorSpec(
+        strategy=strategy,
+        initial=given.get("initial"),
+        field=field_name,
+        lookback=parse_duration(lookback, f"{path}.lookback", allow_zero=True),
+    )
+
+
+def _schedule_spec(given: Mapping[str, Any] | None, path: str) -> ScheduleSpec:
+    given = {"min": "30s", "max": "15m"} if given is None else given
+    _known_keys(given, {"min", "max", "increase", "decrease_factor"}, path)
+    low = parse_duration(given.get("min", "30s"), f"{path}.min")
+    high = parse_duration(given.get("max", max(low, 900.0)), f"{path}.max")
+    if low > high:
+        raise ConfigError(f"min ({given.get('min')!r}) is greater than max", f"{path}.min")
+    increase = given.get("increase")
+    factor = given.get("decrease_factor", 0.5)
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 < factor <= 1:
+        raise ConfigError(f"must be in (0, 1], got {factor!r}", f"{path}.decrease_factor")
+    return ScheduleSpec(
+        min=low,
+        max=high,
+        increase=None if increase is None else parse_duration(increase, f"{path}.increase"),
+        decrease_factor=float(factor),
+    )
+
+
+def _circuit_spec(given: Mapping[str, Any] | None, path: str) -> CircuitSpec:
+    if given is None:
+        return CircuitSpec()
+    _known_keys(given, {"failure_threshold", "cooldown", "max_cooldown", "multiplier"}, path)
+    cooldown = parse_duration(given.get("cooldown", 30), f"{path}.cooldown")
+    max_cooldown = parse_duration(given.get("max_cooldown", max(600, cooldown)), f"{path}.max")
+    if max_cooldown < cooldown:
+        raise ConfigError("must not be less than cooldown", f"{path}.max_cooldown")
+    multiplier = _positive_number(given.get("multiplier", 2), f"{path}.multiplier")
+    if multiplier < 1:
+        raise ConfigError(f"must be >= 1, got {multiplier!r}", f"{path}.multiplier")
+    return CircuitSpec(
+        failure_threshold=_positive_int(
+            given.get("failure_threshold", 5), f"{path}.failure_threshold"
+        ),
+        cooldown=cooldown,
+        max_cooldown=max_cooldown,
+        multiplier=multiplier,
+    )
+
+
+def _handler_spec(given: Mapping[str, Any] | None, path: str) -> HandlerSpec:
+    if given is None:
+        return HandlerSpec()
+    _known_keys(given, {"attempts", "backoff", "max_backoff"}, path)
+    return HandlerSpec(
+        attempts=_positive_int(given.get("attempts", 5), f"{path}.attempts"),
+        backoff=parse_duration(given.get("backoff", 0.5), f"{path}.backoff"),
+        max_backoff=parse_duration(given.get("max_backoff", 30), f"{path}.max_backoff"),
+    )
+
+
+def _topic(topic: str | None, path: str) -> str | None:
+    if topic is not None and (not isinstance(topic, str) or not NAME_PATTERN.match(topic)):
+        raise ConfigError(f"must be a Kafka topic name, got {topic!r}", path)
+    return topic

@@ -1,0 +1,165 @@
+"""What is kept per ``(poller, partition)``: cursors per lane, schedule, circuit, sequence,
+HTTP validators, paused flag, fencing epoch; the snapshot entries and parked items.
+
+Values are frozen; every change makes a new value, so a poll's outcome can be computed in full
+before anything is committed. ``to_dict``/``from_dict`` give the JSON-able form stores write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+from watukuy.core.budget import Lane
+from watukuy.core.circuit import Circuit, CircuitState
+from watukuy.core.errors import StateCorrupted
+from watukuy.core.schedule import KeySchedule
+
+STATE_FORMAT = 1
+
+__all__ = ["Lane", "LaneState", "ParkedItem", "PartitionState", "SnapshotEntry", "Validators"]
+
+
+@dataclass(frozen=True, slots=True)
+class LaneState:
+    """Cursor of one lane.
+
+    ``active`` matters for backfill and reconcile (they run, then stop); ``replaying`` makes
+    the live lane re-emit unchanged items until it catches up; ``scan`` numbers reconcile
+    passes so a completed pass knows which snapshot entries it did not see; ``until`` is where
+    a backfill stops (the live cursor when it began).
+    """
+
+    cursor: Any = None
+    active: bool = False
+    replaying: bool = False
+    scan: int = 0
+    until: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Validators:
+    etag: str | None = None
+    last_modified: str | None = None
+
+
+PauseReason = Literal["user", "removed"]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    poller: str
+    partition: str
+    live: LaneState
+    schedule: KeySchedule
+    backfill: LaneState = LaneState()
+    reconcile: LaneState = LaneState()
+    reconcile_due: float | None = None
+    circuit: Circuit = Circuit()  # noqa: RUF009 - frozen, so one shared default is safe
+    sequence: int = 0
+    validators: tuple[tuple[str, Validators], ...] = ()
+    paused: PauseReason | None = None
+    epoch: int = 0
+    last_success: float | None = None
+    last_error: str | None = None
+    created: float = 0.0
+
+    @property
+    def key(self) -> str:
+        return f"{self.poller}/{self.partition}"
+
+    def lane(self, lane: Lane) -> LaneState:
+        return {Lane.LIVE: self.live, Lane.BACKFILL: self.backfill, Lane.RECONCILE: self.reconcile}[
+            lane
+        ]
+
+    def with_lane(self, lane: Lane, value: LaneState) -> PartitionState:
+        if lane is Lane.LIVE:
+            return replace(self, live=value)
+        if lane is Lane.BACKFILL:
+            return replace(self, backfill=value)
+        return replace(self, reconcile=value)
+
+    def validators_for(self, url: str) -> Validators | None:
+        return dict(self.validators).get(url)
+
+    def with_validators(self, updates: dict[str, Validators]) -> PartitionState:
+        if not updates:
+            return self
+        merged = dict(self.validators)
+        merged.update(updates)
+        return replace(self, validators=tuple(sorted(merged.items())))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["format"] = STATE_FORMAT
+        out["circuit"]["state"] = self.circuit.state.value
+        out["validators"] = {url: asdict(v) for url, v in self.validators}
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> PartitionState:
+        try:
+            circuit = dict(raw["circuit"])
+            circuit["state"] = CircuitState(circuit["state"])
+            return cls(
+                poller=raw["poller"],
+                partition=raw["partition"],
+                live=LaneState(**raw["live"]),
+                backfill=LaneState(**raw["backfill"]),
+                reconcile=LaneState(**raw["reconcile"]),
+                reconcile_due=raw.get("reconcile_due"),
+                schedule=KeySchedule(**raw["schedule"]),
+                circuit=Circuit(**circuit),
+                sequence=int(raw["sequence"]),
+                validators=tuple(
+                    sorted((url, Validators(**v)) for url, v in raw["validators"].items())
+                ),
+                paused=raw.get("paused"),
+                epoch=int(raw.get("epoch", 0)),
+                last_success=raw.get("last_success"),
+                last_error=raw.get("last_error"),
+                created=float(raw.get("created", 0.0)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateCorrupted(f"unreadable partition state: {exc!r}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotEntry:
+    """What was last seen of one item: the basis of change detection."""
+
+    version: str
+    seen: float
+    scan: int = 0
+    deleted: float | None = None  # when a reconcile found it gone; kept until ``retain``
+
+
+ParkedKind = Literal["invalid", "poison"]
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedItem:
+    """An item or event that could not be turned into an event or delivered."""
+
+    id: str
+    poller: str
+    partition: str
+    kind: ParkedKind
+    item: Any
+    error: str
+    attempts: int
+    parked_at: float
+    lane: str = "live"
+    subject: str | None = None
+    event: dict[str, Any] | None = field(default=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> ParkedItem:
+        try:
+            return cls(**raw)
+        except TypeError as exc:
+            raise StateCorrupted(f"unreadable parked item: {exc!r}") from exc
