@@ -1,0 +1,36 @@
+"""An in-process vendor API for tests and demos: N tenants, cursor pagination, ETags,
+per-tenant rate limits and fault injection, deterministic from a seed.
+
+The model (:class:`VendorSimulator`) is plain Python; :func:`running_simulator` serves it over
+HTTP (see :mod:`integration.simulator.app` for the endpoints)::
+
+    sim = VendorSimulator(tenants=3, items_per_tenant=10, seed=1, now=clock)
+    async with running_simulator(sim) as base_url:
+        sim.update_item("t_0001", "it_00001", amount=1.0)
+        sim.faults("t_0002").fail_next = 2
+"""
+
+from __future__ import annotations
+
+from .app import build_app, running_simulator
+from .paging import decode_cursor, encode_cursor, from_iso, to_iso
+from .records import Admission, Conflict, Faults, Item, LogEntry, NotFound, Tenant
+from .vendor import DEFAULT_HISTORY_END, VendorSimulator
+
+__all__ = [
+    "DEFAULT_HISTORY_END",
+    "Admission",
+    "Conflict",
+    "Faults",
+    "Item",
+    "LogEntry",
+    "NotFound",
+    "Tenant",
+    "VendorSimulator",
+    "build_app",
+    "decode_cursor",
+    "encode_cursor",
+    "from_iso",
+    "running_simulator",
+    "to_iso",
+]

@@ -1,0 +1,93 @@
+"""Run the vendor simulator as a standalone server, for demos and manual pollers.
+
+    python -m integration.simulator --tenants 5 --items 20 --seed 7 --port 8099 --mutate-every 2s
+
+The first line on stdout is one JSON object, ``{"base_url": ..., "tenants": [{"id", "slug",
+"token"}]}``, so a script can read it and start polling; progress goes to stderr. It serves
+until SIGINT or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import re
+import signal
+import sys
+from collections.abc import Sequence
+
+from .app import running_simulator
+from .vendor import VendorSimulator
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m)?")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from ``500ms``, ``2s``, ``1m`` or a bare number of seconds."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (try 500ms, 2s, 1m)")
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m integration.simulator", description=__doc__)
+    parser.add_argument("--tenants", type=int, default=3, help="number of tenants (3)")
+    parser.add_argument("--items", type=int, default=20, help="initial items per tenant (20)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of all generated data (0)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8099, help="port, 0 for any free (8099)")
+    parser.add_argument("--quota", type=int, default=1000, help="requests per window (1000)")
+    parser.add_argument("--window", type=parse_duration, default=60.0, help="rate window (60s)")
+    parser.add_argument(
+        "--mutate-every",
+        type=parse_duration,
+        default=None,
+        metavar="DURATION",
+        help="make a random create/update/delete this often (off)",
+    )
+    return parser
+
+
+async def _mutate(sim: VendorSimulator, every: float) -> None:
+    """Keep the data moving so a demo poller has something to report."""
+    while True:
+        await asyncio.sleep(every)
+        change = sim.mutate_randomly()
+        if change is not None:
+            operation, tenant_id, item_id = change
+            print(f"mutated: {operation} {tenant_id}/{item_id}", file=sys.stderr, flush=True)
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    sim = VendorSimulator(
+        args.tenants, args.items, seed=args.seed, quota=args.quota, window=args.window
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    async with running_simulator(sim, args.host, args.port) as base_url:
+        tenants = [tenant.to_json() for tenant in sim.tenants]
+        print(json.dumps({"base_url": base_url, "tenants": tenants}), flush=True)
+        print(f"vendor simulator on {base_url}; Ctrl-C to stop", file=sys.stderr, flush=True)
+        mutator = None
+        if args.mutate_every:
+            mutator = asyncio.create_task(_mutate(sim, args.mutate_every))
+        await stop.wait()
+        if mutator is not None:
+            mutator.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await mutator
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    asyncio.run(_serve(_parser().parse_args(argv)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""The vendor simulator over HTTP (aiohttp), as the pollers under test see it.
+
+Public API (what a poller talks to):
+
+``GET /tenants``
+    ``{"tenants": [{"id", "slug", "token"}]}``: the listing a ``partitions`` callable uses.
+
+``GET /{slug}/items?cursor=&limit=&updated_since=`` with ``Authorization: Bearer <token>``
+    Items in ``(updated_at, id)`` order, as ``{"data": [...], "next": str|null, "resume": str}``.
+
+    - ``next`` continues the listing; it is ``null`` on the last page.
+    - ``resume`` is always present: passed later as ``?cursor=``, it lists only the items
+      created or updated after the last item of this page (``updated_at`` is strictly
+      increasing per tenant). A poller follows ``next`` to the end, keeps the last ``resume``
+      and polls incrementally from it. Deleted items simply vanish: only a full scan (no
+      cursor) shows that they are gone.
+    - ``updated_since`` (ISO-8601; naive means UTC) keeps items with ``updated_at >=`` it.
+    - ``limit``: 1..500, default 50. A bad ``limit``, ``cursor`` or ``updated_since`` is a
+      400 ``{"error": ...}``; an unknown slug 404; a missing or wrong token 401.
+    - ``ETag`` is a digest of the body; a matching ``If-None-Match`` gets a bodiless 304.
+    - Each tenant has a fixed-window quota; every authenticated answer carries
+      ``RateLimit-Limit``, ``RateLimit-Remaining`` and ``RateLimit-Reset`` (seconds), and
+      once the quota is spent the answer is 429 with ``Retry-After`` (seconds).
+    - The tenant's :class:`~.vendor.Faults` apply after authentication and rate limiting.
+
+Admin API (test control; not counted, not rate-limited, never faulty; ids are tenant ids):
+
+- ``POST /_admin/tenants`` ``{"slug"?, "items"?}`` → 201 tenant; ``DELETE /_admin/tenants/{id}``
+- ``GET|POST /_admin/tenants/{id}/faults``: read, or replace with the given fields
+- ``GET|POST /_admin/tenants/{id}/items``: every item, or create one (201)
+- ``PUT|PATCH|DELETE /_admin/tenants/{id}/items/{item_id}``: merge-update, or delete (204)
+- ``GET /_admin/stats``: ``{"total": n, "tenants": {id: n}}`` request counts
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from aiohttp import web
+
+from .paging import BadRequest, Page, lower_bound, parse_limit
+from .records import Conflict, Faults, Item, NotFound
+from .vendor import VendorSimulator
+
+SIMULATOR = web.AppKey("simulator", VendorSimulator)
+_ADMIN = "/_admin/"
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def build_app(sim: VendorSimulator) -> web.Application:
+    """An aiohttp application serving ``sim``; the model stays the single source of truth."""
+    app = web.Application(middlewares=[_account, _errors])
+    app[SIMULATOR] = sim
+    routes = app.router
+    routes.add_post("/_admin/tenants", _add_tenant)
+    routes.add_delete("/_admin/tenants/{tenant_id}", _remove_tenant)
+    routes.add_get("/_admin/tenants/{tenant_id}/faults", _get_faults)
+    routes.add_post("/_admin/tenants/{tenant_id}/faults", _set_faults)
+    routes.add_get("/_admin/tenants/{tenant_id}/items", _all_items)
+    routes.add_post("/_admin/tenants/{tenant_id}/items", _create_item)
+    routes.add_put("/_admin/tenants/{tenant_id}/items/{item_id}", _update_item)
+    routes.add_patch("/_admin/tenants/{tenant_id}/items/{item_id}", _update_item)
+    routes.add_delete("/_admin/tenants/{tenant_id}/items/{item_id}", _delete_item)
+    routes.add_get("/_admin/stats", _stats)
+    routes.add_get("/tenants", _list_tenants)
+    routes.add_get("/{slug}/items", _list_items)
+    return app
+
+
+@asynccontextmanager
+async def running_simulator(
+    sim: VendorSimulator, host: str = "127.0.0.1", port: int = 0
+) -> AsyncIterator[str]:
+    """Serve ``sim`` (on a free port by default) and yield its base URL, e.g. for tests."""
+    runner = web.AppRunner(build_app(sim), access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound_port = runner.addresses[0][1]
+        url_host = "127.0.0.1" if host in ("", "0.0.0.0") else host
+        yield f"http://{url_host}:{bound_port}"
+    finally:
+        await runner.cleanup()
+
+
+# -- middlewares ----------------------------------------------------------------------------
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Turn model errors into JSON answers; bad input is only expected on the admin API."""
+    try:
+        return await handler(request)
+    except NotFound as exc:
+        return _error(404, str(exc))
+    except Conflict as exc:
+        return _error(409, str(exc))
+    except ValueError as exc:
+        if not request.path.startswith(_ADMIN):
+            raise
+        return _error(400, str(exc))
+
+
+@web.middleware
+async def _account(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Count and log every vendor API request with the status it got (admin calls excluded)."""
+    if request.path.startswith(_ADMIN):
+        return await handler(request)
+    sim = request.app[SIMULATOR]
+    slug = request.match_info.get("slug")
+    tenant = sim.tenant_by_slug(slug) if slug is not None else None
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    finally:
+        tenant_id = tenant.id if tenant is not None else None
+        sim.record(tenant_id, request.path, dict(request.query), status)
+
+
+# -- vendor API -----------------------------------------------------------------------------
+
+
+async def _list_tenants(request: web.Request) -> web.Response:
+    sim = request.app[SIMULATOR]
+    return web.json_response({"tenants": [tenant.to_json() for tenant in sim.tenants]})
+
+
+async def _list_items(request: web.Request) -> web.Response:
+    """Authenticate, rate-limit, inject faults, then serve one page."""
+    sim = request.app[SIMULATOR]
+    tenant = sim.tenant_by_slug(request.match_info["slug"])
+    if tenant is None:
+        return _error(404, f"no tenant {request.match_info['slug']!r}")
+    if not sim.check_token(tenant.id, request.headers.get("Authorization")):
+        return _error(401, "missing or wrong bearer token", sim.rate_status(tenant.id).headers())
+    admission = sim.admit(tenant.id)
+    headers = admission.headers()
+    if not admission.allowed:
+        return _error(429, "rate limit exceeded", headers)
+    if sim.faults(tenant.id).delay:
+        await asyncio.sleep(sim.faults(tenant.id).delay)
+    if sim.take_failure(tenant.id):
+        return _error(sim.faults(tenant.id).fail_status, "injected failure", headers)
+    try:
+        after = lower_bound(request.query.get("cursor"), request.query.get("updated_since"))
+        limit = parse_limit(request.query.get("limit"))
+    except BadRequest as exc:
+        return _error(400, str(exc), headers)
+    page = sim.page(tenant.id, after, limit)
+    return _page_response(request, page, sim.faults(tenant.id), headers)
+
+
+def _page_response(
+    request: web.Request, page: Page[Item], faults: Faults, headers: dict[str, str]
+) -> web.Response:
+    """Serialise a page, honouring ``If-None-Match`` and the body-mangling faults."""
+    payload = {
+        "data": [item.to_json(drop_id=faults.drop_id) for item in page.items],
+        "next": page.next,
+        "resume": page.resume,
+    }
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    if faults.malformed_json:
+        # Half of a JSON object never parses: its braces cannot balance.
+        return _json_body(body[: len(body) // 2], headers)
+    etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
+    headers = headers | {"ETag": etag}
+    if _etag_matches(request.headers.get("If-None-Match"), etag):
+        return web.Response(status=304, headers=headers)
+    return _json_body(body, headers)
+
+
+def _etag_matches(if_none_match: str | None, etag: str) -> bool:
+    """RFC 9110 weak comparison: ``*`` or any listed tag, with or without ``W/``."""
+    if if_none_match is None:
+        return False
+    tags = (tag.strip().removeprefix("W/") for tag in if_none_match.split(","))
+    return any(tag in ("*", etag) for tag in tags)
+
+
+# -- admin API ------------------------------------------------------------------------------
+
+
+async def _add_tenant(request: web.Request) -> web.Response:
+    body = await _json_object(request, allowed={"slug", "items"})
+    items = body.get("items")
+    if items is not None and (type(items) is not int or items < 0):
+        raise ValueError("items must be an integer >= 0")
+    tenant = request.app[SIMULATOR].add_tenant(slug=body.get("slug"), items=items)
+    return web.json_response(tenant.to_json(), status=201)
+
+
+async def _remove_tenant(request: web.Request) -> web.Response:
+    request.app[SIMULATOR].remove_tenant(request.match_info["tenant_id"])
+    return web.Response(status=204)
+
+
+async def _get_faults(request: web.Request) -> web.Response:
+    faults = request.app[SIMULATOR].faults(request.match_info["tenant_id"])
+    return web.json_response(faults.to_json())
+
+
+async def _set_faults(request: web.Request) -> web.Response:
+    body = await _json_object(request)
+    faults = request.app[SIMULATOR].set_faults(request.match_info["tenant_id"], **body)
+    return web.json_response(faults.to_json())
+
+
+async def _all_items(request: web.Request) -> web.Response:
+    items = request.app[SIMULATOR].items(request.match_info["tenant_id"])
+    return web.json_response({"data": items})
+
+
+async def _create_item(request: web.Request) -> web.Response:
+    body = await _json_object(request)
+    item = request.app[SIMULATOR].create_item(request.match_info["tenant_id"], **body)
+    return web.json_response(item, status=201)
+
+
+async def _update_item(request: web.Request) -> web.Response:
+    body = await _json_object(request)
+    tenant_id, item_id = request.match_info["tenant_id"], request.match_info["item_id"]
+    item = request.app[SIMULATOR].update_item(tenant_id, item_id, **body)
+    return web.json_response(item)
+
+
+async def _delete_item(request: web.Request) -> web.Response:
+    tenant_id, item_id = request.match_info["tenant_id"], request.match_info["item_id"]
+    request.app[SIMULATOR].delete_item(tenant_id, item_id)
+    return web.Response(status=204)
+
+
+async def _stats(request: web.Request) -> web.Response:
+    sim = request.app[SIMULATOR]
+    counts = {tenant.id: sim.request_count(tenant.id) for tenant in sim.tenants}
+    return web.json_response({"total": sim.request_count(), "tenants": counts})
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+async def _json_object(request: web.Request, allowed: set[str] | None = None) -> dict[str, Any]:
+    """The request body as a JSON object (empty body: ``{}``); anything else is a 400."""
+    text = await request.text()
+    try:
+        body = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"body is not JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise ValueError("body must be a JSON object")
+    unknown = set(body) - allowed if allowed is not None else set()
+    if unknown:
+        raise ValueError(f"unknown field(s): {', '.join(sorted(unknown))}")
+    return body
+
+
+def _json_body(body: bytes, headers: dict[str, str]) -> web.Response:
+    return web.Response(body=body, content_type="application/json", headers=headers)
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response({"error": message}, status=status, headers=headers)

@@ -1,0 +1,137 @@
+"""The values the simulator hands out and takes in: tenants, items, faults, verdicts, errors.
+
+Kept apart from the model in ``vendor.py`` so both stay small; nothing here holds state
+beyond its own fields.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any, NamedTuple
+
+from .paging import Position, to_iso
+
+
+class NotFound(LookupError):
+    """No such tenant or item (the admin API answers 404)."""
+
+
+class Conflict(ValueError):
+    """The id or slug is taken (the admin API answers 409)."""
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """One customer account of the vendor: a partition of the poller under test."""
+
+    id: str
+    slug: str
+    token: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"id": self.id, "slug": self.slug, "token": self.token}
+
+
+@dataclass
+class Item:
+    """One record; ``stamp`` is ``updated_at`` in microseconds, ``etag`` changes on every write."""
+
+    id: str
+    stamp: int
+    etag: str
+    fields: dict[str, Any]
+
+    @property
+    def position(self) -> Position:
+        return (self.stamp, self.id)
+
+    def to_json(self, *, drop_id: bool = False) -> dict[str, Any]:
+        head = {"etag": self.etag, "updated_at": to_iso(self.stamp)}
+        return head | self.fields if drop_id else {"id": self.id} | head | self.fields
+
+
+def make_item(item_id: str, stamp: int, item_fields: dict[str, Any]) -> Item:
+    """Build an item whose etag is a digest of everything it holds."""
+    content = json.dumps([item_id, stamp, item_fields], sort_keys=True, default=str)
+    etag = hashlib.sha256(content.encode()).hexdigest()[:16]
+    return Item(id=item_id, stamp=stamp, etag=etag, fields=dict(item_fields))
+
+
+@dataclass
+class Faults:
+    """What goes wrong for one tenant; the model and the admin endpoint set it alike.
+
+    The order in which they strike a request: ``delay``, then a failure (``fail_next`` first,
+    then ``error_rate``, drawn from a seeded RNG) answered with ``fail_status``; a successful
+    listing is then mangled by ``malformed_json`` (body cut in half) or ``drop_id``.
+    """
+
+    fail_next: int = 0
+    error_rate: float = 0.0
+    fail_status: int = 503
+    delay: float = 0.0
+    malformed_json: bool = False
+    drop_id: bool = False
+
+    def __post_init__(self) -> None:
+        require(is_int(self.fail_next) and self.fail_next >= 0, "fail_next: integer >= 0")
+        require(_is_number(self.error_rate), "error_rate: number between 0 and 1")
+        require(0.0 <= self.error_rate <= 1.0, "error_rate: number between 0 and 1")
+        require(is_int(self.fail_status), "fail_status: HTTP error status 400..599")
+        require(400 <= self.fail_status <= 599, "fail_status: HTTP error status 400..599")
+        require(_is_number(self.delay) and self.delay >= 0, "delay: seconds >= 0")
+        require(isinstance(self.malformed_json, bool), "malformed_json: boolean")
+        require(isinstance(self.drop_id, bool), "drop_id: boolean")
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Faults:
+        """Build from an admin request body; unknown keys are refused rather than ignored."""
+        unknown = set(data) - {f.name for f in fields(cls)}
+        require(not unknown, f"unknown fault(s): {', '.join(sorted(unknown))}")
+        return cls(**data)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+def is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+class LogEntry(NamedTuple):
+    """One request as the vendor saw it."""
+
+    path: str
+    query: dict[str, str]
+    status: int
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The rate limiter's verdict on a request, and the headers that report it."""
+
+    allowed: bool
+    limit: int
+    remaining: int
+    reset: int
+    """Whole seconds until the window starts afresh."""
+
+    def headers(self) -> dict[str, str]:
+        values = {
+            "RateLimit-Limit": str(self.limit),
+            "RateLimit-Remaining": str(self.remaining),
+            "RateLimit-Reset": str(self.reset),
+        }
+        return values if self.allowed else values | {"Retry-After": str(self.reset)}

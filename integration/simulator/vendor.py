@@ -1,0 +1,314 @@
+"""The state of the simulated vendor: tenants, items, faults, rate limits, request accounting.
+
+This module is plain Python with no HTTP in it, so tests can arrange a scenario (create, update
+or delete items, break a tenant) and assert on what the poller did (request counts, a log of
+every request) without going through the network. ``app.py`` puts it behind aiohttp.
+
+Determinism: every tenant, token and item comes from ``random.Random(seed)``, and the initial
+items are stamped in the 30 days before ``history_end`` (a fixed date by default), so two
+simulators built with the same arguments hold the same data whatever the clock says. Later
+changes are stamped with the injected ``now`` clock, but never at or before the tenant's latest
+stamp: ``updated_at`` is strictly increasing per tenant, which is what makes a ``resume`` cursor
+see every change made after it was issued (see ``paging.py``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import math
+import random
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .paging import Page, Position, seconds_to_micros, select_page, to_iso
+from .records import (
+    Admission,
+    Conflict,
+    Faults,
+    Item,
+    LogEntry,
+    NotFound,
+    Tenant,
+    is_int,
+    make_item,
+    require,
+)
+
+DEFAULT_HISTORY_END = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
+"""The initial items of every tenant were last updated in the 30 days before this moment."""
+
+_HISTORY_SECONDS = 30 * 24 * 3600
+_RESERVED = frozenset({"id", "etag", "updated_at"})
+_COMPANIES = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "wonka")
+_ADJECTIVES = ("red", "quiet", "rapid", "golden", "tiny", "brave", "lucky", "silver")
+_NOUNS = ("invoice", "order", "ticket", "parcel", "lead", "refund", "payment", "quote")
+_CURRENCIES = ("EUR", "USD", "PEN")
+_STATUSES = ("active", "active", "archived")
+_SLUG = re.compile(r"[a-z0-9][a-z0-9-]*")
+
+
+@dataclass
+class _TenantState:
+    tenant: Tenant
+    items: dict[str, Item]
+    last_stamp: int
+    next_item: int = 1
+    faults: Faults = field(default_factory=Faults)
+    window_start: float | None = None
+    window_used: int = 0
+    requests: int = 0
+    log: list[LogEntry] = field(default_factory=list)
+
+
+class VendorSimulator:
+    """An in-memory multi-tenant vendor API, deterministic from ``seed``.
+
+    ``quota`` requests per ``window`` seconds are allowed per tenant (a fixed window that
+    starts with the first request after the previous one ended), read from ``now``.
+    """
+
+    def __init__(
+        self,
+        tenants: int = 3,
+        items_per_tenant: int = 20,
+        *,
+        seed: int = 0,
+        quota: int = 1000,
+        window: float = 60.0,
+        now: Callable[[], float] = time.time,
+        history_end: float = DEFAULT_HISTORY_END,
+    ) -> None:
+        require(is_int(quota) and quota >= 1, "quota must be an integer >= 1")
+        require(window > 0, "window must be > 0 seconds")
+        self.quota = quota
+        self.window = window
+        self.items_per_tenant = items_per_tenant
+        self._now = now
+        self._history_end = seconds_to_micros(history_end)
+        self._rng = random.Random(seed)
+        self._fault_rng = random.Random(f"{seed}/faults")
+        self._mutation_rng = random.Random(f"{seed}/mutations")
+        self._states: dict[str, _TenantState] = {}
+        self._next_tenant = 1
+        self._total_requests = 0
+        for _ in range(tenants):
+            self.add_tenant()
+
+    # -- tenants ----------------------------------------------------------------------------
+
+    @property
+    def tenants(self) -> list[Tenant]:
+        return [state.tenant for state in self._states.values()]
+
+    def tenant(self, tenant_id: str) -> Tenant:
+        return self._state(tenant_id).tenant
+
+    def tenant_by_slug(self, slug: str) -> Tenant | None:
+        return next((t for t in self.tenants if t.slug == slug), None)
+
+    def add_tenant(self, slug: str | None = None, items: int | None = None) -> Tenant:
+        """Add a tenant with ``items`` (default ``items_per_tenant``) generated items."""
+        number = self._next_tenant
+        # Draw the default slug even when one is given, so later draws do not depend on it.
+        default_slug = f"{self._rng.choice(_COMPANIES)}-{number}"
+        token = f"tok_{self._rng.getrandbits(128):032x}"
+        slug = default_slug if slug is None else slug
+        require(_valid_slug(slug), f"slug must match [a-z0-9][a-z0-9-]*, got {slug!r}")
+        if self.tenant_by_slug(slug) is not None:
+            raise Conflict(f"slug {slug!r} is taken")
+        self._next_tenant += 1
+        tenant = Tenant(id=f"t_{number:04d}", slug=slug, token=token)
+        state = _TenantState(tenant=tenant, items={}, last_stamp=self._history_end)
+        self._states[tenant.id] = state
+        for _ in range(self.items_per_tenant if items is None else items):
+            self._add_history_item(state)
+        return tenant
+
+    def remove_tenant(self, tenant_id: str) -> None:
+        self._state(tenant_id)
+        del self._states[tenant_id]
+
+    def check_token(self, tenant_id: str, authorization: str | None) -> bool:
+        """Whether an ``Authorization`` header carries this tenant's bearer token."""
+        expected = f"Bearer {self._state(tenant_id).tenant.token}"
+        return authorization is not None and hmac.compare_digest(authorization, expected)
+
+    # -- items ------------------------------------------------------------------------------
+
+    def items(self, tenant_id: str) -> list[dict[str, Any]]:
+        """Every live item of a tenant, in listing order."""
+        ordered = sorted(self._state(tenant_id).items.values(), key=lambda item: item.position)
+        return [item.to_json() for item in ordered]
+
+    def item(self, tenant_id: str, item_id: str) -> dict[str, Any]:
+        return self._item(self._state(tenant_id), item_id).to_json()
+
+    def create_item(self, tenant_id: str, /, **item_fields: Any) -> dict[str, Any]:
+        """Create an item; unspecified fields are generated, ``id`` may be given."""
+        state = self._state(tenant_id)
+        require(not set(item_fields) & (_RESERVED - {"id"}), "etag/updated_at are computed")
+        item_id = item_fields.pop("id", None)
+        if item_id is None:
+            item_id = self._new_item_id(state)
+        require(isinstance(item_id, str) and item_id != "", "id must be a non-empty string")
+        if item_id in state.items:
+            raise Conflict(f"item {item_id!r} exists")
+        stamp = self._stamp(state)
+        generated = self._random_fields() | {"created_at": to_iso(stamp)}
+        state.items[item_id] = make_item(item_id, stamp, generated | item_fields)
+        return state.items[item_id].to_json()
+
+    def update_item(self, tenant_id: str, item_id: str, /, **item_fields: Any) -> dict[str, Any]:
+        """Merge ``item_fields`` into an item; it gets a new ``etag`` and ``updated_at``."""
+        state = self._state(tenant_id)
+        require(not (set(item_fields) & _RESERVED), "id/etag/updated_at cannot be set")
+        current = self._item(state, item_id)
+        updated = make_item(item_id, self._stamp(state), current.fields | item_fields)
+        state.items[item_id] = updated
+        return updated.to_json()
+
+    def delete_item(self, tenant_id: str, item_id: str) -> None:
+        state = self._state(tenant_id)
+        self._item(state, item_id)
+        del state.items[item_id]
+
+    def page(self, tenant_id: str, after: Position, limit: int) -> Page[Item]:
+        return select_page(self._state(tenant_id).items.values(), after, limit)
+
+    def mutate_randomly(self) -> tuple[str, str, str] | None:
+        """Make one random change (mostly updates), for demos; returns (op, tenant, item)."""
+        if not self._states:
+            return None
+        rng = self._mutation_rng
+        state = self._states[rng.choice(sorted(self._states))]
+        tenant_id = state.tenant.id
+        roll = rng.random()
+        if not state.items or roll < 0.3:
+            return ("create", tenant_id, self.create_item(tenant_id)["id"])
+        item_id = rng.choice(sorted(state.items))
+        if roll < 0.4:
+            self.delete_item(tenant_id, item_id)
+            return ("delete", tenant_id, item_id)
+        self.update_item(tenant_id, item_id, amount=round(rng.uniform(1, 1000), 2))
+        return ("update", tenant_id, item_id)
+
+    # -- faults and rate limits -------------------------------------------------------------
+
+    def faults(self, tenant_id: str) -> Faults:
+        """The tenant's live fault settings; assign to their attributes to break it."""
+        return self._state(tenant_id).faults
+
+    def set_faults(self, tenant_id: str, **settings: Any) -> Faults:
+        """Replace the tenant's faults; fields not given take their defaults (``{}`` heals)."""
+        state = self._state(tenant_id)
+        state.faults = Faults.from_json(settings)
+        return state.faults
+
+    def take_failure(self, tenant_id: str) -> bool:
+        """Whether this request fails by injection; consumes one ``fail_next``."""
+        faults = self._state(tenant_id).faults
+        if faults.fail_next > 0:
+            faults.fail_next -= 1
+            return True
+        return faults.error_rate > 0 and self._fault_rng.random() < faults.error_rate
+
+    def admit(self, tenant_id: str) -> Admission:
+        """Count a request against the tenant's quota, unless it is already used up."""
+        state = self._state(tenant_id)
+        current = self._now()
+        self._roll_window(state, current)
+        allowed = state.window_used < self.quota
+        if allowed:
+            state.window_used += 1
+        return self._admission(state, current, allowed)
+
+    def rate_status(self, tenant_id: str) -> Admission:
+        """The tenant's quota as it stands, without counting a request."""
+        state = self._state(tenant_id)
+        current = self._now()
+        self._roll_window(state, current)
+        return self._admission(state, current, state.window_used < self.quota)
+
+    # -- accounting -------------------------------------------------------------------------
+
+    def record(self, tenant_id: str | None, path: str, query: dict[str, str], status: int) -> None:
+        """Account for one API request (the app calls this; admin calls are not counted)."""
+        self._total_requests += 1
+        state = self._states.get(tenant_id) if tenant_id is not None else None
+        if state is not None:
+            state.requests += 1
+            state.log.append(LogEntry(path, query, status))
+
+    def request_count(self, tenant_id: str | None = None) -> int:
+        """Requests seen for one tenant, or in total (``/tenants`` and 404s included)."""
+        return self._total_requests if tenant_id is None else self._state(tenant_id).requests
+
+    def log(self, tenant_id: str) -> list[LogEntry]:
+        return list(self._state(tenant_id).log)
+
+    def reset_stats(self) -> None:
+        self._total_requests = 0
+        for state in self._states.values():
+            state.requests = 0
+            state.log.clear()
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _state(self, tenant_id: str) -> _TenantState:
+        try:
+            return self._states[tenant_id]
+        except KeyError:
+            raise NotFound(f"no tenant {tenant_id!r}") from None
+
+    def _item(self, state: _TenantState, item_id: str) -> Item:
+        try:
+            return state.items[item_id]
+        except KeyError:
+            raise NotFound(f"no item {item_id!r} in tenant {state.tenant.id!r}") from None
+
+    def _new_item_id(self, state: _TenantState) -> str:
+        while (item_id := f"it_{state.next_item:05d}") in state.items:
+            state.next_item += 1
+        state.next_item += 1
+        return item_id
+
+    def _stamp(self, state: _TenantState) -> int:
+        """The next ``updated_at`` of a tenant: the clock, but strictly after the last one."""
+        state.last_stamp = max(seconds_to_micros(self._now()), state.last_stamp + 1)
+        return state.last_stamp
+
+    def _add_history_item(self, state: _TenantState) -> None:
+        """An initial item, stamped (to the second) in the history window before the start."""
+        stamp = self._history_end - self._rng.randint(0, _HISTORY_SECONDS) * 1_000_000
+        item_id = self._new_item_id(state)
+        generated = self._random_fields() | {"created_at": to_iso(stamp)}
+        state.items[item_id] = make_item(item_id, stamp, generated)
+
+    def _random_fields(self) -> dict[str, Any]:
+        rng = self._rng
+        return {
+            "name": f"{rng.choice(_ADJECTIVES)} {rng.choice(_NOUNS)}",
+            "amount": round(rng.uniform(1, 1000), 2),
+            "currency": rng.choice(_CURRENCIES),
+            "status": rng.choice(_STATUSES),
+        }
+
+    def _roll_window(self, state: _TenantState, current: float) -> None:
+        if state.window_start is None or current >= state.window_start + self.window:
+            state.window_start = current
+            state.window_used = 0
+
+    def _admission(self, state: _TenantState, current: float, allowed: bool) -> Admission:
+        start = current if state.window_start is None else state.window_start
+        reset = max(1, math.ceil(start + self.window - current))
+        remaining = self.quota - state.window_used
+        return Admission(allowed=allowed, limit=self.quota, remaining=remaining, reset=reset)
+
+
+def _valid_slug(slug: object) -> bool:
+    """Lowercase words and dashes: a slug can never collide with the ``/_admin`` routes."""
+    return isinstance(slug, str) and _SLUG.fullmatch(slug) is not None
