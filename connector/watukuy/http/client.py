@@ -1,0 +1,285 @@
+"""The aiohttp client behind ``ctx.http``.
+
+Two objects, because their lifetimes differ. :class:`HttpClient` lives as long as the engine
+and owns the one ``aiohttp.ClientSession`` (connection pool, limits, User-Agent). A
+:class:`KeyHttp` lives for one poll of one key: it is bound to that key's stored validators,
+its poller's budget (``acquire``) and the engine's clock, and it collects what the engine
+must persist or act on after ``fetch`` returns (``validators_changed``, ``throttle_until``,
+``requests``).
+
+Responses are sorted here so that every ``fetch`` gets the same semantics for free:
+
+- 304 -> :class:`NotModified` (the engine records a poll with no change);
+- 429, or 503 with ``Retry-After`` -> :class:`Throttled` (pacing, not an outage);
+- any other 5xx -> :class:`VendorError` (an outage, for the circuit breaker);
+- timeouts and connection failures -> :class:`VendorUnavailable`;
+- everything else, 4xx included, is returned: only ``fetch`` knows whether a 404 means
+  "gone" or "misconfigured".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+from multidict import CIMultiDict
+from yarl import URL
+
+from watukuy.core.errors import ConfigError
+from watukuy.core.ratelimit import parse_rate_limit, throttle_until
+from watukuy.core.state import Validators
+from watukuy.http.errors import NotModified, Throttled, VendorError, VendorUnavailable
+from watukuy.http.response import Response
+
+__all__ = ["HttpClient", "KeyHttp", "build_url"]
+
+Acquire = Callable[[], Awaitable[None]]
+Clock = Callable[[], float]
+
+_SCHEMES = frozenset({"http", "https"})
+
+
+def build_url(url: str, query: Mapping[str, Any] | None = None) -> URL:
+    """``url`` with ``query`` appended, the form validators are keyed by.
+
+    ``None`` values are dropped because seed pollers pass ``{"cursor": None}`` on the first
+    page and mean "no cursor", not ``cursor=None``. Other values are ``str()``'d. A query
+    already in ``url`` is kept and extended; the fragment is dropped (never sent anyway).
+    """
+    try:
+        parsed = URL(url)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"invalid URL ({exc.__class__.__name__})") from None
+    if parsed.scheme not in _SCHEMES or not parsed.host:
+        # The message must not echo the URL: it may carry a token.
+        raise ConfigError("URL must be absolute http(s)://host/...")
+    pairs = {key: str(value) for key, value in (query or {}).items() if value is not None}
+    return parsed.with_fragment(None).extend_query(pairs)
+
+
+class HttpClient:
+    """One per engine: owns the aiohttp ClientSession (connection pooling, limits)."""
+
+    def __init__(
+        self, *, timeout: float = 30.0, limit: int = 100, user_agent: str = "watukuy/0.1"
+    ) -> None:
+        if timeout <= 0:
+            raise ConfigError("timeout must be > 0")
+        self.timeout = timeout
+        self.limit = limit
+        self.user_agent = user_agent
+        self._session: aiohttp.ClientSession | None = None
+        self._closed = False
+
+    async def start(self) -> None:
+        """Open the session if it is not open yet (also reopens a closed client)."""
+        self._closed = False
+        self._ensure_session()
+
+    async def close(self) -> None:
+        """Close the session and its pooled connections; later requests raise ``RuntimeError``.
+
+        Refusing instead of silently reopening catches a ``fetch`` still running after the
+        engine shut down, which would otherwise leak a session nobody closes.
+        """
+        self._closed = True
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    async def __aenter__(self) -> HttpClient:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def for_key(
+        self,
+        *,
+        validators: Mapping[str, Validators],
+        acquire: Acquire | None,
+        now: Clock,
+        timeout: float | None = None,
+    ) -> KeyHttp:
+        """A :class:`KeyHttp` for one poll of one key (what ``fetch`` sees as ``ctx.http``)."""
+        return KeyHttp(
+            self,
+            validators=validators,
+            acquire=acquire,
+            now=now,
+            timeout=self.timeout if timeout is None else timeout,
+        )
+
+    def session(self) -> aiohttp.ClientSession:
+        """The shared session, opened on first use so ``start()`` is optional."""
+        if self._closed:
+            raise RuntimeError("HttpClient is closed")
+        return self._ensure_session()
+
+    def _ensure_session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.limit),
+                headers={"User-Agent": self.user_agent},
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+            )
+        return self._session
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open" if self._session is not None else "idle"
+        return f"<HttpClient {state} timeout={self.timeout:g}s limit={self.limit}>"
+
+
+class KeyHttp:
+    """Bound to one poll of one key; what fetch sees as ctx.http."""
+
+    def __init__(
+        self,
+        client: HttpClient,
+        *,
+        validators: Mapping[str, Validators],
+        acquire: Acquire | None,
+        now: Clock,
+        timeout: float,
+    ) -> None:
+        if timeout <= 0:
+            raise ConfigError("timeout must be > 0")
+        self._client = client
+        self._validators = dict(validators)
+        self._acquire = acquire
+        self._now = now
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self.validators_changed: dict[str, Validators] = {}
+        """New validators per full URL (query included), from 200 GETs; the engine stores them."""
+        self.throttle_until: float | None = None
+        """Latest time the vendor said the quota is exhausted until (epoch seconds), if any."""
+        self.requests = 0
+        """Requests sent (attempted) during this poll, failed ones included."""
+
+    async def get(
+        self,
+        url: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Response:
+        """A conditional GET: sends the stored validators of the full URL, records new ones."""
+        return await self.request("GET", url, query=query, headers=headers)
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        json: Any = None,
+        data: Any = None,
+    ) -> Response:
+        """Send one request after taking a token from the budget; see the module docstring."""
+        method = method.upper()
+        target = build_url(url, query)
+        full_url = str(target)
+        send_headers = self._headers_for(method, full_url, headers)
+        if self._acquire is not None:
+            await self._acquire()
+        self.requests += 1
+        response = await self._send(method, target, send_headers, json=json, data=data)
+        return self._sort(method, full_url, response)
+
+    def _headers_for(
+        self, method: str, full_url: str, headers: Mapping[str, str] | None
+    ) -> CIMultiDict[str]:
+        """Caller's headers plus the stored validators; an explicit caller value wins."""
+        merged: CIMultiDict[str] = CIMultiDict(headers or {})
+        stored = self._validators.get(full_url) if method == "GET" else None
+        if stored is not None:
+            if stored.etag is not None:
+                merged.setdefault("If-None-Match", stored.etag)
+            if stored.last_modified is not None:
+                merged.setdefault("If-Modified-Since", stored.last_modified)
+        return merged
+
+    async def _send(
+        self, method: str, target: URL, headers: CIMultiDict[str], *, json: Any, data: Any
+    ) -> Response:
+        """One round trip with the body read in full, transport failures made
+        :class:`VendorUnavailable`.
+
+        ``CancelledError`` is a ``BaseException`` and passes through untouched. Errors whose
+        own message embeds the URL (redirect loops, bad redirect targets) are not chained,
+        because a traceback would print the query string they contain.
+        """
+        session = self._client.session()
+        try:
+            async with session.request(
+                method, target, headers=headers, json=json, data=data, timeout=self._timeout
+            ) as raw:
+                body = await raw.read()
+                return Response(
+                    status=raw.status,
+                    headers=raw.headers,
+                    url=str(raw.url),
+                    body=body,
+                    method=method,
+                    charset=raw.charset,
+                )
+        except TimeoutError as exc:
+            reason = f"timed out after {self._timeout.total:g}s ({exc.__class__.__name__})"
+            raise VendorUnavailable(url=target, method=method, reason=reason) from exc
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            reason = f"connection failed ({exc.__class__.__name__})"
+            raise VendorUnavailable(url=target, method=method, reason=reason) from exc
+        except aiohttp.ClientError as exc:
+            reason = f"request failed ({exc.__class__.__name__})"
+            raise VendorUnavailable(url=target, method=method, reason=reason) from None
+
+    def _sort(self, method: str, full_url: str, response: Response) -> Response:
+        """Raise what the engine handles itself, return what ``fetch`` decides about."""
+        now = self._now()
+        self._note_quota(response.headers, now)
+        status = response.status
+        if status == 304:
+            raise NotModified(full_url, method)
+        if status in (429, 503):
+            until = throttle_until(status, response.headers, now, wall=now)
+            if until is not None:
+                self._note_throttle(until)
+                raise Throttled(until=until, status=status, url=full_url, method=method)
+        if status >= 500:
+            raise VendorError(status=status, url=full_url, method=method)
+        if method == "GET" and status == 200:
+            self._note_validators(full_url, response.headers)
+        return response
+
+    def _note_quota(self, headers: Mapping[str, str], now: float) -> None:
+        """Pace the key when any response says the quota is spent until a future reset."""
+        info = parse_rate_limit(headers, now, wall=now)
+        if info is None or info.remaining != 0 or info.reset_at is None:
+            return
+        if info.reset_at > now:
+            self._note_throttle(info.reset_at)
+
+    def _note_throttle(self, until: float) -> None:
+        if self.throttle_until is None or until > self.throttle_until:
+            self.throttle_until = until
+
+    def _note_validators(self, full_url: str, headers: Mapping[str, str]) -> None:
+        etag = headers.get("ETag")
+        last_modified = headers.get("Last-Modified")
+        if etag is not None or last_modified is not None:
+            self.validators_changed[full_url] = Validators(etag=etag, last_modified=last_modified)
+
+    def __repr__(self) -> str:
+        return (
+            f"<KeyHttp requests={self.requests} throttle_until={self.throttle_until!r} "
+            f"validators_changed={len(self.validators_changed)}>"
+        )

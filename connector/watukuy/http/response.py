@@ -1,0 +1,82 @@
+"""A vendor response whose body has already been read.
+
+The client reads the body inside the request so the connection goes back to the pool at once
+(a ``fetch`` that forgets to read or release would otherwise starve the pool), which is why
+``json()``/``text()``/``read()`` stay ``async`` only for the familiar aiohttp shape: they never
+touch the network.
+"""
+
+from __future__ import annotations
+
+import json as jsonlib
+from collections.abc import Mapping
+from typing import Any
+
+from watukuy.http.errors import InvalidResponse, VendorError, redact_url
+
+__all__ = ["Response"]
+
+_DEFAULT_CHARSET = "utf-8"
+
+
+class Response:
+    """Status, case-insensitive headers, final URL and the full body of one vendor answer."""
+
+    __slots__ = ("_body", "_charset", "headers", "method", "status", "url")
+
+    def __init__(
+        self,
+        *,
+        status: int,
+        headers: Mapping[str, str],
+        url: str,
+        body: bytes,
+        method: str = "GET",
+        charset: str | None = None,
+    ) -> None:
+        self.status = status
+        self.headers = headers
+        self.url = url
+        self.method = method
+        self._body = body
+        self._charset = charset
+
+    async def read(self) -> bytes:
+        """The raw (decompressed) body."""
+        return self._body
+
+    async def text(self) -> str:
+        """The body decoded with the charset the vendor declared, UTF-8 when it declared none."""
+        try:
+            return self._body.decode(self._charset or _DEFAULT_CHARSET)
+        except (LookupError, UnicodeDecodeError) as exc:
+            reason = f"undecodable body ({exc.__class__.__name__})"
+            raise InvalidResponse(url=self.url, method=self.method, reason=reason) from exc
+
+    async def json(self) -> Any:
+        """The body parsed as JSON, whatever the Content-Type says (vendors mislabel it).
+
+        JSON is UTF-8/16/32 by definition, so the bytes are parsed directly. The error names
+        where parsing failed but never quotes the body, which may hold personal data.
+        """
+        try:
+            return jsonlib.loads(self._body)
+        except jsonlib.JSONDecodeError as exc:
+            reason = f"malformed JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            raise InvalidResponse(url=self.url, method=self.method, reason=reason) from exc
+        except UnicodeDecodeError as exc:
+            reason = f"malformed JSON (not UTF-8/16/32: {exc.reason})"
+            raise InvalidResponse(url=self.url, method=self.method, reason=reason) from exc
+
+    def raise_for_status(self) -> None:
+        """Raise :class:`VendorError` for a 4xx/5xx, for a ``fetch`` that treats them as faults."""
+        if self.status >= 400:
+            raise VendorError(status=self.status, url=self.url, method=self.method)
+
+    @property
+    def ok(self) -> bool:
+        """``True`` for a status below 400, like aiohttp's ``ClientResponse.ok``."""
+        return self.status < 400
+
+    def __repr__(self) -> str:
+        return f"<Response {self.status} {self.method} {redact_url(self.url)}>"

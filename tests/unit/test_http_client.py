@@ -1,0 +1,428 @@
+"""``ctx.http`` against a tiny local vendor: validators, pacing headers, faults, secrets.
+
+The vendor here is a handful of aiohttp routes written for these tests alone, so each test
+shows the exact exchange it pins. The clock is fake (a fixed epoch), so throttle times are
+exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from watukuy.core.errors import ConfigError, Retriable, WatukuyError
+from watukuy.core.ratelimit import DEFAULT_RETRY_AFTER
+from watukuy.core.state import Validators
+from watukuy.http import (
+    HttpClient,
+    InvalidResponse,
+    KeyHttp,
+    NotModified,
+    Throttled,
+    VendorError,
+    VendorUnavailable,
+)
+
+pytestmark = pytest.mark.unit
+
+NOW = 1_700_000_000.0
+ETAG = '"v1"'
+LAST_MODIFIED = "Wed, 21 Oct 2015 07:28:00 GMT"
+SECRET = "s3cret-token"
+
+
+def clock() -> float:
+    return NOW
+
+
+class Vendor:
+    """A local vendor that records what it was sent; ``base`` is set once it listens."""
+
+    def __init__(self) -> None:
+        self.base = ""
+        self.seen: list[web.Request] = []
+        self.arrived = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_route("*", "/echo", self.echo)
+        app.router.add_get("/etag", self.etag)
+        app.router.add_get("/lastmod", self.lastmod)
+        app.router.add_get("/retry-after/{status}", self.retry_after)
+        app.router.add_get("/status/{status}", self.status)
+        app.router.add_get("/garbage", self.garbage)
+        app.router.add_get("/quota", self.quota)
+        app.router.add_get("/slow", self.slow)
+        return app
+
+    def url(self, path: str) -> str:
+        return f"{self.base}{path}"
+
+    async def echo(self, request: web.Request) -> web.Response:
+        self.seen.append(request)
+        body = await request.text()
+        return web.json_response(
+            {
+                "method": request.method,
+                "query": [[key, value] for key, value in request.query.items()],
+                "headers": dict(request.headers),
+                "body": body,
+            },
+            headers={"ETag": ETAG},
+        )
+
+    async def etag(self, request: web.Request) -> web.Response:
+        self.seen.append(request)
+        if request.headers.get("If-None-Match") == ETAG:
+            return web.Response(status=304, headers={"ETag": ETAG})
+        return web.json_response({"items": [1]}, headers={"ETag": ETAG})
+
+    async def lastmod(self, request: web.Request) -> web.Response:
+        self.seen.append(request)
+        if request.headers.get("If-Modified-Since") == LAST_MODIFIED:
+            return web.Response(status=304)
+        return web.json_response({"items": [1]}, headers={"Last-Modified": LAST_MODIFIED})
+
+    async def retry_after(self, request: web.Request) -> web.Response:
+        self.seen.append(request)
+        return web.Response(status=int(request.match_info["status"]), headers={"Retry-After": "7"})
+
+    async def status(self, request: web.Request) -> web.Response:
+        self.seen.append(request)
+        return web.Response(status=int(request.match_info["status"]), text="nope")
+
+    async def garbage(self, request: web.Request) -> web.Response:
+        self.seen.append(request)
+        return web.Response(text='{"items": [1, ', content_type="application/json")
+
+    async def quota(self, request: web.Request) -> web.Response:
+        self.seen.append(request)
+        headers = {
+            "RateLimit-Limit": "100",
+            "RateLimit-Remaining": request.query.get("remaining", "0"),
+            "RateLimit-Reset": request.query.get("reset", "30"),
+        }
+        return web.json_response({"items": []}, headers=headers)
+
+    async def slow(self, request: web.Request) -> web.Response:
+        self.seen.append(request)
+        # Held until the test ends (or 5 s), far past any client timeout used here.
+        self.arrived.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.release.wait(), timeout=5)
+        return web.json_response({})
+
+
+@pytest.fixture
+async def vendor() -> AsyncIterator[Vendor]:
+    vendor = Vendor()
+    server = TestServer(vendor.app(), host="127.0.0.1", port=0)
+    await server.start_server()
+    vendor.base = f"http://127.0.0.1:{server.port}"
+    yield vendor
+    vendor.release.set()
+    await server.close()
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[HttpClient]:
+    client = HttpClient(timeout=5.0)
+    await client.start()
+    yield client
+    await client.close()
+
+
+def key_http(
+    client: HttpClient,
+    validators: dict[str, Validators] | None = None,
+    timeout: float | None = None,
+) -> KeyHttp:
+    return client.for_key(validators=validators or {}, acquire=None, now=clock, timeout=timeout)
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound then released), so connecting is refused."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def assert_no_secret(exc: BaseException) -> None:
+    for text in (str(exc), repr(exc), repr(exc.args), str(getattr(exc, "url", ""))):
+        assert SECRET not in text
+        assert "Bearer" not in text
+        assert "?" not in text
+
+
+# --- validators -------------------------------------------------------------------------
+
+
+async def test_etag_round_trip(vendor: Vendor, client: HttpClient) -> None:
+    first = key_http(client)
+    response = await first.get(vendor.url("/etag"), query={"page": 1})
+
+    assert response.status == 200
+    assert await response.json() == {"items": [1]}
+    full_url = vendor.url("/etag?page=1")
+    assert first.validators_changed == {full_url: Validators(etag=ETAG, last_modified=None)}
+    assert "If-None-Match" not in vendor.seen[0].headers
+
+    second = key_http(client, validators=first.validators_changed)
+    with pytest.raises(NotModified) as caught:
+        await second.get(vendor.url("/etag"), query={"page": 1})
+
+    assert vendor.seen[1].headers["If-None-Match"] == ETAG
+    assert caught.value.url == vendor.url("/etag")
+    assert second.validators_changed == {}
+
+
+async def test_validators_are_per_full_url(vendor: Vendor, client: HttpClient) -> None:
+    stored = {vendor.url("/etag?page=1"): Validators(etag=ETAG)}
+    key = key_http(client, validators=stored)
+
+    response = await key.get(vendor.url("/etag"), query={"page": 2})
+
+    assert response.status == 200
+    assert "If-None-Match" not in vendor.seen[0].headers
+    assert key.validators_changed == {
+        vendor.url("/etag?page=2"): Validators(etag=ETAG, last_modified=None)
+    }
+
+
+async def test_last_modified_round_trip(vendor: Vendor, client: HttpClient) -> None:
+    first = key_http(client)
+    await first.get(vendor.url("/lastmod"))
+
+    full_url = vendor.url("/lastmod")
+    assert first.validators_changed == {
+        full_url: Validators(etag=None, last_modified=LAST_MODIFIED)
+    }
+
+    second = key_http(client, validators=first.validators_changed)
+    with pytest.raises(NotModified):
+        await second.get(full_url)
+    assert vendor.seen[1].headers["If-Modified-Since"] == LAST_MODIFIED
+
+
+async def test_caller_validator_header_wins(vendor: Vendor, client: HttpClient) -> None:
+    key = key_http(client, validators={vendor.url("/etag"): Validators(etag=ETAG)})
+
+    response = await key.get(vendor.url("/etag"), headers={"if-none-match": '"other"'})
+
+    assert response.status == 200
+    assert vendor.seen[0].headers.getall("If-None-Match") == ['"other"']
+
+
+async def test_non_get_is_not_conditional(vendor: Vendor, client: HttpClient) -> None:
+    key = key_http(client, validators={vendor.url("/echo"): Validators(etag=ETAG)})
+
+    response = await key.request("post", vendor.url("/echo"), json={"a": 1})
+
+    body = await response.json()
+    assert body["method"] == "POST"
+    assert body["body"] == '{"a": 1}'
+    assert "If-None-Match" not in vendor.seen[0].headers
+    assert key.validators_changed == {}
+
+
+# --- pacing -----------------------------------------------------------------------------
+
+
+async def test_429_with_retry_after(vendor: Vendor, client: HttpClient) -> None:
+    key = key_http(client)
+
+    with pytest.raises(Throttled) as caught:
+        await key.get(vendor.url("/retry-after/429"))
+
+    assert caught.value.until == pytest.approx(NOW + 7)
+    assert caught.value.status == 429
+    assert isinstance(caught.value, Retriable)
+    assert key.throttle_until == pytest.approx(NOW + 7)
+
+
+async def test_429_without_retry_after_uses_default(vendor: Vendor, client: HttpClient) -> None:
+    with pytest.raises(Throttled) as caught:
+        await key_http(client).get(vendor.url("/status/429"))
+
+    assert caught.value.until == pytest.approx(NOW + DEFAULT_RETRY_AFTER)
+
+
+async def test_503_with_retry_after_is_throttled(vendor: Vendor, client: HttpClient) -> None:
+    with pytest.raises(Throttled) as caught:
+        await key_http(client).get(vendor.url("/retry-after/503"))
+
+    assert caught.value.status == 503
+    assert caught.value.until == pytest.approx(NOW + 7)
+
+
+async def test_503_without_retry_after_is_an_outage(vendor: Vendor, client: HttpClient) -> None:
+    with pytest.raises(VendorError) as caught:
+        await key_http(client).get(vendor.url("/status/503"))
+
+    assert not isinstance(caught.value, Throttled)
+    assert caught.value.status == 503
+
+
+async def test_exhausted_quota_paces_but_returns(vendor: Vendor, client: HttpClient) -> None:
+    key = key_http(client)
+
+    response = await key.get(vendor.url("/quota"))
+
+    assert response.status == 200
+    assert key.throttle_until == pytest.approx(NOW + 30)
+
+
+async def test_throttle_until_keeps_the_latest(vendor: Vendor, client: HttpClient) -> None:
+    key = key_http(client)
+
+    await key.get(vendor.url("/quota"), query={"reset": 10})
+    await key.get(vendor.url("/quota"), query={"reset": 40})
+    await key.get(vendor.url("/quota"), query={"reset": 20})
+    await key.get(vendor.url("/quota"), query={"reset": 90, "remaining": 5})
+
+    assert key.throttle_until == pytest.approx(NOW + 40)
+
+
+async def test_acquire_awaited_once_before_each_request(vendor: Vendor, client: HttpClient) -> None:
+    served_at_acquire: list[int] = []
+
+    async def acquire() -> None:
+        served_at_acquire.append(len(vendor.seen))
+
+    key = client.for_key(validators={}, acquire=acquire, now=clock)
+    await key.get(vendor.url("/echo"))
+    await key.get(vendor.url("/status/404"))
+    with pytest.raises(VendorError):
+        await key.get(vendor.url("/status/500"))
+
+    assert served_at_acquire == [0, 1, 2]
+    assert key.requests == 3
+
+
+# --- errors and secrets -----------------------------------------------------------------
+
+
+async def test_500_is_vendor_error_without_secrets(vendor: Vendor, client: HttpClient) -> None:
+    key = key_http(client)
+
+    with pytest.raises(VendorError) as caught:
+        await key.get(
+            vendor.url("/status/500"),
+            query={"api_key": SECRET},
+            headers={"Authorization": f"Bearer {SECRET}"},
+        )
+
+    assert str(caught.value) == f"GET {vendor.url('/status/500')} -> 500"
+    assert caught.value.status == 500
+    assert_no_secret(caught.value)
+
+
+async def test_404_is_returned_and_raise_for_status_raises(
+    vendor: Vendor, client: HttpClient
+) -> None:
+    response = await key_http(client).get(vendor.url("/status/404"), query={"token": SECRET})
+
+    assert response.status == 404
+    assert await response.text() == "nope"
+    assert SECRET not in repr(response)
+    with pytest.raises(VendorError) as caught:
+        response.raise_for_status()
+    assert caught.value.status == 404
+    assert_no_secret(caught.value)
+
+
+async def test_connection_refused_is_unavailable(client: HttpClient) -> None:
+    url = f"http://127.0.0.1:{closed_port()}/items"
+
+    with pytest.raises(VendorUnavailable) as caught:
+        await key_http(client).get(url, query={"token": SECRET})
+
+    assert isinstance(caught.value.__cause__, aiohttp.ClientConnectionError)
+    assert isinstance(caught.value, Retriable)
+    assert_no_secret(caught.value)
+
+
+async def test_timeout_is_unavailable(vendor: Vendor, client: HttpClient) -> None:
+    key = key_http(client, timeout=0.2)
+
+    with pytest.raises(VendorUnavailable) as caught:
+        await key.get(vendor.url("/slow"), query={"token": SECRET})
+
+    assert isinstance(caught.value.__cause__, TimeoutError)
+    assert "timed out" in str(caught.value)
+    assert_no_secret(caught.value)
+
+
+async def test_cancellation_is_not_swallowed(vendor: Vendor, client: HttpClient) -> None:
+    task = asyncio.create_task(key_http(client).get(vendor.url("/slow")))
+    await vendor.arrived.wait()
+
+    task.cancel()
+
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_malformed_json_is_invalid_response(vendor: Vendor, client: HttpClient) -> None:
+    response = await key_http(client).get(vendor.url("/garbage"), query={"token": SECRET})
+
+    assert response.status == 200
+    with pytest.raises(InvalidResponse) as caught:
+        await response.json()
+
+    assert isinstance(caught.value, WatukuyError)
+    assert vendor.url("/garbage") in str(caught.value)
+    assert_no_secret(caught.value)
+    assert await response.text() == '{"items": [1, '
+
+
+# --- request shape ----------------------------------------------------------------------
+
+
+async def test_query_drops_none_and_stringifies(vendor: Vendor, client: HttpClient) -> None:
+    query: dict[str, Any] = {"cursor": None, "limit": 50, "deleted": True, "q": "a b"}
+
+    response = await key_http(client).get(vendor.url("/echo?fixed=1"), query=query)
+
+    body = await response.json()
+    assert body["query"] == [["fixed", "1"], ["limit", "50"], ["deleted", "True"], ["q", "a b"]]
+    assert response.url == vendor.url("/echo?fixed=1&limit=50&deleted=True&q=a+b")
+
+
+async def test_headers_and_user_agent(vendor: Vendor) -> None:
+    async with HttpClient(user_agent="watukuy-test/1") as client:
+        response = await key_http(client).get(vendor.url("/echo"), headers={"X-Tenant": "t_42"})
+
+        sent = (await response.json())["headers"]
+        assert sent["User-Agent"] == "watukuy-test/1"
+        assert sent["X-Tenant"] == "t_42"
+        assert response.headers["etag"] == ETAG  # case-insensitive
+
+
+async def test_session_opens_lazily_and_refuses_after_close(vendor: Vendor) -> None:
+    client = HttpClient()
+    key = key_http(client)
+
+    assert (await key.get(vendor.url("/echo"))).status == 200
+
+    await client.close()
+    with pytest.raises(RuntimeError):
+        await key.get(vendor.url("/echo"))
+    await client.close()  # idempotent
+
+
+async def test_relative_url_is_a_config_error(client: HttpClient) -> None:
+    with pytest.raises(ConfigError) as caught:
+        await key_http(client).get(f"/items?token={SECRET}")
+
+    assert SECRET not in str(caught.value)
