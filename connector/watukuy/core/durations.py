@@ -20,7 +20,10 @@ def parse_duration(value: object, path: str, *, allow_zero: bool = False) -> flo
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, int | float):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:
+            raise ConfigError(f"duration is too large: {value!r}", path) from None
     elif isinstance(value, str):
         match = _PATTERN.match(value)
         if match is None:

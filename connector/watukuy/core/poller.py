@@ -222,7 +222,9 @@ def _circuit_spec(given: Mapping[str, Any] | None, path: str) -> CircuitSpec:
         return CircuitSpec()
     _known_keys(given, {"failure_threshold", "cooldown", "max_cooldown", "multiplier"}, path)
     cooldown = parse_duration(given.get("cooldown", 30), f"{path}.cooldown")
-    max_cooldown = parse_duration(given.get("max_cooldown", max(600, cooldown)), f"{path}.max")
+    max_cooldown = parse_duration(
+        given.get("max_cooldown", max(600, cooldown)), f"{path}.max_cooldown"
+    )
     if max_cooldown < cooldown:
         raise ConfigError("must not be less than cooldown", f"{path}.max_cooldown")
     multiplier = _positive_number(given.get("multiplier", 2), f"{path}.multiplier")

@@ -1,0 +1,259 @@
+"""``Engine``: the public face of the runtime. It wires the pieces and owns the tasks.
+
+``tick()`` refreshes partitions if due, polls the due keys (at most four at once), delivers
+committed events to handlers, and returns. ``run()`` does the same continuously, every due key
+concurrently up to ``max_concurrency``, until ``stop()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from watukuy.core.errors import ConfigError
+from watukuy.core.events import Event
+from watukuy.core.inspect import PollerInspect, inspect_state
+from watukuy.core.poller import Partition, Poller
+from watukuy.core.state import ParkedItem
+from watukuy.engine.budgets import BudgetGate, build_budgets
+from watukuy.engine.clock import Clock, SystemClock
+from watukuy.engine.handlers import Dispatcher, Handler, Subscription
+from watukuy.engine.operations import Operations, ParkedApi
+from watukuy.engine.polling import KeyPoller
+from watukuy.engine.registry import Registry
+from watukuy.http import HttpClient
+from watukuy.store.base import KeyCommit, Store
+from watukuy.store.memory import MemoryStore
+
+log = logging.getLogger("watukuy.engine")
+
+TICK_CONCURRENCY = 4
+
+
+class PartitionsApi:
+    """``engine.partitions``: list (forcing a refresh) and remove."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+
+    async def list(self, poller: str) -> list[Partition]:
+        self._registry.poller(poller)
+        return await self._registry.refresh(poller, force=True)
+
+    async def remove(self, poller: str, partition: str) -> None:
+        await self._registry.remove(poller, partition)
+
+
+class Engine:
+    def __init__(
+        self,
+        pollers: Iterable[Poller],
+        *,
+        store: Store | None = None,
+        budgets: Mapping[str, Any] | None = None,
+        clock: Clock | None = None,
+        http: HttpClient | None = None,
+        max_concurrency: int = 256,
+        owner: str | None = None,
+    ) -> None:
+        by_name: dict[str, Poller] = {}
+        for index, poller in enumerate(pollers):
+            if not isinstance(poller, Poller):
+                raise ConfigError("must be made with define_poller()", f"pollers[{index}]")
+            if poller.name in by_name:
+                raise ConfigError(f"duplicate poller name '{poller.name}'", f"pollers[{index}]")
+            by_name[poller.name] = poller
+        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
+            raise ConfigError("must be a positive integer", "max_concurrency")
+        if max_concurrency < 1:
+            raise ConfigError("must be a positive integer", "max_concurrency")
+        self.clock: Clock = clock or SystemClock()
+        self.store: Store = store if store is not None else MemoryStore()
+        self.owner = owner
+        budget_specs = build_budgets(budgets)
+        for name, poller in by_name.items():
+            if poller.budget is not None and poller.budget not in budget_specs:
+                raise ConfigError(f"unknown budget '{poller.budget}'", f"poller '{name}'.budget")
+        self._gates = {name: BudgetGate(b, self.clock) for name, b in budget_specs.items()}
+        self._http = http or HttpClient()
+        self._owns_http = http is None
+        self._max_concurrency = max_concurrency
+        self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._registry = Registry(by_name, self.store, self.clock)
+        self._poller = KeyPoller(self._registry, self._http, self._gates, self._stopping)
+        self._dispatcher = Dispatcher(
+            by_name,
+            {name: self.store.events(name) for name in by_name},
+            partition_of=self._registry.partition_of,
+            park=self._park_poison,
+            clock=self.clock,
+        )
+        self._ops = Operations(self._registry, self._wake.set)
+        self.parked = ParkedApi(self._registry, self._dispatcher)
+        self.partitions = PartitionsApi(self._registry)
+
+    # -- running ----------------------------------------------------------------------------
+
+    async def tick(self) -> None:
+        """Refresh partitions if due, poll every due key (four at a time), deliver events."""
+        await self._registry.refresh_due()
+        due = self._registry.due.pop_due(self.clock.now())
+        limit = asyncio.Semaphore(TICK_CONCURRENCY)
+        async with asyncio.TaskGroup() as group:
+            for key in due:
+                runtime = self._registry.keys.get(key)
+                if runtime is not None:
+                    group.create_task(self._poll_limited(runtime, limit))
+        await self._dispatcher.drain()
+
+    async def run(self) -> None:
+        """Poll every due key concurrently until :meth:`stop`; then return cleanly."""
+        self._stopping.clear()
+        limit = asyncio.Semaphore(self._max_concurrency)
+        in_flight: set[str] = set()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._dispatcher.run(self._stopping))
+            while not self._stopping.is_set():
+                await self._registry.refresh_due()
+                for key in self._registry.due.pop_due(self.clock.now()):
+                    runtime = self._registry.keys.get(key)
+                    if runtime is None or key in in_flight:
+                        continue
+                    in_flight.add(key)
+                    group.create_task(self._poll_tracked(runtime, limit, in_flight))
+                await self._sleep_until_due()
+
+    async def stop(self) -> None:
+        """Ask ``run()`` to finish: in-flight polls end after their current page."""
+        self._stopping.set()
+        self._wake.set()
+
+    async def close(self) -> None:
+        await self.stop()
+        if self._owns_http:
+            await self._http.close()
+        await self.store.close()
+
+    async def __aenter__(self) -> Engine:
+        await self.store.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _poll_limited(self, runtime: Any, limit: asyncio.Semaphore) -> None:
+        async with limit:
+            await self._poller.poll(runtime)
+
+    async def _poll_tracked(
+        self, runtime: Any, limit: asyncio.Semaphore, in_flight: set[str]
+    ) -> None:
+        try:
+            await self._poll_limited(runtime, limit)
+        finally:
+            in_flight.discard(runtime.key)
+            self._wake.set()
+
+    async def _sleep_until_due(self) -> None:
+        now = self.clock.now()
+        wake_at = self._registry.due.next_at()
+        refresh_at = (
+            min(
+                (t.refreshed_at or now) + self._registry.pollers[name].partitions_refresh
+                for name, t in self._registry.tables.items()
+            )
+            if self._registry.tables
+            else now + 1.0
+        )
+        deadline = min(wake_at if wake_at is not None else now + 1.0, refresh_at, now + 1.0)
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, deadline - now))
+
+    async def _park_poison(self, event: Event, error: str, attempts: int) -> None:
+        runtime = self._registry.keys.get(event.key)
+        if runtime is None:
+            log.warning(
+                "%s: cannot park event #%d, key no longer active", event.key, event.sequence
+            )
+            return
+        item = ParkedItem(
+            id=event.id,
+            poller=event.poller,
+            partition=event.partition,
+            kind="poison",
+            item=event.data,
+            error=error,
+            attempts=attempts,
+            parked_at=self.clock.now(),
+            lane=event.lane,
+            subject=event.subject,
+            event=event.to_dict(),
+        )
+        async with runtime.lock:
+            await self._registry.commit(runtime, KeyCommit(state=runtime.state, parked=[item]))
+
+    # -- per-partition operations -------------------------------------------------------------
+
+    async def trigger(self, poller: str, *, partition: str | None = None) -> None:
+        await self._ops.trigger(poller, partition)
+
+    async def pause(self, poller: str, *, partition: str | None = None) -> None:
+        await self._ops.pause(poller, partition)
+
+    async def resume(self, poller: str, *, partition: str | None = None) -> None:
+        await self._ops.resume(poller, partition)
+
+    async def backfill(
+        self, poller: str, *, from_: Any = None, partition: str | None = None
+    ) -> None:
+        await self._ops.backfill(poller, from_=from_, partition=partition)
+
+    async def replay(self, poller: str, *, from_: Any, partition: str | None = None) -> None:
+        await self._ops.replay(poller, from_=from_, partition=partition)
+
+    async def reset_cursor(
+        self,
+        poller: str,
+        *,
+        partition: str | None = None,
+        to: Any = None,
+        clear_snapshot: bool = False,
+    ) -> None:
+        await self._ops.reset_cursor(
+            poller, partition=partition, to=to, clear_snapshot=clear_snapshot
+        )
+
+    async def reconcile(self, poller: str, *, partition: str | None = None) -> None:
+        await self._ops.reconcile(poller, partition)
+
+    # -- observing --------------------------------------------------------------------------
+
+    def inspect(self) -> list[PollerInspect]:
+        """One entry per active partition, from memory: cheap enough for every health check."""
+        now = self.clock.now()
+        return [
+            inspect_state(rt.state, rt.parked, now, self._registry.due.at(key), self.owner)
+            for key, rt in sorted(self._registry.keys.items())
+        ]
+
+    def on(self, poller: str, handler: Handler) -> None:
+        self._registry.poller(poller)
+        if not callable(handler):
+            raise ConfigError("must be callable", "handler")
+        self._dispatcher.on(poller, handler)
+
+    def subscribe(self, poller: str) -> Subscription:
+        self._registry.poller(poller)
+        return self._dispatcher.subscribe(poller)
+
+    @property
+    def pollers(self) -> dict[str, Poller]:
+        return dict(self._registry.pollers)
+
+
+__all__ = ["Engine", "PartitionsApi"]

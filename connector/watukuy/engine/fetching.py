@@ -1,0 +1,104 @@
+"""Performing one page request: the only place a poll awaits the vendor.
+
+Whatever ``fetch`` does — return a page, raise, hang, return garbage — comes back as a
+``Page`` or a ``Failure`` for the core to decide on. Cancellation is never swallowed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from watukuy.core.poll import Failure, Page, PollPlan
+from watukuy.core.poller import FetchResult, Partition, Poller
+from watukuy.core.state import Validators
+from watukuy.http import HttpClient, KeyHttp, NotModified, Throttled
+
+
+@dataclass(frozen=True, slots=True)
+class CursorView:
+    value: Any
+    lane: str
+
+
+@dataclass(frozen=True, slots=True)
+class FetchContext:
+    """What ``fetch(ctx)`` receives."""
+
+    poller: str
+    cursor: CursorView
+    partition: Partition
+    http: KeyHttp
+    signal: asyncio.Event  # set when the engine is stopping: long fetches may end early
+
+
+async def execute(
+    poller: Poller,
+    partition: Partition,
+    step: PollPlan,
+    *,
+    http: HttpClient,
+    validators: Mapping[str, Validators],
+    acquire: Callable[[], Awaitable[None]] | None,
+    now: Callable[[], float],
+    signal: asyncio.Event,
+) -> Page | Failure:
+    key_http = http.for_key(
+        validators=validators, acquire=acquire, now=now, timeout=poller.fetch_timeout
+    )
+    ctx = FetchContext(
+        poller=poller.name,
+        cursor=CursorView(value=step.fetch_value, lane=step.lane.value),
+        partition=partition,
+        http=key_http,
+        signal=signal,
+    )
+    try:
+        async with asyncio.timeout(poller.fetch_timeout):
+            returned = poller.fetch(ctx)
+            if inspect.isawaitable(returned):
+                returned = await returned
+        result = as_fetch_result(returned)
+    except NotModified:
+        return Page(
+            result=FetchResult(items=[]),
+            not_modified=True,
+            validators=key_http.validators_changed,
+            throttle_until=key_http.throttle_until,
+        )
+    except Throttled as exc:
+        return Failure(error=str(exc), throttle_until=exc.until)
+    except TimeoutError:
+        return Failure(error=f"fetch timed out after {poller.fetch_timeout:g}s")
+    except Exception as exc:  # any failure of user code or the vendor is the core's to judge
+        return Failure(error=f"{type(exc).__name__}: {exc}")
+    return Page(
+        result=result,
+        validators=key_http.validators_changed,
+        throttle_until=key_http.throttle_until,
+    )
+
+
+def as_fetch_result(returned: object) -> FetchResult:
+    """``FetchResult`` or ``{"items": [...], "cursor": ..., "has_more": ...}``."""
+    if isinstance(returned, FetchResult):
+        result = returned
+    elif isinstance(returned, Mapping):
+        unknown = sorted(set(returned) - {"items", "cursor", "has_more"})
+        if unknown:
+            raise TypeError(f"fetch returned an unknown key {unknown[0]!r}")
+        result = FetchResult(
+            items=returned.get("items"),  # type: ignore[arg-type]
+            cursor=returned.get("cursor"),
+            has_more=returned.get("has_more"),
+        )
+    else:
+        raise TypeError(
+            f"fetch must return FetchResult or {{'items', 'cursor'}}, got {type(returned).__name__}"
+        )
+    if not isinstance(result.items, list):
+        raise TypeError(f"fetch returned items of type {type(result.items).__name__}, not a list")
+    return result

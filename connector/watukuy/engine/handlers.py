@@ -1,0 +1,156 @@
+"""Delivering committed events to ``engine.on()`` handlers and ``engine.subscribe()`` iterators.
+
+Events arrive from the store's feed in commit order and are queued per key. One worker per key
+delivers them in order; a handler that raises is retried with backoff while only that key
+waits, and after the last attempt the event is parked as ``poison`` and the key moves on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections import defaultdict, deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from watukuy.core.events import Event
+from watukuy.core.poller import Partition, Poller
+from watukuy.engine.clock import Clock
+from watukuy.store.base import EventFeed
+
+log = logging.getLogger("watukuy.handlers")
+
+Handler = Callable[[Event, "HandlerContext"], Awaitable[None] | None]
+Park = Callable[[Event, str, int], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerContext:
+    poller: str
+    partition: Partition
+    attempt: int
+
+
+class Subscription:
+    """``async for event in engine.subscribe(poller)``: registered as soon as it is created."""
+
+    def __init__(self, registry: list[asyncio.Queue[Event]]) -> None:
+        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._registry = registry
+        registry.append(self._queue)
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Event:
+        return await self._queue.get()
+
+    async def aclose(self) -> None:
+        if self._queue in self._registry:
+            self._registry.remove(self._queue)
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        pollers: dict[str, Poller],
+        feeds: dict[str, EventFeed],
+        *,
+        partition_of: Callable[[str, str], Partition | None],
+        park: Park,
+        clock: Clock,
+    ) -> None:
+        self._pollers = pollers
+        self._feeds = feeds
+        self._partition_of = partition_of
+        self._park = park
+        self._clock = clock
+        self.handlers: dict[str, list[Handler]] = defaultdict(list)
+        self.subscribers: dict[str, list[asyncio.Queue[Event]]] = defaultdict(list)
+        self._pending: dict[str, deque[Event]] = defaultdict(deque)
+        self._working: set[str] = set()
+
+    def on(self, poller: str, handler: Handler) -> None:
+        self.handlers[poller].append(handler)
+
+    def subscribe(self, poller: str) -> Subscription:
+        return Subscription(self.subscribers[poller])
+
+    async def drain(self) -> None:
+        """Deliver everything committed so far, then return (``tick()`` mode)."""
+        for feed in self._feeds.values():
+            for event in feed.ready():
+                self._route(event)
+        async with asyncio.TaskGroup() as group:
+            for key in [k for k, queue in self._pending.items() if queue]:
+                if key not in self._working:
+                    self._working.add(key)
+                    group.create_task(self._work(key))
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Deliver continuously until ``stopping`` is set (daemon mode)."""
+        async with asyncio.TaskGroup() as group:
+            readers = [group.create_task(self._read(feed, group)) for feed in self._feeds.values()]
+            await stopping.wait()
+            for reader in readers:
+                reader.cancel()
+
+    async def _read(self, feed: EventFeed, group: asyncio.TaskGroup) -> None:
+        async for event in feed:
+            self._route(event)
+            key = event.key
+            if self._pending[key] and key not in self._working:
+                self._working.add(key)
+                group.create_task(self._work(key))
+
+    def _route(self, event: Event) -> None:
+        for queue in self.subscribers.get(event.poller, ()):
+            queue.put_nowait(event)
+        if self.handlers.get(event.poller):
+            self._pending[event.key].append(event)
+
+    async def _work(self, key: str) -> None:
+        queue = self._pending[key]
+        try:
+            while queue:
+                await self._deliver_with_retries(queue[0])
+                queue.popleft()
+        finally:
+            self._working.discard(key)
+            if not queue:
+                self._pending.pop(key, None)
+
+    async def _deliver_with_retries(self, event: Event) -> None:
+        spec = self._pollers[event.poller].handler
+        delay = spec.backoff
+        for attempt in range(1, spec.attempts + 1):
+            error = await self.deliver_once(event, attempt)
+            if error is None:
+                return
+            if attempt == spec.attempts:
+                log.warning(
+                    "handler failed %d times on %s #%d; parked as poison: %s",
+                    attempt,
+                    event.key,
+                    event.sequence,
+                    error,
+                )
+                await self._park(event, error, attempt)
+                return
+            await self._clock.sleep(delay)
+            delay = min(delay * 2, spec.max_backoff)
+
+    async def deliver_once(self, event: Event, attempt: int = 1) -> str | None:
+        """Run every handler of the event's poller once; the first error, or ``None``."""
+        partition = self._partition_of(event.poller, event.partition) or Partition(event.partition)
+        ctx = HandlerContext(poller=event.poller, partition=partition, attempt=attempt)
+        for handler in self.handlers.get(event.poller, ()):
+            try:
+                returned: Any = handler(event, ctx)
+                if inspect.isawaitable(returned):
+                    await returned
+            except Exception as exc:  # the handler's failure is recorded, never fatal
+                return f"{type(exc).__name__}: {exc}"
+        return None

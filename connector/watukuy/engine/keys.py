@@ -1,0 +1,41 @@
+"""What the engine holds in memory for each active key."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from watukuy.core.poller import Partition, Poller
+from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
+from watukuy.store.base import KeyCommit
+
+
+@dataclass(eq=False)
+class KeyRuntime:
+    """One active ``poller/partition``: its committed state and the live ``Partition``.
+
+    Only committed values live here: a poll computes its next state aside and calls
+    :meth:`applied` once the store has accepted it. ``lock`` serialises polls and operations
+    on the key, so an operation never interleaves with a page.
+    """
+
+    poller: Poller
+    partition: Partition
+    state: PartitionState
+    snapshot: dict[str, SnapshotEntry] = field(default_factory=dict)
+    parked: dict[str, ParkedItem] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def key(self) -> str:
+        return self.state.key
+
+    def applied(self, commit: KeyCommit) -> None:
+        self.state = commit.state
+        self.snapshot.update(commit.upserts)
+        for identity in commit.forget:
+            self.snapshot.pop(identity, None)
+        for item in commit.parked:
+            self.parked[item.id] = item
+        for parked_id in commit.unpark:
+            self.parked.pop(parked_id, None)

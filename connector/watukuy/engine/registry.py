@@ -1,0 +1,178 @@
+"""The active keys: partitions refresh, restore from the store, due times, commits.
+
+Added partitions are due at once with fresh state; removed ones are paused (an unfenced write)
+and leave scheduling and ``inspect()``; a partition that returns resumes from its stored
+cursor. A ``partitions`` callable that raises is logged and the previous list kept.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from dataclasses import dataclass, field, replace
+
+from watukuy.core import schedule as schedules
+from watukuy.core.due import DueQueue
+from watukuy.core.errors import ConfigError
+from watukuy.core.partitions import SINGLE, diff, normalise
+from watukuy.core.poll import due_at, fresh_state
+from watukuy.core.poller import Partition, Poller
+from watukuy.engine.clock import Clock
+from watukuy.engine.keys import KeyRuntime
+from watukuy.store.base import KeyCommit, Store
+
+log = logging.getLogger("watukuy.partitions")
+
+
+@dataclass(slots=True)
+class PartitionTable:
+    """The partitions of one poller as last evaluated."""
+
+    current: dict[str, Partition] = field(default_factory=dict)
+    refreshed_at: float | None = None
+
+
+class Registry:
+    def __init__(self, pollers: dict[str, Poller], store: Store, clock: Clock) -> None:
+        self.pollers = pollers
+        self.store = store
+        self.clock = clock
+        self.keys: dict[str, KeyRuntime] = {}
+        self.due = DueQueue()
+        self.tables = {name: PartitionTable() for name in pollers}
+
+    # -- partitions ---------------------------------------------------------------------
+
+    async def refresh_due(self) -> None:
+        """Refresh every poller whose ``partitions_refresh`` elapsed (or never ran)."""
+        now = self.clock.now()
+        for name, poller in self.pollers.items():
+            table = self.tables[name]
+            if table.refreshed_at is None or now - table.refreshed_at >= poller.partitions_refresh:
+                await self.refresh(name, force=False)
+
+    async def refresh(self, name: str, *, force: bool) -> list[Partition]:
+        """Evaluate ``partitions()`` and apply the difference.
+
+        ``force`` (``engine.partitions.list``) lets the error reach the caller; a scheduled
+        refresh logs it and keeps the previous list.
+        """
+        poller = self.pollers[name]
+        table = self.tables[name]
+        try:
+            latest = await self._evaluate(poller)
+        except Exception as exc:
+            table.refreshed_at = self.clock.now()
+            if force:
+                raise
+            log.warning(
+                "poller '%s': partitions() failed, keeping the previous %d partition(s): %s: %s",
+                name,
+                len(table.current),
+                type(exc).__name__,
+                exc,
+            )
+            return list(table.current.values())
+        changes = diff(table.current, latest)
+        for key in changes.removed:
+            await self._deactivate(poller, key)
+        for key in changes.added:
+            await self._activate(poller, latest[key])
+        for key in changes.kept:  # data may change between refreshes (rotated tokens)
+            runtime = self.keys.get(f"{name}/{key}")
+            if runtime is not None:
+                runtime.partition = latest[key]
+        table.current = latest
+        table.refreshed_at = self.clock.now()
+        return list(latest.values())
+
+    async def _evaluate(self, poller: Poller) -> dict[str, Partition]:
+        if poller.partitions is None:
+            return {SINGLE.key: SINGLE}
+        returned = poller.partitions()
+        if inspect.isawaitable(returned):
+            returned = await returned
+        return normalise(poller.name, returned)
+
+    async def _activate(self, poller: Poller, partition: Partition) -> None:
+        now = self.clock.now()
+        stored = await self.store.load(poller.name, partition.key)
+        if stored is None:
+            runtime = KeyRuntime(poller, partition, fresh_state(poller, partition.key, now))
+            await self.commit(runtime, KeyCommit(state=runtime.state, fenced=False))
+        else:
+            runtime = KeyRuntime(poller, partition, stored.state, stored.snapshot, stored.parked)
+            if runtime.state.paused == "removed":
+                back = replace(
+                    runtime.state,
+                    paused=None,
+                    schedule=schedules.trigger(runtime.state.schedule, now),
+                )
+                await self.commit(runtime, KeyCommit(state=back, fenced=False))
+        if runtime.state.circuit.probe_in_flight:  # the probe died with a previous run
+            runtime.state = replace(runtime.state, circuit=runtime.state.circuit.on_cancel())
+        self.keys[runtime.key] = runtime
+        self.reschedule(runtime)
+
+    async def _deactivate(self, poller: Poller, key: str) -> None:
+        runtime = self.keys.get(f"{poller.name}/{key}")
+        if runtime is None:
+            return
+        async with runtime.lock:
+            if runtime.state.paused is None:
+                paused = replace(runtime.state, paused="removed")
+                await self.store.commit([KeyCommit(state=paused, fenced=False)])
+                runtime.state = paused
+            self.keys.pop(runtime.key, None)
+            self.due.discard(runtime.key)
+
+    async def remove(self, name: str, key: str) -> None:
+        """Delete every record of the key; it comes back fresh only if listed again."""
+        self.poller(name)
+        runtime = self.keys.get(f"{name}/{key}")
+        if runtime is not None:
+            async with runtime.lock:
+                await self.store.remove(name, key)
+                self.keys.pop(runtime.key, None)
+                self.due.discard(runtime.key)
+        else:
+            await self.store.remove(name, key)
+        self.tables[name].current.pop(key, None)
+
+    # -- lookups ------------------------------------------------------------------------
+
+    def poller(self, name: str) -> Poller:
+        try:
+            return self.pollers[name]
+        except KeyError:
+            raise ConfigError(f"unknown poller '{name}'", "poller") from None
+
+    async def resolve(self, name: str, partition: str | None) -> KeyRuntime:
+        """The active key an operation names; ``ConfigError`` when it names none."""
+        poller = self.poller(name)
+        if poller.partitioned and partition is None:
+            raise ConfigError(f"poller '{name}' is partitioned; pass partition=...")
+        if not poller.partitioned and partition not in (None, ""):
+            raise ConfigError(f"poller '{name}' has no partitions; omit partition=", "partition")
+        key = partition or ""
+        if self.tables[name].refreshed_at is None:
+            await self.refresh(name, force=False)
+        runtime = self.keys.get(f"{name}/{key}")
+        if runtime is None:
+            raise ConfigError(f"poller '{name}' has no active partition {key!r}", "partition")
+        return runtime
+
+    def partition_of(self, name: str, key: str) -> Partition | None:
+        runtime = self.keys.get(f"{name}/{key}")
+        return None if runtime is None else runtime.partition
+
+    # -- commits and due times ------------------------------------------------------------
+
+    async def commit(self, runtime: KeyRuntime, commit: KeyCommit) -> None:
+        await self.store.commit([commit])
+        runtime.applied(commit)
+        if self.keys.get(runtime.key) is runtime:
+            self.reschedule(runtime)
+
+    def reschedule(self, runtime: KeyRuntime) -> None:
+        self.due.schedule(runtime.key, due_at(runtime.state, self.clock.now()))

@@ -1,0 +1,118 @@
+"""The in-memory store: tests and embedding. Same contract as the Kafka store, no durability.
+
+Atomicity comes for free: a batch is checked in full first, then applied without an await in
+between, so no other coroutine ever sees half of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Sequence
+
+from watukuy.core.errors import Fenced
+from watukuy.core.events import Event
+from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
+from watukuy.store.base import KeyCommit, StoredKey
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self.states: dict[str, PartitionState] = {}
+        self.snapshots: dict[str, dict[str, SnapshotEntry]] = defaultdict(dict)
+        self.parked: dict[str, dict[str, ParkedItem]] = defaultdict(dict)
+        self.outbox: dict[str, list[Event]] = defaultdict(list)
+        self.commits = 0
+        self._listeners: dict[str, list[asyncio.Queue[Event]]] = defaultdict(list)
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def load(self, poller: str, partition: str) -> StoredKey | None:
+        key = f"{poller}/{partition}"
+        state = self.states.get(key)
+        if state is None:
+            return None
+        return StoredKey(
+            state=state,
+            snapshot=dict(self.snapshots.get(key, {})),
+            parked=dict(self.parked.get(key, {})),
+        )
+
+    async def commit(self, batch: Sequence[KeyCommit]) -> None:
+        for entry in batch:
+            stored = self.states.get(entry.key)
+            if entry.fenced and stored is not None and stored.epoch != entry.state.epoch:
+                raise Fenced(
+                    f"{entry.key}: epoch {entry.state.epoch} is stale (store has {stored.epoch})"
+                )
+        for entry in batch:
+            self._apply(entry)
+        self.commits += 1
+
+    def _apply(self, entry: KeyCommit) -> None:
+        key = entry.key
+        self.states[key] = entry.state
+        snapshot = self.snapshots[key]
+        snapshot.update(entry.upserts)
+        for identity in entry.forget:
+            snapshot.pop(identity, None)
+        parked = self.parked[key]
+        for item in entry.parked:
+            parked[item.id] = item
+        for parked_id in entry.unpark:
+            parked.pop(parked_id, None)
+        if entry.events:
+            poller = entry.state.poller
+            self.outbox[poller].extend(entry.events)
+            for queue in self._listeners[poller]:
+                for event in entry.events:
+                    queue.put_nowait(event)
+
+    async def remove(self, poller: str, partition: str) -> None:
+        key = f"{poller}/{partition}"
+        self.states.pop(key, None)
+        self.snapshots.pop(key, None)
+        self.parked.pop(key, None)
+
+    async def partitions(self, poller: str) -> list[str]:
+        return [state.partition for state in self.states.values() if state.poller == poller]
+
+    def events(self, poller: str) -> _Feed:
+        return _Feed(self._listeners[poller])
+
+    def keys_with_records(self) -> set[str]:
+        """Every key that has any record left (tests assert ``remove`` leaves none)."""
+        return {
+            key
+            for key in set(self.states) | set(self.snapshots) | set(self.parked)
+            if key in self.states or self.snapshots.get(key) or self.parked.get(key)
+        }
+
+
+class _Feed:
+    """Registered at creation, so nothing committed after ``events()`` returns is missed."""
+
+    def __init__(self, listeners: list[asyncio.Queue[Event]]) -> None:
+        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._listeners = listeners
+        listeners.append(self._queue)
+
+    def __aiter__(self) -> _Feed:
+        return self
+
+    async def __anext__(self) -> Event:
+        return await self._queue.get()
+
+    def ready(self) -> list[Event]:
+        out: list[Event] = []
+        while not self._queue.empty():
+            out.append(self._queue.get_nowait())
+        return out
+
+    async def aclose(self) -> None:
+        if self._queue in self._listeners:
+            self._listeners.remove(self._queue)
