@@ -140,6 +140,7 @@ class Engine:
 
     async def __aenter__(self) -> Engine:
         await self.store.start()
+        await self._http.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
