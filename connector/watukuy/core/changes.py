@@ -100,9 +100,12 @@ def detect(
         except ValueError as exc:
             out.parked.append(invalid_item(poller, partition, item, str(exc), lane, now))
             continue
-        previous = out.upserts.get(seen.identity) or snapshot.get(seen.identity)
+        in_page = out.upserts.get(seen.identity)
+        previous = in_page or snapshot.get(seen.identity)
         kind: EventType | None
-        if previous is None or previous.deleted is not None:
+        if in_page is not None and in_page.version == seen.version and in_page.deleted is None:
+            kind = None  # the same version twice in one page is one change, replaying or not
+        elif previous is None or previous.deleted is not None:
             kind = "created"
         elif previous.version != seen.version:
             kind = "updated"

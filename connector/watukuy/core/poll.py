@@ -206,6 +206,10 @@ def _emitted(
     result = page.result
     if page.not_modified:
         result = FetchResult(items=[], cursor=step.cursor, has_more=False)
+    scan = step.scan
+    if scan is None and state.reconcile.active:
+        # A pass is under way: what other lanes see now must not look missed when it ends.
+        scan = state.reconcile.scan
     detected = detect(
         poller,
         state.partition,
@@ -214,7 +218,7 @@ def _emitted(
         lane=step.lane.value,
         sequence=state.sequence,
         now=now,
-        scan=step.scan,
+        scan=scan,
         replaying=step.replaying,
     )
     more = cursors.page_has_more(poller.cursor, step.cursor, result)
@@ -223,12 +227,15 @@ def _emitted(
         if page.not_modified
         else cursors.advance(poller.cursor, step.cursor, result, list(result.items))
     )
+    if _walks_history(poller, step, result):
+        # Backfill, reconcile and replay read history: a watermark that moved means more.
+        more = bool(result.items) and not cursors.reached(step.cursor, new_cursor)
     lane_state = state.lane(step.lane)
     forget: list[str] = []
     if step.lane is Lane.BACKFILL and lane_state.until is not None:
         more = more and not cursors.reached(new_cursor, lane_state.until)
     finished = not more
-    if step.lane is Lane.RECONCILE and finished:
+    if step.lane is Lane.RECONCILE and finished and not page.not_modified:
         deletions(poller, state.partition, snapshot, detected, scan=step.scan or 0, now=now)
         forget = expired({**snapshot, **detected.upserts}, poller.retain, now)
     at_limit = more and step.page + 1 >= poller.max_pages
@@ -242,6 +249,14 @@ def _emitted(
         forget=forget,
         parked=detected.parked,
         more=more and not at_limit,
+    )
+
+
+def _walks_history(poller: Poller, step: PollPlan, result: FetchResult) -> bool:
+    return (
+        poller.cursor.strategy == "timestamp"
+        and result.has_more is None
+        and (step.lane is not Lane.LIVE or step.replaying)
     )
 
 

@@ -121,7 +121,7 @@ class PartitionState:
                 last_error=raw.get("last_error"),
                 created=float(raw.get("created", 0.0)),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise StateCorrupted(f"unreadable partition state: {exc!r}") from exc
 
 

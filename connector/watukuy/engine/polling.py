@@ -56,7 +56,8 @@ class KeyPoller:
                     runtime.partition,
                     step,
                     http=self._http,
-                    validators=dict(state.validators),
+                    # Only the live lane asks "changed since?": a full scan must see everything.
+                    validators=dict(state.validators) if lane is Lane.LIVE else {},
                     acquire=self._acquirer(runtime, lane),
                     now=clock.now,
                     signal=self._stopping,
