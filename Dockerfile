@@ -1,0 +1,20 @@
+# The watukuy runner image: `docker compose up` builds it (see docker-compose.yml).
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /src
+# Only what the package build needs (pyproject names README.md as the long description).
+COPY pyproject.toml README.md ./
+COPY connector ./connector
+RUN pip install . && rm -rf /src
+
+RUN useradd --system --uid 10001 --no-create-home watukuy
+USER watukuy
+WORKDIR /
+EXPOSE 8083
+
+CMD ["watukuy-source", "--help"]
