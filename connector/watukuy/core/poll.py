@@ -222,11 +222,8 @@ def _emitted(
         replaying=step.replaying,
     )
     more = cursors.page_has_more(poller.cursor, step.cursor, result)
-    new_cursor = (
-        step.cursor
-        if page.not_modified
-        else cursors.advance(poller.cursor, step.cursor, result, list(result.items))
-    )
+    # A 304 stands for "the same page again": each strategy moves on from it as from that page.
+    new_cursor = cursors.advance(poller.cursor, step.cursor, result, list(result.items))
     if _walks_history(poller, step, result):
         # Backfill, reconcile and replay read history: a watermark that moved means more.
         more = bool(result.items) and not cursors.reached(step.cursor, new_cursor)
@@ -284,7 +281,10 @@ def _after_page(
             active=not finished,
             scan=step.scan if step.scan is not None else lane.scan,
         )
-    new = state.with_lane(step.lane, lane).with_validators(dict(page.validators))
+    # Only a page that ended the poll may answer "nothing changed" next time: a 304 on a page
+    # in the middle of a listing would end the poll before the pages after it.
+    validators = dict(page.validators) if finished else {}
+    new = state.with_lane(step.lane, lane).with_validators(validators)
     new = replace(
         new,
         sequence=detected.sequence,

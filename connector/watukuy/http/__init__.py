@@ -1,6 +1,6 @@
 """The HTTP client handed to ``fetch``: validators, rate-limit headers, timeouts."""
 
-from watukuy.http.client import HttpClient, KeyHttp, build_url
+from watukuy.http.client import HttpClient, KeyHttp, build_url, validator_key
 from watukuy.http.errors import (
     InvalidResponse,
     NotModified,
@@ -22,4 +22,5 @@ __all__ = [
     "VendorUnavailable",
     "build_url",
     "redact_url",
+    "validator_key",
 ]

@@ -19,6 +19,7 @@ Responses are sorted here so that every ``fetch`` gets the same semantics for fr
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any
@@ -39,6 +40,15 @@ Acquire = Callable[[], Awaitable[None]]
 Clock = Callable[[], float]
 
 _SCHEMES = frozenset({"http", "https"})
+
+
+def validator_key(full_url: str | URL) -> str:
+    """What validators are stored under: a digest of the full URL, never the URL itself.
+
+    URLs carry partition data (slugs, tenant hosts, sometimes tokens in the query), and
+    validators are persisted with the partition state, where partition data must never go.
+    """
+    return hashlib.sha256(str(full_url).encode()).hexdigest()[:32]
 
 
 def build_url(url: str, query: Mapping[str, Any] | None = None) -> URL:
@@ -158,7 +168,7 @@ class KeyHttp:
         self._now = now
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self.validators_changed: dict[str, Validators] = {}
-        """New validators per full URL (query included), from 200 GETs; the engine stores them."""
+        """New validators by ``validator_key(full URL)``, from 200 GETs; the engine stores them."""
         self.throttle_until: float | None = None
         """Latest time the vendor said the quota is exhausted until (epoch seconds), if any."""
         self.requests = 0
@@ -200,7 +210,7 @@ class KeyHttp:
     ) -> CIMultiDict[str]:
         """Caller's headers plus the stored validators; an explicit caller value wins."""
         merged: CIMultiDict[str] = CIMultiDict(headers or {})
-        stored = self._validators.get(full_url) if method == "GET" else None
+        stored = self._validators.get(validator_key(full_url)) if method == "GET" else None
         if stored is not None:
             if stored.etag is not None:
                 merged.setdefault("If-None-Match", stored.etag)
@@ -276,7 +286,9 @@ class KeyHttp:
         etag = headers.get("ETag")
         last_modified = headers.get("Last-Modified")
         if etag is not None or last_modified is not None:
-            self.validators_changed[full_url] = Validators(etag=etag, last_modified=last_modified)
+            self.validators_changed[validator_key(full_url)] = Validators(
+                etag=etag, last_modified=last_modified
+            )
 
     def __repr__(self) -> str:
         return (
