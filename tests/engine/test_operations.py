@@ -333,3 +333,22 @@ async def test_other_entry_points_name_an_unknown_poller(env: Env, engine: Engin
         engine.on("nope", lambda event, ctx: None)
     with pytest.raises(ConfigError, match=re.escape("unknown poller 'nope'")):
         engine.subscribe("nope")
+
+
+async def test_backfill_advances_even_when_every_tick_finds_live_due(env: Env) -> None:
+    # A caller that ticks less often than the interval always finds the live lane due; the
+    # backfill must still get its turn after it in the same tick, or it would never run.
+    poller = env.make_poller(limit=3, cursor={"strategy": "token", "initial": AFTER_HISTORY})
+    engine = env.make_engine(poller)
+    recorder = env.recorder(engine)
+    tenant = env.tid(0)
+    history = [i["id"] for i in env.sim.items(tenant)]
+    await engine.tick()
+    await engine.backfill("invoices", from_=None, partition=tenant)
+
+    env.clock.advance(3600)  # live is due again at this tick
+    await engine.tick()
+
+    events = recorder.take()
+    assert [e.subject for e in events if e.lane == "backfill"] == history
+    assert only(engine, tenant).backfill is False

@@ -37,49 +37,63 @@ class KeyPoller:
         self._stopping = stopping
 
     async def poll(self, runtime: KeyRuntime) -> None:
-        """Poll ``runtime`` if a lane is due; never raises for vendor or user-code failures."""
+        """Poll every lane of ``runtime`` that is due, in priority order, once each.
+
+        Live first; then reconcile and backfill get their turn in the same call, so a
+        caller that ticks less often than the key's interval still moves them forward.
+        Never raises for vendor or user-code failures.
+        """
+        registry = self._registry
+        async with runtime.lock:
+            done: set[Lane] = set()
+            while registry.keys.get(runtime.key) is runtime and not self._stopping.is_set():
+                lane = next_lane(runtime.state, registry.clock.now())
+                if lane is None or lane in done:
+                    break
+                done.add(lane)
+                if not await self._poll_lane(runtime, lane):
+                    break
+            if registry.keys.get(runtime.key) is runtime:
+                registry.reschedule(runtime)
+
+    async def _poll_lane(self, runtime: KeyRuntime, lane: Lane) -> bool:
+        """Page through one lane; ``False`` when the key must not be polled further now."""
         registry = self._registry
         clock = registry.clock
-        async with runtime.lock:
+        poller = runtime.poller
+        step = plan(poller, runtime.state, lane)
+        while True:
+            state = begin(runtime.state, clock.now())
+            outcome = await execute(
+                poller,
+                runtime.partition,
+                step,
+                http=self._http,
+                # Only the live lane asks "changed since?": a full scan must see everything.
+                validators=dict(state.validators) if lane is Lane.LIVE else {},
+                acquire=self._acquirer(runtime, lane),
+                now=clock.now,
+                signal=self._stopping,
+            )
+            decision = decide(poller, state, runtime.snapshot, step, outcome, clock.now())
             if registry.keys.get(runtime.key) is not runtime:
-                return  # removed while it waited for the lock
-            lane = next_lane(runtime.state, clock.now())
-            if lane is None:
-                registry.reschedule(runtime)
-                return
-            poller = runtime.poller
-            step = plan(poller, runtime.state, lane)
-            while True:
-                state = begin(runtime.state, clock.now())
-                outcome = await execute(
-                    poller,
-                    runtime.partition,
-                    step,
-                    http=self._http,
-                    # Only the live lane asks "changed since?": a full scan must see everything.
-                    validators=dict(state.validators) if lane is Lane.LIVE else {},
-                    acquire=self._acquirer(runtime, lane),
-                    now=clock.now,
-                    signal=self._stopping,
-                )
-                decision = decide(poller, state, runtime.snapshot, step, outcome, clock.now())
-                if registry.keys.get(runtime.key) is not runtime:
-                    return
-                commit = _commit_of(decision)
-                try:
-                    await registry.commit(runtime, commit)
-                except Fenced:
-                    log.warning("%s: fenced by another owner; dropping the key", runtime.key)
-                    registry.keys.pop(runtime.key, None)
-                    registry.due.discard(runtime.key)
-                    return
-                if isinstance(decision, Trip):
-                    log.warning("%s: circuit opened: %s", runtime.key, decision.reason)
-                elif isinstance(decision, Backoff):
-                    log.info("%s: backing off: %s", runtime.key, decision.reason)
-                if not isinstance(decision, Emit) or not decision.more or self._stopping.is_set():
-                    return
-                step = next_page(poller, step, decision)
+                return False  # removed or taken over meanwhile: the result is dropped
+            try:
+                await registry.commit(runtime, _commit_of(decision))
+            except Fenced:
+                log.warning("%s: fenced by another owner; dropping the key", runtime.key)
+                registry.keys.pop(runtime.key, None)
+                registry.due.discard(runtime.key)
+                return False
+            if isinstance(decision, Trip):
+                log.warning("%s: circuit opened: %s", runtime.key, decision.reason)
+                return False
+            if isinstance(decision, Backoff):
+                log.info("%s: backing off: %s", runtime.key, decision.reason)
+                return False
+            if not decision.more or self._stopping.is_set():
+                return True
+            step = next_page(poller, step, decision)
 
     def _acquirer(self, runtime: KeyRuntime, lane: Lane) -> Callable[[], Awaitable[None]] | None:
         name = runtime.poller.budget
