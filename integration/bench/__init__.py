@@ -1,0 +1,1 @@
+"""Benchmarks of the engine (scripts, not tests): ``python -m integration.bench.<name>``."""
