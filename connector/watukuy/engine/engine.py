@@ -21,6 +21,7 @@ from watukuy.core.state import ParkedItem
 from watukuy.engine.budgets import BudgetGate, build_budgets
 from watukuy.engine.clock import Clock, SystemClock
 from watukuy.engine.handlers import Dispatcher, Handler, Subscription
+from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.operations import Operations, ParkedApi
 from watukuy.engine.polling import KeyPoller
 from watukuy.engine.registry import Registry
@@ -146,12 +147,12 @@ class Engine:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _poll_limited(self, runtime: Any, limit: asyncio.Semaphore) -> None:
+    async def _poll_limited(self, runtime: KeyRuntime, limit: asyncio.Semaphore) -> None:
         async with limit:
             await self._poller.poll(runtime)
 
     async def _poll_tracked(
-        self, runtime: Any, limit: asyncio.Semaphore, in_flight: set[str]
+        self, runtime: KeyRuntime, limit: asyncio.Semaphore, in_flight: set[str]
     ) -> None:
         try:
             await self._poll_limited(runtime, limit)
