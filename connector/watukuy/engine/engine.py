@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from watukuy.core.errors import ConfigError
+from watukuy.core.errors import ConfigError, Fenced, Retriable
 from watukuy.core.events import Event
 from watukuy.core.inspect import PollerInspect, inspect_state
 from watukuy.core.poller import Partition, Poller
@@ -84,6 +84,9 @@ class Engine:
         self._max_concurrency = max_concurrency
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
+        self.store.bind(by_name)
+        self._ownership_changed = True
+        self.store.watch(self._on_store_change)
         self._registry = Registry(by_name, self.store, self.clock)
         self._poller = KeyPoller(self._registry, self._http, self._gates, self._stopping)
         self._dispatcher = Dispatcher(
@@ -102,6 +105,7 @@ class Engine:
     async def tick(self) -> None:
         """Refresh partitions if due, poll every due key (four at a time), deliver events."""
         await self._registry.refresh_due()
+        await self._follow_store()
         due = self._registry.due.pop_due(self.clock.now())
         limit = asyncio.Semaphore(TICK_CONCURRENCY)
         async with asyncio.TaskGroup() as group:
@@ -120,6 +124,7 @@ class Engine:
             group.create_task(self._dispatcher.run(self._stopping))
             while not self._stopping.is_set():
                 await self._registry.refresh_due()
+                await self._follow_store()
                 for key in self._registry.due.pop_due(self.clock.now()):
                     runtime = self._registry.keys.get(key)
                     if runtime is None or key in in_flight:
@@ -127,6 +132,25 @@ class Engine:
                     in_flight.add(key)
                     group.create_task(self._poll_tracked(runtime, limit, in_flight))
                 await self._sleep_until_due()
+
+    def _on_store_change(self) -> None:
+        self._ownership_changed = True
+        self._wake.set()
+
+    async def _follow_store(self) -> None:
+        """Take on or give up keys as ownership moved; apply commands sent by other instances."""
+        if self._ownership_changed:
+            self._ownership_changed = False
+            await self._registry.sync_ownership()
+        for command in self.store.take_commands():
+            try:
+                await self._ops.received(command)
+            except (ConfigError, Retriable) as exc:
+                log.warning(
+                    "%s: command %s %s not applied: %s", command.key, command.op, command.id, exc
+                )
+            except Fenced:
+                log.info("%s: command %s moved with its key", command.key, command.id)
 
     async def stop(self) -> None:
         """Ask ``run()`` to finish: in-flight polls end after their current page."""

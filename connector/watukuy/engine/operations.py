@@ -5,6 +5,7 @@ and commits the key's new state like a poll does."""
 from __future__ import annotations
 
 import builtins
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
@@ -14,52 +15,117 @@ from watukuy.core import schedule as schedules
 from watukuy.core.changes import detect
 from watukuy.core.errors import ConfigError
 from watukuy.core.events import Event
+from watukuy.core.poller import Poller
 from watukuy.core.state import LaneState, ParkedItem, PartitionState
 from watukuy.engine.handlers import Dispatcher
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.registry import Registry
-from watukuy.store.base import KeyCommit
+from watukuy.store.base import Command, KeyCommit
 
 Change = Callable[[KeyRuntime, float], KeyCommit]
 
 
+def change_for(poller: Poller, op: str, args: dict[str, Any]) -> Change:
+    """The commit an operation makes on a key: the same whether it is called here or arrives
+    as a command record from another instance (``args`` are then its JSON form)."""
+    if op == "trigger":
+        return _state_change(_trigger)
+    if op == "pause":
+        return _state_change(lambda s, _: replace(s, paused="user"))
+    if op == "resume":
+        return _state_change(lambda s, _: replace(s, paused=None))
+    if op == "reconcile":
+        return _state_change(lambda s, now: replace(s, reconcile_due=now))
+    if op == "backfill":
+
+        def start_backfill(state: PartitionState, now: float) -> PartitionState:
+            until = state.live.cursor if poller.cursor.strategy == "timestamp" else None
+            backfill = LaneState(cursor=args.get("from_"), active=True, until=until)
+            return replace(state, backfill=backfill)
+
+        return _state_change(start_backfill)
+    if op == "replay":
+
+        def start_replay(state: PartitionState, now: float) -> PartitionState:
+            live = LaneState(cursor=args.get("from_"), replaying=True)
+            # Validators would let the vendor answer 304 and the replay would see nothing.
+            return _trigger(replace(state, live=live, validators=()), now)
+
+        return _state_change(start_replay)
+    if op == "reset_cursor":
+
+        def reset(runtime: KeyRuntime, now: float) -> KeyCommit:
+            state = replace(runtime.state, live=LaneState(cursor=args.get("to")), validators=())
+            forget = list(runtime.snapshot) if args.get("clear_snapshot") else []
+            return KeyCommit(state=_trigger(state, now), forget=forget)
+
+        return reset
+    raise ConfigError(f"unknown operation {op!r}", "op")
+
+
 class Operations:
+    """Applies operations to keys this instance owns; hands the others to their owner."""
+
     def __init__(self, registry: Registry, wake: Callable[[], None]) -> None:
         self._registry = registry
         self._wake = wake
 
-    async def apply(self, poller: str, partition: str | None, change: Change) -> PartitionState:
+    async def run(
+        self, op: str, poller: str, partition: str | None, args: dict[str, Any] | None = None
+    ) -> None:
+        args = dict(args or {})
+        definition = self._registry.poller(poller)
+        change = change_for(definition, op, args)  # unknown ops fail before anything is sent
+        registry = self._registry
+        key = registry.key_name(poller, partition)
+        if not registry.store.owns(poller, key) and registry.is_listed(poller, key):
+            command = Command(
+                uuid.uuid4().hex, op, poller, key, _jsonable(args), registry.clock.now()
+            )
+            await registry.store.send_command(command)
+            return
+        await self.apply(poller, partition, change)
+
+    async def apply(
+        self,
+        poller: str,
+        partition: str | None,
+        change: Change,
+        command: bytes | None = None,
+    ) -> PartitionState:
         runtime = await self._registry.resolve(poller, partition)
         async with runtime.lock:
             commit = change(runtime, self._registry.clock.now())
+            if command is not None:
+                commit = replace(commit, commands=(command,))
             await self._registry.commit(runtime, commit)
         self._wake()
         return runtime.state
 
+    async def received(self, command: Command) -> None:
+        """Apply a command from another instance; it is tombstoned in the same commit."""
+        if command.op == "remove":
+            await self._registry.remove(command.poller, command.partition, command.record_key)
+            return
+        definition = self._registry.poller(command.poller)
+        change = change_for(definition, command.op, dict(command.args))
+        partition = command.partition if definition.partitioned else None
+        await self.apply(command.poller, partition, change, command.record_key)
+
     async def trigger(self, poller: str, partition: str | None = None) -> None:
-        await self.apply(poller, partition, _state_change(_trigger))
+        await self.run("trigger", poller, partition)
 
     async def pause(self, poller: str, partition: str | None = None) -> None:
-        await self.apply(poller, partition, _state_change(lambda s, _: replace(s, paused="user")))
+        await self.run("pause", poller, partition)
 
     async def resume(self, poller: str, partition: str | None = None) -> None:
-        await self.apply(poller, partition, _state_change(lambda s, _: replace(s, paused=None)))
+        await self.run("resume", poller, partition)
 
     async def backfill(self, poller: str, *, from_: Any, partition: str | None = None) -> None:
-        def start(state: PartitionState, now: float) -> PartitionState:
-            timestamped = self._registry.poller(poller).cursor.strategy == "timestamp"
-            until = state.live.cursor if timestamped else None
-            return replace(state, backfill=LaneState(cursor=from_, active=True, until=until))
-
-        await self.apply(poller, partition, _state_change(start))
+        await self.run("backfill", poller, partition, {"from_": from_})
 
     async def replay(self, poller: str, *, from_: Any, partition: str | None = None) -> None:
-        def start(state: PartitionState, now: float) -> PartitionState:
-            live = LaneState(cursor=from_, replaying=True)
-            # Validators would let the vendor answer 304 and the replay would see nothing.
-            return _trigger(replace(state, live=live, validators=()), now)
-
-        await self.apply(poller, partition, _state_change(start))
+        await self.run("replay", poller, partition, {"from_": from_})
 
     async def reset_cursor(
         self,
@@ -69,19 +135,17 @@ class Operations:
         to: Any = None,
         clear_snapshot: bool = False,
     ) -> None:
-        def reset(runtime: KeyRuntime, now: float) -> KeyCommit:
-            state = replace(runtime.state, live=LaneState(cursor=to), validators=())
-            state = _trigger(state, now)
-            forget = list(runtime.snapshot) if clear_snapshot else []
-            return KeyCommit(state=state, forget=forget)
-
-        await self.apply(poller, partition, reset)
+        await self.run(
+            "reset_cursor", poller, partition, {"to": to, "clear_snapshot": clear_snapshot}
+        )
 
     async def reconcile(self, poller: str, partition: str | None = None) -> None:
         """Start a full reconcile scan now (finds deletions)."""
-        await self.apply(
-            poller, partition, _state_change(lambda s, now: replace(s, reconcile_due=now))
-        )
+        await self.run("reconcile", poller, partition)
+
+
+def _jsonable(args: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in args.items()}
 
 
 def _trigger(state: PartitionState, now: float) -> PartitionState:

@@ -10,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from watukuy.core.errors import Fenced
+from watukuy.core.errors import Fenced, Retriable
 from watukuy.core.poll import Backoff, Emit, Trip, begin, decide, next_lane, next_page, plan
 from watukuy.core.state import Lane
 from watukuy.engine.budgets import BudgetGate
@@ -21,6 +21,8 @@ from watukuy.http import HttpClient
 from watukuy.store.base import KeyCommit
 
 log = logging.getLogger("watukuy.poll")
+
+STORE_RETRY = 1.0  # seconds before a key whose commit the store refused is polled again
 
 
 class KeyPoller:
@@ -84,6 +86,11 @@ class KeyPoller:
                 log.warning("%s: fenced by another owner; dropping the key", runtime.key)
                 registry.keys.pop(runtime.key, None)
                 registry.due.discard(runtime.key)
+                return False
+            except Retriable as exc:
+                # Not committed: the page is fetched again once the store can take it.
+                log.warning("%s: commit failed, retrying in %gs: %s", runtime.key, STORE_RETRY, exc)
+                registry.hold(runtime, clock.now() + STORE_RETRY)
                 return False
             if isinstance(decision, Trip):
                 log.warning("%s: circuit opened: %s", runtime.key, decision.reason)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import uuid
 from dataclasses import dataclass, field, replace
 
 from watukuy.core import schedule as schedules
@@ -19,7 +20,7 @@ from watukuy.core.poll import due_at, fresh_state
 from watukuy.core.poller import Partition, Poller
 from watukuy.engine.clock import Clock
 from watukuy.engine.keys import KeyRuntime
-from watukuy.store.base import KeyCommit, Store
+from watukuy.store.base import Command, KeyCommit, Store
 
 log = logging.getLogger("watukuy.partitions")
 
@@ -39,6 +40,7 @@ class Registry:
         self.clock = clock
         self.keys: dict[str, KeyRuntime] = {}
         self.due = DueQueue()
+        self.held_until: dict[str, float] = {}
         self.tables = {name: PartitionTable() for name in pollers}
 
     # -- partitions ---------------------------------------------------------------------
@@ -77,7 +79,8 @@ class Registry:
         for key in changes.removed:
             await self._deactivate(poller, key)
         for key in changes.added:
-            await self._activate(poller, latest[key])
+            if self.store.owns(name, key):  # the others belong to other instances
+                await self._activate(poller, latest[key])
         for key in changes.kept:  # data may change between refreshes (rotated tokens)
             runtime = self.keys.get(f"{name}/{key}")
             if runtime is not None:
@@ -126,17 +129,52 @@ class Registry:
             self.keys.pop(runtime.key, None)
             self.due.discard(runtime.key)
 
-    async def remove(self, name: str, key: str) -> None:
+    async def sync_ownership(self) -> None:
+        """Follow the store's ownership: drop keys that moved away, activate those that came.
+
+        A dropped key is not written: its new owner holds it now. An arriving key is loaded
+        from what the store restored, with the epoch the takeover bumped.
+        """
+        for runtime in list(self.keys.values()):
+            if not self.store.owns(runtime.poller.name, runtime.partition.key):
+                self.keys.pop(runtime.key, None)
+                self.due.discard(runtime.key)
+        for name, table in self.tables.items():
+            if table.refreshed_at is None:
+                continue
+            poller = self.pollers[name]
+            for key, partition in table.current.items():
+                if f"{name}/{key}" not in self.keys and self.store.owns(name, key):
+                    await self._activate(poller, partition)
+
+    def is_listed(self, name: str, key: str) -> bool:
+        return key in self.tables[name].current
+
+    def key_name(self, name: str, partition: str | None) -> str:
+        poller = self.poller(name)
+        if poller.partitioned and partition is None:
+            raise ConfigError(f"poller '{name}' is partitioned; pass partition=...")
+        if not poller.partitioned and partition not in (None, ""):
+            raise ConfigError(f"poller '{name}' has no partitions; omit partition=", "partition")
+        return partition or ""
+
+    async def remove(self, name: str, key: str, command: bytes | None = None) -> None:
         """Delete every record of the key; it comes back fresh only if listed again."""
         self.poller(name)
+        if not self.store.owns(name, key):
+            await self.store.send_command(
+                Command(uuid.uuid4().hex, "remove", name, key, {}, self.clock.now())
+            )
+            self.tables[name].current.pop(key, None)
+            return
         runtime = self.keys.get(f"{name}/{key}")
         if runtime is not None:
             async with runtime.lock:
-                await self.store.remove(name, key)
+                await self.store.remove(name, key, command)
                 self.keys.pop(runtime.key, None)
                 self.due.discard(runtime.key)
         else:
-            await self.store.remove(name, key)
+            await self.store.remove(name, key, command)
         self.tables[name].current.pop(key, None)
 
     # -- lookups ------------------------------------------------------------------------
@@ -149,12 +187,7 @@ class Registry:
 
     async def resolve(self, name: str, partition: str | None) -> KeyRuntime:
         """The active key an operation names; ``ConfigError`` when it names none."""
-        poller = self.poller(name)
-        if poller.partitioned and partition is None:
-            raise ConfigError(f"poller '{name}' is partitioned; pass partition=...")
-        if not poller.partitioned and partition not in (None, ""):
-            raise ConfigError(f"poller '{name}' has no partitions; omit partition=", "partition")
-        key = partition or ""
+        key = self.key_name(name, partition)
         if self.tables[name].refreshed_at is None:
             await self.refresh(name, force=False)
         runtime = self.keys.get(f"{name}/{key}")
@@ -175,4 +208,12 @@ class Registry:
             self.reschedule(runtime)
 
     def reschedule(self, runtime: KeyRuntime) -> None:
-        self.due.schedule(runtime.key, due_at(runtime.state, self.clock.now()))
+        at = due_at(runtime.state, self.clock.now())
+        held = self.held_until.pop(runtime.key, None)
+        if held is not None and at is not None:
+            at = max(at, held)
+        self.due.schedule(runtime.key, at)
+
+    def hold(self, runtime: KeyRuntime, until: float) -> None:
+        """Keep the key from polling before ``until`` (its commit was refused for now)."""
+        self.held_until[runtime.key] = until

@@ -8,11 +8,12 @@ the Kafka store put several keys' pages in one transaction.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from watukuy.core.events import Event
+from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
 
 
@@ -32,6 +33,7 @@ class KeyCommit:
     parked: Sequence[ParkedItem] = ()
     unpark: Sequence[str] = ()
     fenced: bool = True
+    commands: Sequence[bytes] = ()  # command records this commit applies (tombstoned with it)
 
     @property
     def key(self) -> str:
@@ -58,7 +60,39 @@ class EventFeed(Protocol):
     async def aclose(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Command:
+    """An operation addressed to whichever instance owns the key."""
+
+    id: str
+    op: str
+    poller: str
+    partition: str
+    args: dict[str, object] = field(default_factory=dict)
+    issued_at: float = 0.0
+    record_key: bytes = b""  # where the store keeps it until applied
+
+    @property
+    def key(self) -> str:
+        return f"{self.poller}/{self.partition}"
+
+
 class Store(Protocol):
+    def bind(self, pollers: Mapping[str, Poller]) -> None:
+        """Learn the pollers before ``start`` (event topics, schemas)."""
+
+    def owns(self, poller: str, partition: str) -> bool:
+        """Whether this instance may poll and commit the key now."""
+
+    def watch(self, changed: Callable[[], None]) -> None:
+        """Call ``changed`` (on the event loop) whenever ownership or pending commands change."""
+
+    def take_commands(self) -> list[Command]:
+        """Commands received for owned keys since the last call."""
+
+    async def send_command(self, command: Command) -> None:
+        """Hand an operation to the key's owner (another instance)."""
+
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
@@ -69,8 +103,10 @@ class Store(Protocol):
     async def commit(self, batch: Sequence[KeyCommit]) -> None:
         """Commit every entry of ``batch`` atomically, or raise and commit nothing."""
 
-    async def remove(self, poller: str, partition: str) -> None:
-        """Delete every record of the key: state, snapshot, parked, validators, sequence."""
+    async def remove(self, poller: str, partition: str, command: bytes | None = None) -> None:
+        """Delete every record of the key: state, snapshot, parked, validators, sequence.
+
+        ``command`` is the record of a remove command, tombstoned with the key."""
 
     async def partitions(self, poller: str) -> list[str]:
         """Keys of ``poller`` that have stored state."""

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from watukuy.core.errors import Fenced
+from watukuy.core.errors import ConfigError, Fenced
 from watukuy.core.events import Event
+from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
-from watukuy.store.base import KeyCommit, StoredKey
+from watukuy.store.base import Command, KeyCommit, StoredKey
 
 
 class MemoryStore:
@@ -24,6 +25,21 @@ class MemoryStore:
         self.outbox: dict[str, list[Event]] = defaultdict(list)
         self.commits = 0
         self._listeners: dict[str, list[asyncio.Queue[Event]]] = defaultdict(list)
+
+    def bind(self, pollers: Mapping[str, Poller]) -> None:
+        return None
+
+    def owns(self, poller: str, partition: str) -> bool:
+        return True  # one process, no group: every key is ours
+
+    def watch(self, changed: Callable[[], None]) -> None:
+        return None
+
+    def take_commands(self) -> list[Command]:
+        return []
+
+    async def send_command(self, command: Command) -> None:
+        raise ConfigError(f"no owner to send {command.op} to: the memory store owns every key")
 
     async def start(self) -> None:
         return None
@@ -72,7 +88,7 @@ class MemoryStore:
                 for event in entry.events:
                     queue.put_nowait(event)
 
-    async def remove(self, poller: str, partition: str) -> None:
+    async def remove(self, poller: str, partition: str, command: bytes | None = None) -> None:
         key = f"{poller}/{partition}"
         self.states.pop(key, None)
         self.snapshots.pop(key, None)

@@ -1,0 +1,188 @@
+"""Turning one key's commit into the records of its transaction.
+
+Everything of a key goes to the same Kafka partition of the internal topics (the lease), events
+and DLQ records are keyed ``poller/partition`` on their own topics. A record too large for its
+topic never reaches the producer: it would fail the whole transaction, so it goes to the DLQ
+truncated, with the hash of what was cut.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+
+from watukuy.core.events import Event
+from watukuy.core.state import ParkedItem
+from watukuy.store.base import KeyCommit
+from watukuy.store.kafka import records
+from watukuy.store.kafka.io import Record
+from watukuy.store.kafka.topics import TopicLayout
+
+OVERHEAD = 4096  # record batch, key and headers: keep well inside max.message.bytes
+TRUNCATED_TO = 2048
+
+
+class Outgoing:
+    def __init__(
+        self,
+        layout: TopicLayout,
+        event_topics: dict[str, str],
+        max_bytes: dict[str, int],
+        source: str,
+    ) -> None:
+        self.layout = layout
+        self.event_topics = event_topics
+        self.max_bytes = max_bytes
+        self.source = source
+
+    def of(self, commit: KeyCommit, partition: int) -> list[Record]:
+        state = commit.state
+        poller, key_name = state.poller, state.partition
+        key = records.state_key(poller, key_name)
+        out: list[Record] = []
+        for event in commit.events:
+            out.append(self.event(event))
+        for identity, entry in commit.upserts.items():
+            out.append(
+                Record(
+                    self.layout.items,
+                    records.item_key(poller, key_name, identity),
+                    records.encode_item(poller, key_name, identity, entry),
+                    partition,
+                )
+            )
+        for identity in commit.forget:
+            out.append(
+                Record(
+                    self.layout.items, records.item_key(poller, key_name, identity), None, partition
+                )
+            )
+        for item in commit.parked:
+            out.append(
+                Record(
+                    self.layout.parked,
+                    records.parked_key(poller, key_name, item.id),
+                    records.encode_parked(item),
+                    partition,
+                )
+            )
+            cursor = json.dumps(_lane_cursor(commit, item.lane), default=str)
+            out.append(self.dlq(item, cursor=cursor))
+        for parked_id in commit.unpark:
+            out.append(
+                Record(
+                    self.layout.parked,
+                    records.parked_key(poller, key_name, parked_id),
+                    None,
+                    partition,
+                )
+            )
+        for command_key in commit.commands:
+            out.append(Record(self.layout.state, command_key, None, partition))
+        out.append(Record(self.layout.state, key, records.encode_state(state), partition))
+        return out
+
+    def removal(
+        self,
+        poller: str,
+        key_name: str,
+        partition: int,
+        snapshot: Sequence[str],
+        parked: Sequence[str],
+    ) -> list[Record]:
+        out = [
+            Record(self.layout.items, records.item_key(poller, key_name, i), None, partition)
+            for i in snapshot
+        ]
+        out += [
+            Record(self.layout.parked, records.parked_key(poller, key_name, i), None, partition)
+            for i in parked
+        ]
+        out.append(Record(self.layout.state, records.state_key(poller, key_name), None, partition))
+        return out
+
+    def event(self, event: Event) -> Record:
+        topic = self.event_topics[event.poller]
+        value = records.encode_event(event)
+        if len(value) + OVERHEAD > self.max_bytes.get(topic, 1_048_588):
+            return self._oversize(event, value)
+        time = event.time.isoformat().replace("+00:00", "Z")
+        headers = [
+            ("ce_specversion", b"1.0"),
+            ("ce_id", event.id.encode()),
+            ("ce_type", f"watukuy.{event.type}".encode()),
+            ("ce_source", f"{self.source}/{event.poller}/{event.partition}".encode()),
+            ("ce_subject", event.subject.encode()),
+            ("ce_time", time.encode()),
+            ("content-type", b"application/json"),
+        ]
+        return Record(topic, event.key.encode(), value, None, headers)
+
+    def dlq(self, item: ParkedItem, *, cursor: str) -> Record:
+        topic = self.layout.dlq(item.poller)
+        body = {
+            "poller": item.poller,
+            "partition": item.partition,
+            "kind": item.kind,
+            "error": item.error,
+            "item": item.item,
+            "attempts": item.attempts,
+        }
+        value = json.dumps(body, default=str).encode()
+        stage = "poll" if item.kind == "invalid" else "handler"
+        headers = _triage(item.poller, item.partition, item.kind, stage, item.error, item.attempts)
+        headers.append(("watukuy.cursor", cursor.encode()[:1000]))
+        if item.subject is not None:
+            headers.append(("watukuy.identity", item.subject.encode()))
+        if item.event is not None:
+            headers.append(("watukuy.event.id", str(item.event.get("id", "")).encode()))
+        if len(value) + OVERHEAD > self.max_bytes.get(topic, 1_048_588):
+            value, extra = _truncated(value)
+            headers += extra
+        return Record(topic, f"{item.poller}/{item.partition}".encode(), value, None, headers)
+
+    def _oversize(self, event: Event, value: bytes) -> Record:
+        topic = self.layout.dlq(event.poller)
+        body, extra = _truncated(value)
+        error = f"event of {len(value)} bytes exceeds max.message.bytes of its topic"
+        headers = _triage(event.poller, event.partition, "oversize", "publish", error, 1)
+        headers += [
+            ("watukuy.identity", event.subject.encode()),
+            ("watukuy.event.id", event.id.encode()),
+            ("watukuy.sequence", str(event.sequence).encode()),
+            *extra,
+        ]
+        return Record(topic, event.key.encode(), body, None, headers)
+
+
+def _lane_cursor(commit: KeyCommit, lane: str) -> object:
+    state = commit.state
+    by_name = {"live": state.live, "backfill": state.backfill, "reconcile": state.reconcile}
+    return by_name.get(lane, state.live).cursor
+
+
+def _triage(
+    poller: str, partition: str, kind: str, stage: str, error: str, attempts: int
+) -> list[tuple[str, bytes]]:
+    error_class, _, message = error.partition(": ")
+    if not message:
+        error_class, message = "Error", error
+    return [
+        ("watukuy.poller", poller.encode()),
+        ("watukuy.partition", partition.encode()),
+        ("watukuy.kind", kind.encode()),
+        ("watukuy.stage", stage.encode()),
+        ("watukuy.error.class", error_class.encode()[:200]),
+        ("watukuy.error.message", message.encode()[:2000]),
+        ("watukuy.attempts", str(attempts).encode()),
+    ]
+
+
+def _truncated(value: bytes) -> tuple[bytes, list[tuple[str, bytes]]]:
+    digest = hashlib.sha256(value).hexdigest()
+    return value[:TRUNCATED_TO], [
+        ("watukuy.truncated", b"true"),
+        ("watukuy.original.bytes", str(len(value)).encode()),
+        ("watukuy.original.sha256", digest.encode()),
+    ]

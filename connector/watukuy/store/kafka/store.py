@@ -1,0 +1,359 @@
+"""``KafkaStore``: the Store on Kafka, as seen from the event loop.
+
+The store keeps, for the keys this instance owns, the committed picture it restored (state,
+snapshot, parked) and applies each commit to it once Kafka has accepted the transaction. The
+Kafka thread (:mod:`.io`) owns the clients; this side builds records, checks ownership and
+epochs before anything is sent, and turns the thread's notifications into ownership changes
+and commands for the engine.
+
+Fencing has three layers: a key whose partition is not owned is refused here; a request made
+under a lease generation that has since been revoked is refused by the thread; and every
+transaction carries the group's metadata, so a zombie's commit is refused by the coordinator.
+The per-key epoch is bumped on every restore, so a runtime left over from an earlier lease of
+the same partition cannot commit either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+from watukuy.core.errors import ConfigError, Fenced, Retriable
+from watukuy.core.events import Event
+from watukuy.core.poller import Poller
+from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
+from watukuy.store.base import Command, KeyCommit, StoredKey
+from watukuy.store.kafka import records
+from watukuy.store.kafka.io import (
+    CommandReceived,
+    CommitRequest,
+    Crashed,
+    IoSettings,
+    KafkaIO,
+    Notification,
+    Record,
+    Restored,
+    Revoked,
+)
+from watukuy.store.kafka.outgoing import Outgoing
+from watukuy.store.kafka.partitioner import partition_for
+from watukuy.store.kafka.topics import TopicInfo, TopicLayout, ensure_topics
+from watukuy.store.memory import _Feed
+
+log = logging.getLogger("watukuy.kafka")
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSettings:
+    kafka: Mapping[str, Any]
+    layout: TopicLayout
+    runner_id: str
+    group_id: str | None = None
+    commit_interval: float = 0.1
+    session_timeout: float = 10.0
+    transaction_timeout: float = 10.0
+    static_membership: bool = True
+    use_group: bool = True
+
+    @property
+    def group(self) -> str:
+        return self.group_id or f"{self.layout.prefix}.runners"
+
+
+class KafkaStore:
+    def __init__(self, settings: KafkaSettings) -> None:
+        self.settings = settings
+        self.layout = settings.layout
+        self._pollers: dict[str, Poller] = {}
+        self._owned: dict[int, int] = {}  # Kafka partition -> lease generation
+        self._states: dict[str, PartitionState] = {}
+        self._snapshots: dict[str, dict[str, SnapshotEntry]] = {}
+        self._parked: dict[str, dict[str, ParkedItem]] = {}
+        self._commands: list[Command] = []
+        self._watchers: list[Callable[[], None]] = []
+        self._listeners: dict[str, list[asyncio.Queue[Event]]] = defaultdict(list)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._io: KafkaIO | None = None
+        self._outgoing: Outgoing | None = None
+        self.topics: dict[str, TopicInfo] = {}
+        self.crashed: BaseException | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def bind(self, pollers: Mapping[str, Poller]) -> None:
+        self._pollers = dict(pollers)
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        event_topics = {
+            name: self.layout.events(name, poller.topic) for name, poller in self._pollers.items()
+        }
+        admin = AdminClient(dict(self.settings.kafka))
+        self.topics = await asyncio.to_thread(
+            ensure_topics, admin, self.layout, [(n, p.topic) for n, p in self._pollers.items()]
+        )
+        max_bytes = {name: info.max_message_bytes for name, info in self.topics.items()}
+        self._outgoing = Outgoing(self.layout, event_topics, max_bytes, source="watukuy")
+        s = self.settings
+        io = KafkaIO(
+            IoSettings(
+                kafka=s.kafka,
+                layout=self.layout,
+                group_id=s.group,
+                runner_id=s.runner_id,
+                static_membership=s.static_membership,
+                session_timeout=s.session_timeout,
+                transaction_timeout=s.transaction_timeout,
+                commit_interval=s.commit_interval,
+                use_group=s.use_group,
+            ),
+            self._from_thread,
+        )
+        io.start()
+        await asyncio.to_thread(io.ready.wait)
+        if io.startup_error is not None:
+            raise Retriable(f"cannot start the Kafka clients: {io.startup_error}") from (
+                io.startup_error
+            )
+        self._io = io
+
+    async def close(self) -> None:
+        io, self._io = self._io, None
+        if io is not None:
+            await asyncio.to_thread(io.stop)
+
+    async def acquire(self, partitions: Sequence[int]) -> None:
+        """Without a group (the CLI): own ``partitions`` once restored. Bound it by a timeout."""
+        wanted = set(partitions)
+        restored = asyncio.Event()
+
+        def check() -> None:
+            if wanted <= set(self._owned):
+                restored.set()
+
+        self.watch(check)
+        self._running().acquire(sorted(wanted))
+        check()
+        await restored.wait()
+
+    # -- ownership ----------------------------------------------------------------------------
+
+    def partition_of(self, poller: str, partition: str) -> int:
+        return partition_for(records.key_of(poller, partition), self.layout.partitions)
+
+    def owns(self, poller: str, partition: str) -> bool:
+        return self.partition_of(poller, partition) in self._owned
+
+    def owned_partitions(self) -> list[int]:
+        return sorted(self._owned)
+
+    def watch(self, changed: Callable[[], None]) -> None:
+        self._watchers.append(changed)
+
+    def take_commands(self) -> list[Command]:
+        taken, self._commands = self._commands, []
+        return [c for c in taken if self.owns(c.poller, c.partition)]
+
+    def _from_thread(self, notification: Notification) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._handle, notification)
+
+    def _handle(self, notification: Notification) -> None:
+        if isinstance(notification, Restored):
+            self._restored(notification)
+        elif isinstance(notification, Revoked):
+            self._revoked(notification)
+        elif isinstance(notification, CommandReceived):
+            if notification.partition in self._owned:
+                self._commands.append(notification.command)
+        elif isinstance(notification, Crashed):
+            self.crashed = notification.error
+        for changed in self._watchers:
+            changed()
+
+    def _restored(self, restored: Restored) -> None:
+        partition = restored.lease.partition
+        keys = restored.keys
+        for key, state in keys.states.items():
+            # A takeover: whatever still holds the previous epoch can no longer commit.
+            self._states[key] = replace(state, epoch=state.epoch + 1)
+            self._snapshots[key] = keys.snapshots.get(key, {})
+            self._parked[key] = keys.parked.get(key, {})
+        self._owned[partition] = restored.lease.generation
+        self._commands.extend(keys.pending_commands())
+
+    def _revoked(self, revoked: Revoked) -> None:
+        gone = set(revoked.partitions)
+        for partition in gone:
+            self._owned.pop(partition, None)
+        for key in [k for k in self._states if self._partition_of_key(k) in gone]:
+            self._states.pop(key, None)
+            self._snapshots.pop(key, None)
+            self._parked.pop(key, None)
+
+    def _partition_of_key(self, key: str) -> int:
+        return partition_for(key, self.layout.partitions)
+
+    # -- the Store protocol -------------------------------------------------------------------
+
+    async def load(self, poller: str, partition: str) -> StoredKey | None:
+        key = records.key_of(poller, partition)
+        if not self.owns(poller, partition):
+            raise Fenced(f"{key}: owned by another instance")
+        state = self._states.get(key)
+        if state is None:
+            return None
+        return StoredKey(
+            state=state,
+            snapshot=dict(self._snapshots.get(key, {})),
+            parked=dict(self._parked.get(key, {})),
+        )
+
+    async def commit(self, batch: Sequence[KeyCommit]) -> None:
+        outgoing = self._require_outgoing()
+        leases: dict[int, int] = {}
+        out: list[Record] = []
+        for entry in batch:
+            partition = self._partition_of_key(entry.key)
+            generation = self._owned.get(partition)
+            if generation is None:
+                raise Fenced(f"{entry.key}: owned by another instance")
+            stored = self._states.get(entry.key)
+            if entry.fenced and stored is not None and stored.epoch != entry.state.epoch:
+                raise Fenced(
+                    f"{entry.key}: epoch {entry.state.epoch} is stale (store has {stored.epoch})"
+                )
+            leases[partition] = generation
+            out.extend(outgoing.of(entry, partition))
+        future = self._new_future()
+
+        def done(error: BaseException | None) -> None:
+            if error is None:
+                for entry in batch:
+                    self._apply(entry)
+            _settle(future, error)
+
+        await self._send(CommitRequest(out, leases, self._hop(done)), future)
+
+    async def remove(self, poller: str, partition: str, command: bytes | None = None) -> None:
+        key = records.key_of(poller, partition)
+        kafka_partition = self._partition_of_key(key)
+        generation = self._owned.get(kafka_partition)
+        if generation is None:
+            raise Fenced(f"{key}: owned by another instance")
+        out = self._require_outgoing().removal(
+            poller,
+            partition,
+            kafka_partition,
+            list(self._snapshots.get(key, {})),
+            list(self._parked.get(key, {})),
+        )
+        if command is not None:
+            out.append(Record(self.layout.state, command, None, kafka_partition))
+        future = self._new_future()
+
+        def done(error: BaseException | None) -> None:
+            if error is None:
+                self._states.pop(key, None)
+                self._snapshots.pop(key, None)
+                self._parked.pop(key, None)
+            _settle(future, error)
+
+        await self._send(CommitRequest(out, {kafka_partition: generation}, self._hop(done)), future)
+
+    async def partitions(self, poller: str) -> list[str]:
+        return [s.partition for s in self._states.values() if s.poller == poller]
+
+    def events(self, poller: str) -> _Feed:
+        return _Feed(self._listeners[poller])
+
+    async def send_command(self, command: Command) -> None:
+        partition = self.partition_of(command.poller, command.partition)
+        record = Record(
+            self.layout.state,
+            records.command_key(command),
+            records.encode_command(command),
+            partition,
+        )
+        future = self._new_future()
+        self._running().send_plain(record, self._hop(lambda error: _settle(future, error)))
+        await future
+
+    @staticmethod
+    def new_command(
+        op: str, poller: str, partition: str, args: dict[str, Any], now: float
+    ) -> Command:
+        return Command(uuid.uuid4().hex, op, poller, partition, args, now)
+
+    # -- commit plumbing ----------------------------------------------------------------------
+
+    async def _send(self, request: CommitRequest, future: asyncio.Future[None]) -> None:
+        self._running().submit(request)
+        # Shielded: once submitted, the outcome is applied to the cache whatever the caller does.
+        await asyncio.shield(future)
+
+    def _apply(self, entry: KeyCommit) -> None:
+        key = entry.key
+        if self._partition_of_key(key) not in self._owned:
+            return
+        self._states[key] = entry.state
+        snapshot = self._snapshots.setdefault(key, {})
+        snapshot.update(entry.upserts)
+        for identity in entry.forget:
+            snapshot.pop(identity, None)
+        parked = self._parked.setdefault(key, {})
+        for item in entry.parked:
+            parked[item.id] = item
+        for parked_id in entry.unpark:
+            parked.pop(parked_id, None)
+        if entry.events:
+            for queue in self._listeners[entry.state.poller]:
+                for event in entry.events:
+                    queue.put_nowait(event)
+
+    def _hop(
+        self, done: Callable[[BaseException | None], None]
+    ) -> Callable[[BaseException | None], None]:
+        loop = self._loop
+        if loop is None:
+            raise Retriable("the Kafka store is not started")
+
+        def from_thread(error: BaseException | None) -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(done, error)
+
+        return from_thread
+
+    def _new_future(self) -> asyncio.Future[None]:
+        if self._loop is None:
+            raise Retriable("the Kafka store is not started")
+        return self._loop.create_future()
+
+    def _running(self) -> KafkaIO:
+        if self._io is None:
+            raise Retriable("the Kafka store is not running")
+        if self.crashed is not None:
+            raise Retriable(f"the Kafka store failed: {self.crashed}")
+        return self._io
+
+    def _require_outgoing(self) -> Outgoing:
+        if self._outgoing is None:
+            raise ConfigError("start the Kafka store before using it")
+        return self._outgoing
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
