@@ -1,0 +1,112 @@
+"""``load_config(path)`` and ``parse_config(mapping)``: the runner config, validated."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from watukuy.config.checks import check_keys, kind, message_of, section
+from watukuy.config.model import RunnerConfig
+from watukuy.config.pollers import load_pollers, parse_python_path, prepend_sys_path
+from watukuy.config.references import Secrets, resolve_references
+from watukuy.config.sections import (
+    parse_budgets,
+    parse_kafka,
+    parse_rest,
+    parse_runner,
+    parse_topics,
+)
+from watukuy.core.errors import ConfigError
+from watukuy.core.poller import Poller
+
+TOP_LEVEL_KEYS = ("kafka", "topics", "runner", "rest", "budgets", "pollers", "python_path")
+
+
+def load_config(path: str | os.PathLike[str]) -> RunnerConfig:
+    """Read the YAML file at ``path``, resolve its secrets, validate it, import its pollers."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file '{file}' not found", "--config") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file '{file}' is a directory", "--config") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file '{file}': {exc.strerror}", "--config") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file '{file}' is not UTF-8 text", "--config") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = exc.problem or exc.context or "syntax error"
+        raise ConfigError(f"invalid YAML{where}: {problem}", str(file)) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {' '.join(str(exc).split())}", str(file)) from None
+    if data is None:
+        raise ConfigError("the config file is empty; expected kafka, runner and pollers", str(file))
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"the top level must be a mapping of keys, got {kind(data)}", str(file))
+    return parse_config(data, base_dir=file.absolute().parent)
+
+
+def parse_config(
+    mapping: Mapping[str, Any], *, base_dir: str | os.PathLike[str] | None = None
+) -> RunnerConfig:
+    """``load_config`` from an already-parsed mapping; relative paths resolve against ``base_dir``
+    (the current directory when ``None``)."""
+    if not isinstance(mapping, Mapping):
+        raise ConfigError(f"the config must be a mapping of keys, got {kind(mapping)}")
+    given = section(mapping, "")
+    check_keys(given, TOP_LEVEL_KEYS, "")
+    base = Path.cwd() if base_dir is None else Path(base_dir)
+    data, secrets = resolve_references(given, base)
+    try:
+        return _build(data, base, secrets)
+    except ConfigError as exc:
+        if not secrets.values:
+            raise
+        cause = exc.__cause__
+        if cause is not None and secrets.scrub(str(cause)) != str(cause):
+            cause = None
+        raise ConfigError(secrets.scrub(message_of(exc)), exc.path) from cause
+
+
+def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerConfig:
+    python_path = parse_python_path(data.get("python_path"), base_dir, secrets)
+    kafka = parse_kafka(data.get("kafka"), secrets)
+    topics = parse_topics(data.get("topics"), secrets)
+    runner = parse_runner(data.get("runner"), topics.prefix, secrets)
+    rest = parse_rest(data.get("rest"), secrets)
+    budgets = parse_budgets(data.get("budgets"), secrets)
+    prepend_sys_path(python_path)
+    pollers, refs = load_pollers(data.get("pollers"), secrets)
+    _check_budget_names(pollers, budgets)
+    return RunnerConfig(
+        kafka=kafka,
+        topics=topics,
+        runner=runner,
+        rest=rest,
+        budgets=budgets,
+        pollers=pollers,
+        poller_refs=refs,
+        python_path=python_path,
+        secrets=frozenset(secrets.paths),
+    )
+
+
+def _check_budget_names(pollers: list[Poller], budgets: Mapping[str, Any]) -> None:
+    for index, poller in enumerate(pollers):
+        if poller.budget is None or poller.budget in budgets:
+            continue
+        defined = f"defined: {', '.join(sorted(budgets))}" if budgets else "none are defined"
+        raise ConfigError(
+            f"poller {poller.name!r} uses budget {poller.budget!r}, which is not under budgets "
+            f"({defined})",
+            f"pollers[{index}]",
+        )

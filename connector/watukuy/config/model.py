@@ -1,0 +1,181 @@
+"""The runner's config as frozen dataclasses. Secret values stay out of ``repr`` and ``str``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from watukuy.config.checks import join
+from watukuy.config.references import REDACTED
+from watukuy.core.durations import format_duration
+from watukuy.core.poller import Poller
+
+KafkaValue = str | int | float | bool
+
+_SENSITIVE_WORDS = ("password", "secret", "token", "key")
+
+
+def is_sensitive_kafka_key(name: str) -> bool:
+    """Whether a librdkafka property holds (or may hold) a credential: ``sasl.*``, ``*password*``,
+    ``*secret*``, ``*token*``, ``*key*``."""
+    lowered = name.lower()
+    return lowered.startswith("sasl.") or any(word in lowered for word in _SENSITIVE_WORDS)
+
+
+class KafkaProperties(dict[str, KafkaValue]):
+    """librdkafka properties, passed through as given; ``repr`` hides the secret ones.
+
+    ``secret_keys`` holds the properties that came from a ``${...}`` reference or whose name
+    says they are credentials.
+    """
+
+    __slots__ = ("secret_keys",)
+
+    def __init__(
+        self, values: Mapping[str, KafkaValue] | None = None, secret_keys: Iterable[str] = ()
+    ) -> None:
+        super().__init__(values or {})
+        self.secret_keys = frozenset(secret_keys) | {k for k in self if is_sensitive_kafka_key(k)}
+
+    def redacted(self) -> dict[str, KafkaValue]:
+        """A plain copy with secret values replaced by ``[redacted]``."""
+        return {k: REDACTED if k in self.secret_keys else v for k, v in self.items()}
+
+    def __repr__(self) -> str:
+        return repr(self.redacted())
+
+    __str__ = __repr__
+
+
+def _redacting_repr(obj: Any) -> str:
+    hidden: frozenset[str] = obj.secret_fields
+    shown = (
+        f"{f.name}={REDACTED if f.name in hidden else getattr(obj, f.name)!r}"
+        for f in fields(obj)
+        if f.repr
+    )
+    return f"{type(obj).__name__}({', '.join(shown)})"
+
+
+def _secret_field() -> Any:
+    return field(default=frozenset(), repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class TopicsConfig:
+    """``topics``: the internal topics ``<prefix>.state|items|parked|configs|status|schemas``."""
+
+    prefix: str = "watukuy"
+    partitions: int = 32
+    replication_factor: int = 1
+    secret_fields: frozenset[str] = _secret_field()
+
+    __repr__ = _redacting_repr
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class RunnerSettings:
+    """``runner``: this instance's identity in the group, and its pace."""
+
+    id: str
+    group_id: str
+    commit_interval: float = 0.1
+    max_concurrency: int = 256
+    session_timeout: float = 10.0
+    static_membership: bool = True
+    secret_fields: frozenset[str] = _secret_field()
+
+    __repr__ = _redacting_repr
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class RestSettings:
+    """``rest.listen``: where the Kafka Connect-style REST API listens."""
+
+    host: str = "127.0.0.1"
+    port: int = 8083
+    secret_fields: frozenset[str] = _secret_field()
+
+    __repr__ = _redacting_repr
+
+    @property
+    def listen(self) -> str:
+        """``host:port`` as written in the config, brackets around an IPv6 host."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class RunnerConfig:
+    """A validated runner config: build it with ``load_config`` or ``parse_config``.
+
+    ``secrets`` holds the config paths (``kafka.sasl.password``, ``budgets.vendor.rate``) whose
+    values must not be printed.
+    """
+
+    kafka: dict[str, KafkaValue]
+    topics: TopicsConfig = field(default_factory=TopicsConfig)
+    runner: RunnerSettings
+    rest: RestSettings = field(default_factory=RestSettings)
+    budgets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pollers: list[Poller]
+    poller_refs: tuple[str, ...] = ()
+    python_path: tuple[Path, ...] = ()
+    secrets: frozenset[str] = frozenset()
+
+    def secret_paths(self) -> frozenset[str]:
+        """``secrets`` plus the kafka properties whose names mark them as credentials."""
+        marked: frozenset[str] = getattr(self.kafka, "secret_keys", frozenset())
+        kafka = {k for k in self.kafka if k in marked or is_sensitive_kafka_key(k)}
+        return self.secrets | {f"kafka.{k}" for k in kafka}
+
+    def describe(self) -> dict[str, Any]:
+        """The config as its YAML keys, printable: secret values read ``[redacted]``."""
+        runner = self.runner
+        tree: dict[str, Any] = {
+            "kafka": dict(self.kafka),
+            "topics": {
+                "prefix": self.topics.prefix,
+                "partitions": self.topics.partitions,
+                "replication.factor": self.topics.replication_factor,
+            },
+            "runner": {
+                "id": runner.id,
+                "group.id": runner.group_id,
+                "commit.interval": format_duration(runner.commit_interval),
+                "max.concurrency": runner.max_concurrency,
+                "session.timeout": format_duration(runner.session_timeout),
+                "static.membership": runner.static_membership,
+            },
+            "rest": {"listen": self.rest.listen},
+            "budgets": self.budgets,
+            "pollers": [
+                {"python": ref, "name": poller.name}
+                for ref, poller in zip(self._refs(), self.pollers, strict=True)
+            ],
+        }
+        if self.python_path:
+            tree["python_path"] = [str(p) for p in self.python_path]
+        secret = self.secret_paths()
+        return {key: _redact(value, key, secret) for key, value in tree.items()}
+
+    def _refs(self) -> tuple[str, ...]:
+        if len(self.poller_refs) == len(self.pollers):
+            return self.poller_refs
+        return tuple(f"(poller {p.name})" for p in self.pollers)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{key}={value!r}" for key, value in self.describe().items())
+        return f"RunnerConfig({shown})"
+
+
+def _redact(node: Any, path: str, secret: frozenset[str]) -> Any:
+    if path in secret:
+        return REDACTED
+    if isinstance(node, Mapping):
+        return {key: _redact(value, join(path, key), secret) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_redact(value, f"{path}[{i}]", secret) for i, value in enumerate(node)]
+    return node

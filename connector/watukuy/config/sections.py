@@ -1,0 +1,236 @@
+"""The ``kafka``, ``topics``, ``runner``, ``rest`` and ``budgets`` sections of the runner config."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+from watukuy.config.checks import (
+    check_keys,
+    join,
+    kind,
+    message_of,
+    non_empty_string,
+    positive_int,
+    section,
+)
+from watukuy.config.model import (
+    KafkaProperties,
+    KafkaValue,
+    RestSettings,
+    RunnerSettings,
+    TopicsConfig,
+)
+from watukuy.config.references import Secrets
+from watukuy.core.durations import parse_duration
+from watukuy.core.errors import ConfigError
+from watukuy.engine.budgets import build_budgets
+
+NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+PREFIX_MAX_LENGTH = 200
+RUNNER_ID_MAX_LENGTH = 249  # Kafka's limit on group.instance.id
+SESSION_TIMEOUT_RANGE = (1.0, 300.0)
+
+# librdkafka properties watukuy sets itself: exactly-once depends on them.
+KAFKA_OWNED = {
+    "transactional.id": "watukuy derives it from runner.id",
+    "enable.idempotence": "transactions need it on",
+    "isolation.level": "watukuy always reads read_committed",
+    "enable.auto.commit": "offsets are committed inside transactions",
+    "group.id": "set runner.group.id instead",
+    "group.instance.id": "set runner.id and runner.static.membership instead",
+    "partition.assignment.strategy": "watukuy uses cooperative rebalancing",
+}
+
+TOPICS_KEYS = {
+    "prefix": "prefix",
+    "partitions": "partitions",
+    "replication.factor": "replication_factor",
+}
+RUNNER_KEYS = {
+    "id": "id",
+    "group.id": "group_id",
+    "commit.interval": "commit_interval",
+    "max.concurrency": "max_concurrency",
+    "session.timeout": "session_timeout",
+    "static.membership": "static_membership",
+}
+REST_KEYS = {"listen": ("host", "port")}
+BUDGET_KEYS = ("rate", "burst", "fairness")
+
+
+def _secret_fields(
+    secrets: Secrets, path: str, keys: Mapping[str, str | tuple[str, ...]]
+) -> set[str]:
+    out: set[str] = set()
+    for key, names in keys.items():
+        if secrets.covers(join(path, key)):
+            out.update((names,) if isinstance(names, str) else names)
+    return out
+
+
+def parse_kafka(raw: object, secrets: Secrets) -> KafkaProperties:
+    if raw is None:
+        raise ConfigError("is required, with at least bootstrap.servers", "kafka")
+    given = section(raw, "kafka")
+    values: dict[str, KafkaValue] = {}
+    for key, value in given.items():
+        where = join("kafka", key)
+        if key.strip().lower() in KAFKA_OWNED:
+            reason = KAFKA_OWNED[key.strip().lower()]
+            raise ConfigError(f"is managed by watukuy and cannot be set ({reason})", where)
+        if isinstance(value, Mapping | list) or value is None:
+            raise ConfigError(
+                f"must be a string, number or boolean, got {kind(value)}; write librdkafka "
+                "properties as flat dotted keys, e.g. 'ssl.key.password: ...'",
+                where,
+            )
+        if not isinstance(value, str | int | float | bool):
+            raise ConfigError(f"must be a string, number or boolean, got {kind(value)}", where)
+        values[key] = value
+    if "bootstrap.servers" not in values:
+        raise ConfigError("is required, e.g. '127.0.0.1:9092'", "kafka.bootstrap.servers")
+    non_empty_string(values["bootstrap.servers"], "kafka.bootstrap.servers", "127.0.0.1:9092")
+    secret = {key for key in values if secrets.covers(join("kafka", key))}
+    return KafkaProperties(values, secret_keys=secret)
+
+
+def parse_topics(raw: object, secrets: Secrets) -> TopicsConfig:
+    given = section(raw, "topics")
+    check_keys(given, TOPICS_KEYS, "topics")
+    prefix = given.get("prefix", "watukuy")
+    shown = secrets.show(prefix, "topics.prefix")
+    if not isinstance(prefix, str) or not NAME.match(prefix):
+        raise ConfigError(
+            f"must be a Kafka topic name of letters, digits, '.', '_' and '-', got {shown}",
+            "topics.prefix",
+        )
+    if len(prefix) > PREFIX_MAX_LENGTH:
+        raise ConfigError(
+            f"must be at most {PREFIX_MAX_LENGTH} characters, got {len(prefix)}", "topics.prefix"
+        )
+    return TopicsConfig(
+        prefix=prefix,
+        partitions=_count(given, "topics.partitions", 32, secrets),
+        replication_factor=_count(given, "topics.replication.factor", 1, secrets),
+        secret_fields=frozenset(_secret_fields(secrets, "topics", TOPICS_KEYS)),
+    )
+
+
+def _count(given: Mapping[str, Any], path: str, default: int, secrets: Secrets) -> int:
+    value = given.get(path.partition(".")[2], default)
+    return positive_int(value, path, secrets.show(value, path))
+
+
+def parse_runner(raw: object, prefix: str, secrets: Secrets) -> RunnerSettings:
+    given = section(raw, "runner")
+    check_keys(given, RUNNER_KEYS, "runner")
+    if "group.id" not in given and secrets.covers("topics.prefix"):
+        secrets.paths.add("runner.group.id")  # the default is built from a secret prefix
+    raw_timeout = given.get("session.timeout", "10s")
+    timeout = parse_duration(raw_timeout, "runner.session.timeout")
+    low, high = SESSION_TIMEOUT_RANGE
+    if not low <= timeout <= high:
+        shown = secrets.show(raw_timeout, "runner.session.timeout")
+        raise ConfigError(f"must be between 1s and 300s, got {shown}", "runner.session.timeout")
+    static = given.get("static.membership", True)
+    if not isinstance(static, bool):
+        raise ConfigError(f"must be true or false, got {kind(static)}", "runner.static.membership")
+    return RunnerSettings(
+        id=_runner_id(given, secrets),
+        group_id=non_empty_string(
+            given.get("group.id", f"{prefix}.runners"), "runner.group.id", "watukuy.runners"
+        ),
+        commit_interval=parse_duration(
+            given.get("commit.interval", "100ms"), "runner.commit.interval"
+        ),
+        max_concurrency=_count(given, "runner.max.concurrency", 256, secrets),
+        session_timeout=timeout,
+        static_membership=static,
+        secret_fields=frozenset(_secret_fields(secrets, "runner", RUNNER_KEYS)),
+    )
+
+
+def _runner_id(given: Mapping[str, Any], secrets: Secrets) -> str:
+    if "id" not in given:
+        host = socket.gethostname()
+        if NAME.match(host) and len(host) <= RUNNER_ID_MAX_LENGTH:
+            return host
+        raise ConfigError(
+            f"is not set, and the hostname {host!r} is not a valid id; set runner.id", "runner.id"
+        )
+    value = given["id"]
+    if not isinstance(value, str):
+        raise ConfigError(f"must be a string, got {kind(value)}; quote it", "runner.id")
+    if not NAME.match(value) or len(value) > RUNNER_ID_MAX_LENGTH:
+        raise ConfigError(
+            f"must be 1 to {RUNNER_ID_MAX_LENGTH} letters, digits, '.', '_' or '-', "
+            f"got {secrets.show(value, 'runner.id')}",
+            "runner.id",
+        )
+    return value
+
+
+def parse_rest(raw: object, secrets: Secrets) -> RestSettings:
+    given = section(raw, "rest")
+    check_keys(given, REST_KEYS, "rest")
+    if "listen" not in given:
+        return RestSettings()
+    host, port = parse_listen(given["listen"], "rest.listen", secrets)
+    hidden = _secret_fields(secrets, "rest", REST_KEYS)
+    return RestSettings(host=host, port=port, secret_fields=frozenset(hidden))
+
+
+def parse_listen(value: object, path: str, secrets: Secrets) -> tuple[str, int]:
+    """``host:port`` or ``[ipv6]:port``; port 0 picks a free one."""
+    usage = "must be 'host:port', e.g. '127.0.0.1:8083' or '[::1]:8083'"
+    if not isinstance(value, str):
+        raise ConfigError(f"{usage}, got {kind(value)}", path)
+    shown = secrets.show(value, path)
+    text = value.strip()
+    if text.startswith("["):
+        host, bracket, rest = text[1:].partition("]")
+        if not bracket or not rest.startswith(":"):
+            raise ConfigError(f"{usage}, got {shown}", path)
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ConfigError(f"brackets must hold an IPv6 address, got {shown}", path) from None
+        port_text = rest[1:]
+    else:
+        host, colon, port_text = text.rpartition(":")
+        if not colon or not host or any(c.isspace() for c in host):
+            raise ConfigError(f"{usage}, got {shown}", path)
+        if ":" in host:
+            raise ConfigError(
+                f"write an IPv6 host in brackets, e.g. '[::1]:8083', got {shown}", path
+            )
+    if not (port_text.isascii() and port_text.isdigit()) or int(port_text) > 65535:
+        raise ConfigError(f"port must be a number from 0 to 65535, got {shown}", path)
+    return host, int(port_text)
+
+
+def parse_budgets(raw: object, secrets: Secrets) -> dict[str, dict[str, Any]]:
+    """The budgets as given, after the engine's own validation (paths under ``budgets.``)."""
+    given = section(raw, "budgets")
+    for name, spec in given.items():
+        where = join("budgets", name)
+        if not isinstance(spec, Mapping):
+            raise ConfigError(
+                f"must be a mapping like {{rate: 10/s, burst: 20}}, got {kind(spec)}", where
+            )
+        for key in spec:
+            if not isinstance(key, str):
+                raise ConfigError(f"keys must be strings, got {kind(key)}", join(where, key))
+        check_keys(spec, BUDGET_KEYS, where)
+    try:
+        build_budgets(given, "budgets")
+    except ConfigError as exc:
+        path = exc.path or "budgets"
+        if path != "budgets" and not path.startswith("budgets."):
+            path = join("budgets", path)
+        raise ConfigError(secrets.scrub(message_of(exc)), path) from None
+    return {name: dict(spec) for name, spec in given.items()}
