@@ -1,0 +1,1 @@
+"""The Store on Kafka: compacted state topics, co-partitioning, transactions."""
