@@ -135,6 +135,7 @@ class Registry:
         A dropped key is not written: its new owner holds it now. An arriving key is loaded
         from what the store restored, with the epoch the takeover bumped.
         """
+        before = set(self.keys)
         for runtime in list(self.keys.values()):
             if not self.store.owns(runtime.poller.name, runtime.partition.key):
                 self.keys.pop(runtime.key, None)
@@ -146,6 +147,14 @@ class Registry:
             for key, partition in table.current.items():
                 if f"{name}/{key}" not in self.keys and self.store.owns(name, key):
                     await self._activate(poller, partition)
+        if set(self.keys) != before:
+            log.info(
+                "now owning %d key(s)%s; gave up %d, took %d",
+                len(self.keys),
+                _sample(self.keys),
+                len(before - set(self.keys)),
+                len(set(self.keys) - before),
+            )
 
     def is_listed(self, name: str, key: str) -> bool:
         return key in self.tables[name].current
@@ -217,3 +226,9 @@ class Registry:
     def hold(self, runtime: KeyRuntime, until: float) -> None:
         """Keep the key from polling before ``until`` (its commit was refused for now)."""
         self.held_until[runtime.key] = until
+
+
+def _sample(keys: dict[str, KeyRuntime], limit: int = 20) -> str:
+    names = sorted(keys)
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return f": {', '.join(names[:limit])}{more}" if names else ""

@@ -116,6 +116,36 @@ class IoSettings:
     use_group: bool = True  # False: the CLI, which holds partitions without a group
 
 
+_NOT_READY = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+    }
+)
+
+
+def _end_offset(tail: Consumer, tp: TopicPartition, deadline: float = 60.0) -> int:
+    """The last stable offset (a read_committed consumer's high watermark), fixed now.
+
+    Partitions of a topic created a moment ago may not have a leader yet: wait for one.
+    """
+    give_up = time.monotonic() + deadline
+    while True:
+        try:
+            _low, high = tail.get_watermark_offsets(tp, timeout=10, cached=False)
+            return int(high)
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.code() not in _NOT_READY or time.monotonic() > give_up:
+                raise Retriable(
+                    f"cannot read the end of {tp.topic}[{tp.partition}]: {error.str()}"
+                ) from exc
+            time.sleep(0.2)
+
+
 class KafkaIO:
     def __init__(self, settings: IoSettings, notify: Callable[[Notification], None]) -> None:
         self.settings = settings
@@ -126,6 +156,7 @@ class KafkaIO:
         self._pending: deque[CommitRequest] = deque()
         self._plain: deque[tuple[Record, Callable[[BaseException | None], None]]] = deque()
         self._acquire: deque[int] = deque()
+        self._to_restore: deque[Lease] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.ready = threading.Event()
@@ -134,6 +165,7 @@ class KafkaIO:
         self._producer: Producer | None = None
         self._group: Consumer | None = None
         self._tail: Consumer | None = None
+        self._offsets: Consumer | None = None
         self._last_flush = 0.0
 
     # -- called from the event loop ---------------------------------------------------------
@@ -165,6 +197,8 @@ class KafkaIO:
         try:
             self._producer = self._new_producer()
             self._tail = Consumer(self._tail_config())
+            # Never assigned: its offset queries do not queue behind the tail's fetches.
+            self._offsets = Consumer(self._tail_config())
             if self.settings.use_group:
                 self._group = Consumer(self._group_config())
                 self._group.subscribe(
@@ -198,7 +232,11 @@ class KafkaIO:
             acquire = list(self._acquire)
             self._acquire.clear()
         for partition in acquire:
-            self._begin_restore(self._leases.grant(partition))
+            self._to_restore.append(self._leases.grant(partition))
+        while self._to_restore:
+            lease = self._to_restore.popleft()
+            if self._leases.get(lease.partition) == lease:  # not revoked meanwhile
+                self._begin_restore(lease)
         self._read_tail()
         self._send_plain()
         if self._pending and time.monotonic() - self._last_flush >= self.settings.commit_interval:
@@ -209,8 +247,8 @@ class KafkaIO:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         consumer.incremental_assign(partitions)
         consumer.pause(partitions)  # the group consumer only holds leases; the tail reads
-        for tp in partitions:
-            self._begin_restore(self._leases.grant(tp.partition))
+        for tp in partitions:  # restores start from the pump, outside the callback
+            self._to_restore.append(self._leases.grant(tp.partition))
         if partitions:
             log.info(
                 "assigned %s partition(s) %s; restoring",
@@ -246,12 +284,11 @@ class KafkaIO:
 
     def _begin_restore(self, lease: Lease) -> None:
         tail = self._require(self._tail)
+        offsets = self._require(self._offsets)
         ends: dict[str, int] = {}
         assign: list[TopicPartition] = []
         for topic in _co_partitioned(self._layout):
-            tp = TopicPartition(topic, lease.partition)
-            _low, high = tail.get_watermark_offsets(tp, timeout=30, cached=False)
-            ends[topic] = high  # read_committed: the last stable offset, fixed from now on
+            ends[topic] = _end_offset(offsets, TopicPartition(topic, lease.partition))
             assign.append(TopicPartition(topic, lease.partition, OFFSET_BEGINNING))
         tail.incremental_assign(assign)
         self._restoring[lease.partition] = _Restoring(lease, ends)
@@ -493,6 +530,8 @@ class KafkaIO:
             "enable.partition.eof": True,
             "isolation.level": "read_committed",
             "auto.offset.reset": "earliest",
+            # A restore is on the failover path: do not let the broker sit on a fetch.
+            "fetch.wait.max.ms": 50,
         }
 
     def _close_clients(self) -> None:
@@ -501,8 +540,9 @@ class KafkaIO:
                 self._group.close()  # leaves the group (a static member stays until its session)
             except KafkaException as exc:
                 log.warning("closing the group consumer: %s", exc)
-        if self._tail is not None:
-            self._tail.close()
+        for consumer in (self._tail, self._offsets):
+            if consumer is not None:
+                consumer.close()
         if self._producer is not None:
             self._producer.flush(5)
 

@@ -97,7 +97,11 @@ class KafkaStore:
         }
         admin = AdminClient(dict(self.settings.kafka))
         self.topics = await asyncio.to_thread(
-            ensure_topics, admin, self.layout, [(n, p.topic) for n, p in self._pollers.items()]
+            ensure_topics,
+            admin,
+            self.layout,
+            [(n, p.topic) for n, p in self._pollers.items()],
+            bootstrap=str(self.settings.kafka.get("bootstrap.servers", "")),
         )
         max_bytes = {name: info.max_message_bytes for name, info in self.topics.items()}
         self._outgoing = Outgoing(self.layout, event_topics, max_bytes, source="watukuy")

@@ -1,0 +1,77 @@
+"""``reset`` and ``replay`` from the command line while no runner is alive.
+
+Like ``kafka-consumer-groups --reset-offsets``: the group must be empty, checked through the
+admin client, or the command refuses (a live owner would overwrite the change). The CLI then
+takes the key's partition without a group, restores it, applies the same change a runner
+would, and commits it in one transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import ConsumerGroupState, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from watukuy.config import RunnerConfig
+from watukuy.core.errors import ConfigError, Retriable
+from watukuy.core.poller import Partition
+from watukuy.engine.clock import SystemClock
+from watukuy.engine.keys import KeyRuntime
+from watukuy.engine.operations import change_for
+from watukuy.runner import kafka_store
+
+
+class GroupActive(Exception):
+    """Runners are alive: the change must go through them."""
+
+
+def live_members(config: RunnerConfig, timeout: float = 15.0) -> list[str]:
+    """Members of the runner group now; empty when no runner is alive."""
+    admin = AdminClient(dict(config.kafka))
+    group = config.runner.group_id
+    try:
+        described = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result(
+            timeout=timeout
+        )
+    except KafkaException as exc:
+        raise Retriable(f"cannot describe group '{group}': {exc.args[0].str()}") from exc
+    if described.state in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD):
+        return []
+    return sorted(m.group_instance_id or m.client_id for m in described.members) or [
+        f"({described.state.name.lower()})"
+    ]
+
+
+async def apply(
+    config: RunnerConfig, poller_name: str, partition: str | None, op: str, args: dict[str, Any]
+) -> str:
+    pollers = {p.name: p for p in config.pollers}
+    if poller_name not in pollers:
+        raise ConfigError(
+            f"unknown poller '{poller_name}' (known: {', '.join(sorted(pollers))})", "--poller"
+        )
+    poller = pollers[poller_name]
+    if poller.partitioned and partition is None:
+        raise ConfigError(f"poller '{poller_name}' is partitioned; pass --partition", "--partition")
+    key = partition or ""
+    members = live_members(config)
+    if members:
+        raise GroupActive(
+            f"runner group '{config.runner.group_id}' has live members ({', '.join(members)}); "
+            "stop them first, or send the operation through a running instance"
+        )
+    store = kafka_store(config, use_group=False)
+    store.bind(pollers)
+    await store.start()
+    try:
+        await store.acquire([store.partition_of(poller_name, key)])
+        stored = await store.load(poller_name, key)
+        if stored is None:
+            raise ConfigError(f"no stored state for {poller_name}/{key}", "--partition")
+        runtime = KeyRuntime(poller, Partition(key, None), stored.state, stored.snapshot)
+        commit = change_for(poller, op, args)(runtime, SystemClock().now())
+        await store.commit([commit])
+    finally:
+        await store.close()
+    return f"{poller_name}/{key}"

@@ -1,0 +1,105 @@
+"""Helpers of the Kafka store tests: stores on a unique prefix, waiting for ownership, and a
+read_committed verifier of what reached an events topic."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from watukuy.store.kafka.store import KafkaSettings, KafkaStore
+from watukuy.store.kafka.topics import TopicLayout
+
+
+def unique_prefix() -> str:
+    return f"wt-{uuid.uuid4().hex[:8]}"
+
+
+def make_store(bootstrap: str, prefix: str, runner: str = "r1", **options: Any) -> KafkaStore:
+    options.setdefault("session_timeout", 6.0)
+    options.setdefault("transaction_timeout", 6.0)
+    layout = TopicLayout(
+        prefix=prefix, partitions=options.pop("partitions", 4), replication_factor=1
+    )
+    return KafkaStore(
+        KafkaSettings(
+            kafka={"bootstrap.servers": bootstrap}, layout=layout, runner_id=runner, **options
+        )
+    )
+
+
+async def wait_owned(store: KafkaStore, count: int, timeout: float = 60.0) -> None:
+    async with asyncio.timeout(timeout):
+        while len(store.owned_partitions()) != count:
+            await asyncio.sleep(0.05)
+
+
+def delete_prefix(bootstrap: str, prefix: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix + ".")]
+    if names:
+        for future in admin.delete_topics(names).values():
+            try:
+                future.result(timeout=30)
+            except Exception:
+                pass
+
+
+@dataclass
+class Read:
+    """What a consumer found on a topic: values per record key, in offset order per partition."""
+
+    by_key: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    count: int = 0
+
+    def sequences(self, key: str) -> list[int]:
+        return [v["sequence"] for v in self.by_key[key]]
+
+    def ids(self) -> list[str]:
+        return [v["id"] for values in self.by_key.values() for v in values]
+
+
+def read_topic(
+    bootstrap: str, topic: str, *, committed: bool = True, idle: float = 2.0, total: float = 60.0
+) -> Read:
+    """Read ``topic`` from the start until nothing new came for ``idle`` seconds."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"verify-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
+            "enable.partition.eof": False,
+        }
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+        consumer.assign([TopicPartition(topic, p, -2) for p in metadata.partitions])
+        read = Read()
+        import time
+
+        started = last = time.monotonic()
+        while time.monotonic() - last < idle and time.monotonic() - started < total:
+            message = consumer.poll(0.2)
+            if message is None or message.error() is not None:
+                continue
+            last = time.monotonic()
+            if message.value() is None:
+                continue
+            read.by_key[message.key().decode()].append(json.loads(message.value()))
+            read.count += 1
+        return read
+    finally:
+        consumer.close()
+
+
+def in_sequence(values: Iterable[int]) -> bool:
+    values = list(values)
+    return values == list(range(1, len(values) + 1))
