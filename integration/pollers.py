@@ -22,10 +22,12 @@ def vendor_url() -> str:
 
 
 async def list_tenants() -> list[dict[str, Any]]:
-    async with aiohttp.ClientSession() as session:
-        async with session.get(f"{vendor_url()}/tenants") as response:
-            response.raise_for_status()
-            body = await response.json()
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{vendor_url()}/tenants") as response,
+    ):
+        response.raise_for_status()
+        body = await response.json()
     return [
         {"key": tenant["id"], "data": {"slug": tenant["slug"], "token": tenant["token"]}}
         for tenant in body["tenants"]

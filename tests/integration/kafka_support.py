@@ -4,6 +4,7 @@ read_committed verifier of what reached an events topic."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections import defaultdict
@@ -35,10 +36,18 @@ def make_store(bootstrap: str, prefix: str, runner: str = "r1", **options: Any) 
     )
 
 
-async def wait_owned(store: KafkaStore, count: int, timeout: float = 60.0) -> None:
-    async with asyncio.timeout(timeout):
-        while len(store.owned_partitions()) != count:
-            await asyncio.sleep(0.05)
+async def wait_owned(store: KafkaStore, count: int) -> None:
+    """Until ``count`` partitions are restored and owned (bounded by a timeout)."""
+    owned = asyncio.Event()
+
+    def check() -> None:
+        if len(store.owned_partitions()) == count:
+            owned.set()
+
+    store.watch(check)
+    check()
+    async with asyncio.timeout(60):
+        await owned.wait()
 
 
 def delete_prefix(bootstrap: str, prefix: str) -> None:
@@ -46,10 +55,8 @@ def delete_prefix(bootstrap: str, prefix: str) -> None:
     names = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix + ".")]
     if names:
         for future in admin.delete_topics(names).values():
-            try:
+            with contextlib.suppress(Exception):
                 future.result(timeout=30)
-            except Exception:
-                pass
 
 
 @dataclass
