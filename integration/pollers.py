@@ -3,8 +3,8 @@
 
 The simulator's address comes from ``WATUKUY_VENDOR_URL``. Each tenant is a partition whose
 ``data`` holds its slug and bearer token: the token is a secret, so it must never reach Kafka
-(the canary test looks for it in every topic). ``WATUKUY_SCHEDULE_MIN`` sets how often a
-quiet tenant is polled (default ``1s``, so a demo shows changes quickly).
+(the canary test looks for it in every topic). ``WATUKUY_SCHEDULE_MIN`` and ``_MAX`` bound
+how often a tenant is polled (default 1s..10s, so a demo shows changes quickly).
 """
 
 from __future__ import annotations
@@ -57,5 +57,8 @@ invoices = define_poller(
     version=lambda item: item["etag"],
     cursor={"strategy": "token", "initial": None},
     fetch=fetch_items,
-    schedule={"min": os.environ.get("WATUKUY_SCHEDULE_MIN", "1s"), "max": "10s"},
+    schedule={
+        "min": os.environ.get("WATUKUY_SCHEDULE_MIN", "1s"),
+        "max": os.environ.get("WATUKUY_SCHEDULE_MAX", "10s"),
+    },
 )

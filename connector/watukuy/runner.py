@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from contextlib import suppress
 
@@ -35,6 +36,8 @@ def kafka_store(config: RunnerConfig, *, use_group: bool = True) -> KafkaStore:
             transaction_timeout=runner.session_timeout,
             static_membership=runner.static_membership,
             use_group=use_group,
+            # Fault tests set it so that a SIGKILL lands inside an open transaction.
+            hold_open=float(os.environ.get("WATUKUY_FAULT_HOLD_TRANSACTION", "0") or 0),
         )
     )
 

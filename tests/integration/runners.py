@@ -51,7 +51,7 @@ class Runner:
         self.starts += 1
         handle = self.log.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "watukuy.cli", "--config", str(self.config)],
+            [sys.executable, "-m", "watukuy.cli", "--debug", "--config", str(self.config)],
             cwd=ROOT,
             env=self.env,
             stdout=handle,

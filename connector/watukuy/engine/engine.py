@@ -139,7 +139,7 @@ class Engine:
 
     async def _follow_store(self) -> None:
         """Take on or give up keys as ownership moved; apply commands sent by other instances."""
-        if self._ownership_changed:
+        if self._ownership_changed or self._registry.activation_pending:
             self._ownership_changed = False
             await self._registry.sync_ownership()
         for command in self.store.take_commands():

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from watukuy.core import schedule as schedules
 from watukuy.core.due import DueQueue
-from watukuy.core.errors import ConfigError
+from watukuy.core.errors import ConfigError, Fenced, Retriable
 from watukuy.core.partitions import SINGLE, diff, normalise
 from watukuy.core.poll import due_at, fresh_state
 from watukuy.core.poller import Partition, Poller
@@ -41,6 +41,7 @@ class Registry:
         self.keys: dict[str, KeyRuntime] = {}
         self.due = DueQueue()
         self.held_until: dict[str, float] = {}
+        self.activation_pending = False
         self.tables = {name: PartitionTable() for name in pollers}
 
     # -- partitions ---------------------------------------------------------------------
@@ -98,11 +99,20 @@ class Registry:
         return normalise(poller.name, returned)
 
     async def _activate(self, poller: Poller, partition: Partition) -> None:
+        try:
+            await self._restore(poller, partition)
+        except (Fenced, Retriable) as exc:
+            # Ownership moved while it was loading, or the store is busy: the next pass over
+            # ownership tries again if the key is still ours.
+            log.info("%s/%s: not activated now: %s", poller.name, partition.key, exc)
+            self.activation_pending = True
+
+    async def _restore(self, poller: Poller, partition: Partition) -> None:
         now = self.clock.now()
         stored = await self.store.load(poller.name, partition.key)
         if stored is None:
+            # Stored with its first poll: activating thousands of tenants costs no writes.
             runtime = KeyRuntime(poller, partition, fresh_state(poller, partition.key, now))
-            await self.commit(runtime, KeyCommit(state=runtime.state, fenced=False))
         else:
             runtime = KeyRuntime(poller, partition, stored.state, stored.snapshot, stored.parked)
             if runtime.state.paused == "removed":
@@ -122,12 +132,14 @@ class Registry:
         if runtime is None:
             return
         async with runtime.lock:
-            if runtime.state.paused is None:
-                paused = replace(runtime.state, paused="removed")
-                await self.store.commit([KeyCommit(state=paused, fenced=False)])
-                runtime.state = paused
             self.keys.pop(runtime.key, None)
             self.due.discard(runtime.key)
+            if runtime.state.paused is None:
+                paused = replace(runtime.state, paused="removed")
+                try:
+                    await self.store.commit([KeyCommit(state=paused, fenced=False)])
+                except (Fenced, Retriable) as exc:
+                    log.info("%s: could not record the removal: %s", runtime.key, exc)
 
     async def sync_ownership(self) -> None:
         """Follow the store's ownership: drop keys that moved away, activate those that came.
@@ -135,6 +147,7 @@ class Registry:
         A dropped key is not written: its new owner holds it now. An arriving key is loaded
         from what the store restored, with the epoch the takeover bumped.
         """
+        self.activation_pending = False
         before = set(self.keys)
         for runtime in list(self.keys.values()):
             if not self.store.owns(runtime.poller.name, runtime.partition.key):

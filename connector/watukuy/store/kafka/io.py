@@ -114,6 +114,7 @@ class IoSettings:
     transaction_timeout: float = 10.0
     commit_interval: float = 0.1
     use_group: bool = True  # False: the CLI, which holds partitions without a group
+    hold_open: float = 0.0  # fault injection only: keep each transaction open this long
 
 
 _NOT_READY = frozenset(
@@ -397,6 +398,9 @@ class KafkaIO:
                 for record in request.records:
                     self._produce(producer, record)
             self._send_offsets(producer, batch)
+            if self.settings.hold_open:
+                producer.flush(self.settings.transaction_timeout)
+                time.sleep(self.settings.hold_open)
             producer.commit_transaction(self.settings.transaction_timeout * 3)
         except KafkaException as exc:
             self._failed_transaction(exc, batch)

@@ -61,6 +61,7 @@ class KafkaSettings:
     transaction_timeout: float = 10.0
     static_membership: bool = True
     use_group: bool = True
+    hold_open: float = 0.0  # fault injection for tests: see IoSettings
 
     @property
     def group(self) -> str:
@@ -117,6 +118,7 @@ class KafkaStore:
                 transaction_timeout=s.transaction_timeout,
                 commit_interval=s.commit_interval,
                 use_group=s.use_group,
+                hold_open=s.hold_open,
             ),
             self._from_thread,
         )
