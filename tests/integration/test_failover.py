@@ -290,7 +290,8 @@ async def test_commands_reach_the_owner_and_cli_reset_needs_an_empty_group(
     assert not settled(cluster)  # nobody polls before 600s...
 
     # ...until a trigger, written by a process that does not own the key, reaches its owner.
-    send = subprocess.run(
+    send = await asyncio.to_thread(
+        subprocess.run,
         [sys.executable, "-c", SEND_TRIGGER, cluster.bootstrap, cluster.prefix, tenant.id],
         cwd=ROOT,
         env=runner_env(cluster.vendor_url),
@@ -318,7 +319,9 @@ async def test_commands_reach_the_owner_and_cli_reset_needs_an_empty_group(
         "--clear-snapshot",
     ]
     env = runner_env(cluster.vendor_url)
-    refused = subprocess.run(cli, cwd=ROOT, env=env, capture_output=True, timeout=60)
+    refused = await asyncio.to_thread(
+        subprocess.run, cli, cwd=ROOT, env=env, capture_output=True, timeout=60
+    )
     assert refused.returncode == 1
     assert b"live members" in refused.stderr and b"Traceback" not in refused.stderr
 
@@ -326,7 +329,9 @@ async def test_commands_reach_the_owner_and_cli_reset_needs_an_empty_group(
     for runner in cluster.runners.values():
         assert await asyncio.to_thread(runner.stop) == 0
     await asyncio.to_thread(wait_for, lambda: not cluster.held(), 60, "an empty group", 0.5)
-    done = subprocess.run(cli, cwd=ROOT, env=env, capture_output=True, timeout=120)
+    done = await asyncio.to_thread(
+        subprocess.run, cli, cwd=ROOT, env=env, capture_output=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
 
     cluster.runners["r1"].start()  # the reset key is read again from the start, all new
