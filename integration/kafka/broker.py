@@ -117,7 +117,8 @@ def server_properties(data_dir: Path, port: int, controller_port: int) -> str:
         "log.cleaner.threads": "1",
         "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
         "log.retention.check.interval.ms": "5000",
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "5000",
+        # A takeover waits for the dead owner's open transaction to be aborted: look often.
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
@@ -90,8 +91,6 @@ def read_topic(
         metadata = consumer.list_topics(topic, timeout=10).topics[topic]
         consumer.assign([TopicPartition(topic, p, -2) for p in metadata.partitions])
         read = Read()
-        import time
-
         started = last = time.monotonic()
         while time.monotonic() - last < idle and time.monotonic() - started < total:
             message = consumer.poll(0.2)
@@ -110,3 +109,54 @@ def read_topic(
 def in_sequence(values: Iterable[int]) -> bool:
     values = list(values)
     return values == list(range(1, len(values) + 1))
+
+
+@dataclass(frozen=True)
+class Stored:
+    topic: str
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: dict[str, bytes]
+
+
+def read_to_end(bootstrap: str, topics: list[str], *, committed: bool = True) -> list[Stored]:
+    """Every record of ``topics`` up to their current end, in offset order per partition."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"read-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        wanted = []
+        for topic in topics:
+            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+            wanted += [TopicPartition(topic, p, -2) for p in partitions]
+        consumer.assign(wanted)
+        out: list[Stored] = []
+        ends = 0
+        deadline = time.monotonic() + 60
+        while ends < len(wanted):
+            assert time.monotonic() < deadline, "did not reach the end of every partition"
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error() is not None:
+                ends += 1  # end of one partition
+                continue
+            headers = {k: v or b"" for k, v in message.headers() or []}
+            out.append(
+                Stored(message.topic(), message.offset(), message.key(), message.value(), headers)
+            )
+        return out
+    finally:
+        consumer.close()
+
+
+def latest_values(bootstrap: str, topic: str) -> dict[bytes, bytes | None]:
+    """What compaction would keep: the last value of each key (``None`` for a tombstone)."""
+    return {r.key: r.value for r in read_to_end(bootstrap, [topic]) if r.key is not None}

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -12,7 +14,9 @@ from tests.engine.support import Env
 from tests.integration.kafka_support import (
     delete_prefix,
     in_sequence,
+    latest_values,
     make_store,
+    read_to_end,
     read_topic,
     unique_prefix,
     wait_owned,
@@ -75,3 +79,91 @@ async def test_every_item_becomes_one_event_and_state_survives_a_restart(
     assert in_sequence(second.sequences(key))
     assert [v["type"] for v in second.by_key[key][-2:]] == ["updated", "created"]
     assert len(set(second.ids())) == 32
+
+
+def _identity(item: dict[str, Any]) -> str:
+    if item.get("broken"):
+        raise ValueError("the vendor sent an item without a usable id")
+    return str(item["id"])
+
+
+async def test_an_invalid_item_goes_to_the_dlq_with_triage_headers_and_the_key_goes_on(
+    env: Env, kafka_bootstrap: str, prefix: str
+) -> None:
+    tenant = env.tenants[1]
+    env.sim.create_item(tenant.id, broken=True)
+    store = make_store(kafka_bootstrap, prefix)
+    engine = env.make_engine(env.make_poller(identity=_identity), store=store)
+    await engine.__aenter__()
+    await wait_owned(store, 4)
+    await engine.tick()
+    parked = await engine.parked.list("invoices", partition=tenant.id)
+    await engine.close()
+
+    assert [p.kind for p in parked] == ["invalid"]
+    dlq = await asyncio.to_thread(read_to_end, kafka_bootstrap, [f"{prefix}.dlq.invoices"])
+    assert len(dlq) == 1
+    key, headers, body = dlq[0].key, dlq[0].headers, json.loads(dlq[0].value or b"")
+    assert key == f"invoices/{tenant.id}".encode()
+    assert headers["watukuy.kind"] == b"invalid"
+    assert headers["watukuy.stage"] == b"poll"
+    assert headers["watukuy.partition"] == tenant.id.encode()
+    assert b"without a usable id" in headers["watukuy.error.message"]
+    assert headers["watukuy.attempts"] == b"1"
+    assert "watukuy.cursor" in headers
+    assert body["item"]["broken"] is True
+    events = await asyncio.to_thread(read_topic, kafka_bootstrap, f"{prefix}.events.invoices")
+    assert len(events.by_key[f"invoices/{tenant.id}"]) == 10  # the others were published
+
+    # The parked record is state: a new instance lists it again.
+    store = make_store(kafka_bootstrap, prefix)
+    engine = env.make_engine(env.make_poller(identity=_identity), store=store)
+    await engine.__aenter__()
+    await wait_owned(store, 4)
+    again = await engine.parked.list("invoices", partition=tenant.id)
+    assert [p.id for p in again] == [p.id for p in parked]
+
+
+async def test_an_event_too_large_for_its_topic_goes_to_the_dlq_truncated(
+    env: Env, kafka_bootstrap: str, prefix: str
+) -> None:
+    tenant = env.tenants[2]
+    huge = env.sim.create_item(tenant.id, note="x" * 1_200_000)
+    engine = await _started(env, kafka_bootstrap, prefix)
+    await engine.tick()
+    await engine.close()
+
+    events = await asyncio.to_thread(read_topic, kafka_bootstrap, f"{prefix}.events.invoices")
+    assert events.count == 30  # the transaction with the huge item committed
+    assert huge["id"] not in {e["subject"] for e in events.by_key[f"invoices/{tenant.id}"]}
+    dlq = await asyncio.to_thread(read_to_end, kafka_bootstrap, [f"{prefix}.dlq.invoices"])
+    assert len(dlq) == 1
+    headers, value = dlq[0].headers, dlq[0].value or b""
+    assert headers["watukuy.kind"] == b"oversize"
+    assert headers["watukuy.identity"] == huge["id"].encode()
+    assert int(headers["watukuy.original.bytes"]) > 1_200_000
+    assert len(headers["watukuy.original.sha256"]) == 64
+    assert len(value) <= 4096
+
+
+async def test_removing_a_partition_tombstones_every_record_of_the_key(
+    env: Env, kafka_bootstrap: str, prefix: str
+) -> None:
+    tenant = env.tenants[0]
+    env.sim.create_item(tenant.id, broken=True)  # one parked record too
+    store = make_store(kafka_bootstrap, prefix)
+    engine = env.make_engine(env.make_poller(identity=_identity), store=store)
+    await engine.__aenter__()
+    await wait_owned(store, 4)
+    await engine.tick()
+    await engine.partitions.remove("invoices", tenant.id)
+    await engine.close()
+
+    mine = f"invoices/{tenant.id}".encode()
+    for topic in ("state", "items", "parked"):
+        latest = await asyncio.to_thread(latest_values, kafka_bootstrap, f"{prefix}.{topic}")
+        of_key = {k: v for k, v in latest.items() if k == mine or k.startswith(mine + b"/")}
+        assert of_key, f"{topic}: the key never had records"
+        assert all(v is None for v in of_key.values()), f"{topic} still holds the key"
+        others = [k for k, v in latest.items() if v is not None]
+        assert others or topic == "parked"  # other tenants keep their records

@@ -167,6 +167,9 @@ class KafkaIO:
         self._group: Consumer | None = None
         self._tail: Consumer | None = None
         self._offsets: Consumer | None = None
+        self._written: Consumer | None = None
+        self._unsettled_since: dict[int, float] = {}
+        self._unsettled_logged: dict[int, bool] = {}
         self._last_flush = 0.0
 
     # -- called from the event loop ---------------------------------------------------------
@@ -200,6 +203,7 @@ class KafkaIO:
             self._tail = Consumer(self._tail_config())
             # Never assigned: its offset queries do not queue behind the tail's fetches.
             self._offsets = Consumer(self._tail_config())
+            self._written = Consumer(self._tail_config() | {"isolation.level": "read_uncommitted"})
             if self.settings.use_group:
                 self._group = Consumer(self._group_config())
                 self._group.subscribe(
@@ -224,7 +228,7 @@ class KafkaIO:
             self._close_clients()
 
     def _pump(self) -> None:
-        busy = bool(self._restoring or self._pending)
+        busy = bool(self._restoring or self._pending or self._to_restore)
         if self._group is not None:
             self._group.poll(0.02 if busy else 0.05)  # serves rebalance callbacks
         else:
@@ -234,10 +238,16 @@ class KafkaIO:
             self._acquire.clear()
         for partition in acquire:
             self._to_restore.append(self._leases.grant(partition))
+        waiting: deque[Lease] = deque()
         while self._to_restore:
             lease = self._to_restore.popleft()
-            if self._leases.get(lease.partition) == lease:  # not revoked meanwhile
+            if self._leases.get(lease.partition) != lease:
+                continue  # revoked meanwhile
+            if self._settled(lease):
                 self._begin_restore(lease)
+            else:
+                waiting.append(lease)
+        self._to_restore = waiting
         self._read_tail()
         self._send_plain()
         if self._pending and time.monotonic() - self._last_flush >= self.settings.commit_interval:
@@ -282,6 +292,34 @@ class KafkaIO:
             self._notify(Revoked(tuple(sorted(partitions)), lost))
 
     # -- restore and tail -------------------------------------------------------------------
+
+    def _settled(self, lease: Lease) -> bool:
+        """No transaction is open on the partition's records, so their end is final.
+
+        The previous owner may have been frozen after its offsets reached the coordinator and
+        before it committed (KIP-447 fences only the offsets): its transaction could still
+        commit. Restoring before it resolves would fork the key, so a takeover waits until the
+        last stable offset reaches the high watermark: the owner committed, or the
+        coordinator aborted it after ``transaction.timeout.ms``.
+        """
+        stable = self._require(self._offsets)
+        written = self._require(self._written)
+        now = time.monotonic()
+        for topic in _co_partitioned(self._layout):
+            tp = TopicPartition(topic, lease.partition)
+            if _end_offset(stable, tp) < _end_offset(written, tp):
+                since = self._unsettled_since.setdefault(lease.partition, now)
+                if now - since > 1.0 and not self._unsettled_logged.get(lease.partition):
+                    self._unsettled_logged[lease.partition] = True
+                    log.info(
+                        "partition %d: waiting for an open transaction of the previous owner "
+                        "to end before restoring",
+                        lease.partition,
+                    )
+                return False
+        self._unsettled_since.pop(lease.partition, None)
+        self._unsettled_logged.pop(lease.partition, None)
+        return True
 
     def _begin_restore(self, lease: Lease) -> None:
         tail = self._require(self._tail)
@@ -544,7 +582,7 @@ class KafkaIO:
                 self._group.close()  # leaves the group (a static member stays until its session)
             except KafkaException as exc:
                 log.warning("closing the group consumer: %s", exc)
-        for consumer in (self._tail, self._offsets):
+        for consumer in (self._tail, self._offsets, self._written):
             if consumer is not None:
                 consumer.close()
         if self._producer is not None:
