@@ -49,6 +49,8 @@ from watukuy.store.memory import _Feed
 
 log = logging.getLogger("watukuy.kafka")
 
+STARTUP_TIMEOUT = 15.0  # seconds to reach the cluster and check the topics before giving up
+
 
 @dataclass(frozen=True, slots=True)
 class KafkaSettings:
@@ -103,6 +105,7 @@ class KafkaStore:
             self.layout,
             [(n, p.topic) for n, p in self._pollers.items()],
             bootstrap=str(self.settings.kafka.get("bootstrap.servers", "")),
+            timeout=STARTUP_TIMEOUT,
         )
         max_bytes = {name: info.max_message_bytes for name, info in self.topics.items()}
         self._outgoing = Outgoing(self.layout, event_topics, max_bytes, source="watukuy")
