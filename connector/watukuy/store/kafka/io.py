@@ -481,7 +481,11 @@ class KafkaIO:
         else:
             outcome = Retriable(f"kafka transaction failed: {error.str()}")
         if error.fatal():
+            # Fenced or broken for good: whatever we hold may be stale. Start over.
+            log.error("fatal producer error, dropping owned keys and rejoining: %s", error.str())
+            outcome = Fenced(f"the producer was fenced: {error.str()}")
             self._replace_producer()
+            self._rejoin()
         else:
             try:
                 self._require(self._producer).abort_transaction(self.settings.transaction_timeout)
@@ -490,6 +494,19 @@ class KafkaIO:
                 self._replace_producer()
         for request in batch:
             request.done(outcome)
+
+    def _rejoin(self) -> None:
+        """Give up every lease and join the group again (a fresh restore follows)."""
+        self._release([lease.partition for lease in self._leases.all()], lost=True)
+        group = self._group
+        if group is not None:
+            group.unsubscribe()
+            group.subscribe(
+                [self._layout.state],
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_lost,
+            )
 
     def _replace_producer(self) -> None:
         old = self._producer
