@@ -1,198 +1,456 @@
-"""`make demo`: a local Kafka broker, the vendor simulator, and events arriving per tenant.
+"""`make demo`: the real runner polls a simulated vendor; its events arrive per tenant, in order.
 
-    python -m integration.demo [--tenants 3] [--seconds 20]
+    python -m integration.demo [--seconds 20] [--tenants 5] [--items 10] [--mutate-every 1s]
+                               [--prefix demo-XXXXXX] [--keep-topics]
 
-A stand-in for the engine until it exists: every 2 s it polls each simulated tenant from its
-``resume`` cursor and publishes the new and changed items as events keyed ``demo/<tenant>``, one
-Kafka transaction per round, while the simulator changes a few items and a read_committed
-consumer prints what arrives. Values are JSON (the engine writes Avro); deletions need a
-reconcile scan, so they are not reported. The broker is ``$WATUKUY_BOOTSTRAP``, else the one in
-``.watukuy/broker``, which the demo starts (and stops at the end) if it is not running.
+What it starts, all on this machine:
+
+1. a Kafka broker: ``$WATUKUY_BOOTSTRAP`` if set, else the one in ``.watukuy/broker``, which the
+   demo starts (and stops at the end) when it is not running;
+2. the vendor simulator, ``python -m integration.simulator`` (``--tenants`` accounts of
+   ``--items`` invoices each, one random create/update/delete every ``--mutate-every``);
+3. one runner, ``python -m watukuy.cli --config .watukuy/demo/runner.yaml`` (the
+   ``watukuy-source`` command), with the poller ``integration.pollers:invoices`` and a fresh
+   topics prefix per run, so every run starts from the initial cursor; its log goes to
+   ``.watukuy/demo/runner.log``.
+
+A read_committed consumer prints every event of ``<prefix>.events.invoices`` as one line
+(tenant, sequence, type, subject, a few fields of the item) for ``--seconds``, counted from the
+runner's start; then the runner gets SIGTERM (it commits its open transaction and leaves), the
+consumer reads what that last transaction published, and a per-tenant summary tells whether each
+tenant's sequence is gap-free from 1. Deletions are not reported: the token cursor only sees
+creates and updates. The topics of the run are deleted at the end unless ``--keep-topics`` (or
+an explicit ``--prefix``) is given. The exit code is non-zero if the runner fails, no event
+arrives, or a sequence has a gap or a repeat.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import hashlib
 import json
 import os
+import select
 import signal
+import subprocess
 import sys
+import time
+import uuid
 from collections import Counter, defaultdict
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-import aiohttp
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+import yaml
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from integration.kafka import broker
-from integration.simulator import Tenant, VendorSimulator, running_simulator
 
-TOPIC = "watukuy.events.demo"
-POLLER = "demo"
-ROUND_SECONDS = 2.0
-MUTATIONS_PER_ROUND = 3
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_DIR = ROOT / ".watukuy" / "demo"
+POLLER = "integration.pollers:invoices"
+POLLER_NAME = "invoices"
 
-Received = defaultdict[str, list[int]]  # tenant -> sequence numbers in arrival order
+
+# -- the pieces, also used by integration/bench ------------------------------------------------
 
 
 @dataclass
-class TenantPoll:  # what the demo remembers of a tenant: cursor, items seen, last sequence
-    tenant: Tenant
-    resume: str | None = None
-    seen: set[str] = field(default_factory=set)
-    sequence: int = 0
+class Simulator:
+    process: subprocess.Popen[str]
+    base_url: str
+    tenants: list[dict[str, str]]
+
+    def stop(self) -> int | None:
+        return stop_process(self.process, signal.SIGTERM, 10)
 
 
-async def fetch_changes(http: aiohttp.ClientSession, base: str, poll: TenantPoll) -> list[Any]:
-    """Every item created or updated since the tenant's ``resume`` cursor, all pages."""
-    items: list[Any] = []
-    cursor, headers = poll.resume, {"Authorization": f"Bearer {poll.tenant.token}"}
-    while True:
-        query = {"limit": "50"} | ({"cursor": cursor} if cursor else {})
-        url = f"{base}/{poll.tenant.slug}/items"
-        async with http.get(url, params=query, headers=headers) as response:
-            response.raise_for_status()
-            page = await response.json()
-        items.extend(page["data"])
-        poll.resume = page["resume"]
-        if page["next"] is None:
-            return items
-        cursor = page["next"]
+def start_simulator(*options: str, log: Path | None = None) -> Simulator:
+    """``python -m integration.simulator OPTIONS --port 0``; waits for its address line."""
+    command = [sys.executable, "-m", "integration.simulator", *options, "--port", "0"]
+    with open(log or os.devnull, "ab") as stderr:
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,  # see start_runner
+        )
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], 60)
+    line = process.stdout.readline() if ready else ""
+    if not line:
+        stop_process(process, signal.SIGKILL, 5)
+        where = f"; see {log}" if log is not None else ""
+        raise RuntimeError(f"the vendor simulator did not print its address{where}")
+    info = json.loads(line)
+    return Simulator(process, info["base_url"], info["tenants"])
 
 
-def to_event(poll: TenantPoll, item: dict[str, Any]) -> dict[str, Any]:
-    kind = "updated" if item["id"] in poll.seen else "created"
-    poll.seen.add(item["id"])
-    poll.sequence += 1
-    identity = "\0".join((POLLER, poll.tenant.id, item["id"], item["etag"]))
+def runner_config(
+    bootstrap: str, prefix: str, runner_id: str, *, partitions: int = 4, **runner: Any
+) -> dict[str, Any]:
+    """A runner config with the simulator's invoices poller (see config/demo.yaml)."""
     return {
-        "id": hashlib.sha256(identity.encode()).hexdigest()[:32],
-        "poller": POLLER,
-        "partition": poll.tenant.id,
-        "subject": item["id"],
-        "type": kind,
-        "version": item["etag"],
-        "sequence": poll.sequence,
-        "data": item,
+        "kafka": {"bootstrap.servers": bootstrap},
+        "topics": {"prefix": prefix, "partitions": partitions, "replication.factor": 1},
+        "runner": {"id": runner_id, "commit.interval": "100ms", **runner},
+        "rest": {"listen": "127.0.0.1:0"},  # any free port: the demo does not use REST
+        "pollers": [{"python": POLLER}],
     }
 
 
-def open_consumer(bootstrap: str, group: str) -> Consumer:
-    """Create the topic if needed, then read it from its current end: this run's events only."""
+def write_config(path: Path, config: Mapping[str, Any], *comments: str) -> Path:
+    """``config`` as YAML, after ``comments`` (one ``#`` line each)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = "".join(f"# {line}\n" for line in comments)
+    path.write_text(header + yaml.safe_dump(dict(config), sort_keys=False))
+    return path
+
+
+def runner_env(vendor_url: str, **extra: str) -> dict[str, str]:
+    """The runner's environment: the simulator's address, and the repo on ``PYTHONPATH`` so
+    ``integration.pollers`` (and an uninstalled ``watukuy``) can be imported."""
+    env = dict(os.environ)
+    paths = [str(ROOT), str(ROOT / "connector"), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    env["WATUKUY_VENDOR_URL"] = vendor_url
+    env.update(extra)
+    return env
+
+
+def start_runner(config: Path, env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``python -m watukuy.cli --config CONFIG`` (what ``watukuy-source`` runs).
+
+    In a session of its own, so a Ctrl-C in the terminal reaches only this script, which then
+    sends the runner exactly one SIGTERM (a second signal during its shutdown would kill it:
+    see :func:`signals_interrupt`)."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "watukuy.cli", "--config", str(config)],
+            cwd=ROOT,
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
+def signals_interrupt() -> None:
+    """SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt, so this script always stops the
+    processes it started (they run in sessions of their own and get no terminal signals)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.default_int_handler)
+
+
+def stop_process(process: subprocess.Popen[Any], signum: int, timeout: float) -> int | None:
+    """Send ``signum`` and wait for the exit code; SIGKILL after ``timeout`` seconds."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signum)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+    if process.stdout is not None:
+        process.stdout.close()
+    return process.returncode
+
+
+def wait_for_topic(
+    bootstrap: str, topic: str, timeout: float, alive: Any = lambda: True
+) -> list[int] | None:
+    """The partitions of ``topic`` once the runner has created it; ``None`` on a timeout or
+    when ``alive()`` turns false first."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    future = admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=1)])[TOPIC]
-    try:
-        future.result(timeout=30)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
-    settings = {"group.id": group, "isolation.level": "read_committed", "enable.auto.commit": False}
-    consumer = Consumer({"bootstrap.servers": bootstrap} | settings)
-    partitions = consumer.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
-    assignment = [TopicPartition(TOPIC, p) for p in partitions]
-    for tp in assignment:
-        tp.offset = consumer.get_watermark_offsets(tp, 10)[1]
-    consumer.assign(assignment)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and alive():
+        with contextlib.suppress(KafkaException):  # the broker is slow to answer: ask again
+            metadata = admin.list_topics(timeout=5).topics.get(topic)
+            if metadata is not None and metadata.error is None and metadata.partitions:
+                return sorted(metadata.partitions)
+        time.sleep(0.2)
+    return None
+
+
+def committed_reader(bootstrap: str, topic: str, partitions: list[int]) -> Consumer:
+    """A read_committed consumer of all of ``topic`` from its beginning (no group commits)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"watukuy-reader-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     return consumer
 
 
-async def consume(consumer: Consumer, received: Received, done: asyncio.Event) -> None:
-    while not done.is_set():
-        msg = await asyncio.to_thread(consumer.poll, 0.2)
-        if msg is None or msg.error():
-            if msg is not None:
-                print(f"consumer: {msg.error()}", file=sys.stderr)
-            continue
-        e, key = json.loads(msg.value() or b"{}"), (msg.key() or b"").decode()
-        received[e["partition"]].append(e["sequence"])
-        print(f"{key} #{e['sequence']} {e['type']} {e['subject']} etag={e['version']}")
+def delete_topics(bootstrap: str, prefix: str) -> list[str]:
+    """Delete the topics named ``<prefix>.*``; the names deleted."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix + ".")]
+    if names:
+        for future in admin.delete_topics(names, operation_timeout=30).values():
+            with contextlib.suppress(Exception):
+                future.result(timeout=30)
+    return sorted(names)
 
 
-async def publish_round(
-    producer: Producer, http: aiohttp.ClientSession, base: str, polls: list[TenantPoll]
-) -> list[dict[str, Any]]:
-    """Fetch every tenant's changes and publish them all in one transaction."""
-    events = [to_event(p, item) for p in polls for item in await fetch_changes(http, base, p)]
-    if events:
-        producer.begin_transaction()
-        for event in events:
-            value = json.dumps(event).encode()
-            producer.produce(TOPIC, key=f"{POLLER}/{event['partition']}", value=value)
-        await asyncio.to_thread(producer.commit_transaction, 30)
-    return events
-
-
-async def run(bootstrap: str, tenants: int, seconds: float) -> bool:
-    tag = f"watukuy-demo-{os.getpid()}"
-    consumer = open_consumer(bootstrap, tag)
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": tag, "partitioner": "murmur2_random"}
-    )
-    await asyncio.to_thread(producer.init_transactions, 30)
-    stop, done = asyncio.Event(), asyncio.Event()
-    produced, received = Counter[str](), Received(list)
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    sim = VendorSimulator(tenants=tenants, items_per_tenant=20, seed=0)
-    polls = [TenantPoll(tenant) for tenant in sim.tenants]
-    consumer_task = asyncio.create_task(consume(consumer, received, done))
+@contextlib.contextmanager
+def kafka_broker(announce: str) -> Iterator[str]:
+    """``$WATUKUY_BOOTSTRAP``, else the broker in ``.watukuy/broker``: started here (fetching
+    Kafka on the first run) if it is not running, and then stopped on the way out."""
+    given = os.environ.get("WATUKUY_BOOTSTRAP")
+    if given:
+        yield given
+        return
+    running = broker.read_running()
+    if running is not None:
+        yield running.bootstrap
+        return
+    print(f"{announce}: starting a local Kafka broker (the first run fetches Kafka) ...")
+    sys.stdout.flush()
+    started = broker.start()
     try:
-        async with running_simulator(sim) as base, aiohttp.ClientSession() as http:
-            print(f"demo: broker {bootstrap}, simulator {base}, topic {TOPIC}; Ctrl-C to stop")
-            deadline = loop.time() + seconds
-            while not stop.is_set() and loop.time() < deadline:
-                batch = await publish_round(producer, http, base, polls)
-                produced.update(event["partition"] for event in batch)
-                for _ in range(MUTATIONS_PER_ROUND):
-                    sim.mutate_randomly()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), ROUND_SECONDS)
-        drain_until = loop.time() + 10
-        while produced.total() > sum(map(len, received.values())) and loop.time() < drain_until:  # noqa: ASYNC110
-            await asyncio.sleep(0.1)
+        yield started.bootstrap
     finally:
-        done.set()
-        await consumer_task
-        consumer.close()
-    return summarize(produced, received)
+        broker.stop()
+        print(f"{announce}: stopped the broker it started")
 
 
-def summarize(produced: Counter[str], received: Received) -> bool:
-    """Print produced vs consumed per tenant; True if every event arrived once, in order."""
-    print("\nsummary: tenant    produced  consumed  in order")
-    tenants = sorted(produced.keys() | received.keys())
-    in_order = {t: received[t] == list(range(1, produced[t] + 1)) for t in tenants}
-    for t in tenants:
-        print(f"         {t:<9} {produced[t]:>8}  {len(received[t]):>8}  {in_order[t]!s:>8}")
-    print(f"         total     {produced.total():>8}  {sum(map(len, received.values())):>8}")
-    ok = all(in_order.values())
-    print("demo: every event arrived once, in order per tenant" if ok else "demo: MISMATCH")
+# -- the demo ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Seen:
+    """What the consumer saw, per tenant in arrival (offset) order."""
+
+    sequences: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    types: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    ids: Counter[str] = field(default_factory=Counter)
+    undecodable: int = 0
+    first_at: float | None = None
+
+    @property
+    def total(self) -> int:
+        return sum(map(len, self.sequences.values()))
+
+
+def decode_event(raw: bytes | None) -> dict[str, Any] | None:
+    """An event value as a dict. The store writes JSON today; Avro (issue 6) will need the
+    serde here."""
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def describe(event: dict[str, Any]) -> str:
+    data = event.get("data") if isinstance(event.get("data"), dict) else {}
+    assert isinstance(data, dict)
+    name = f'"{data["name"]}"' if "name" in data else ""
+    amount = data.get("amount")
+    money = f"{amount:>8.2f} {data.get('currency', '')}" if isinstance(amount, float | int) else ""
+    return f"{name:<18} {money:<12} {data.get('status', '')}".rstrip()
+
+
+def show(event: dict[str, Any], elapsed: float) -> str:
+    return (
+        f"{elapsed:6.1f}s  {event.get('partition', '?'):<8} #{event.get('sequence', '?'):<4} "
+        f"{event.get('type', '?'):<8} {event.get('subject', '?'):<10} {describe(event)}"
+    )
+
+
+def consume(
+    consumer: Consumer, seen: Seen, started: float, until: Any, quiet: bool = False
+) -> None:
+    """Print and record events while ``until()`` is false."""
+    while not until():
+        message = consumer.poll(0.2)
+        if message is None:
+            continue
+        if message.error() is not None:
+            print(f"demo: consumer: {message.error()}", file=sys.stderr)
+            continue
+        event = decode_event(message.value())
+        if event is None:
+            seen.undecodable += 1
+            continue
+        now = time.monotonic()
+        if seen.first_at is None:
+            seen.first_at = now
+        tenant = str(event.get("partition"))
+        seen.sequences[tenant].append(int(event.get("sequence", 0)))
+        seen.types[tenant][str(event.get("type"))] += 1
+        seen.ids[str(event.get("id"))] += 1
+        if not quiet:
+            print(show(event, now - started), flush=True)
+
+
+def gap_free(sequences: list[int]) -> bool:
+    return sequences == list(range(1, len(sequences) + 1))
+
+
+def summarize(seen: Seen, tenants: list[str], started: float, runner_rc: int | None) -> bool:
+    """Print events per tenant and whether each sequence is 1, 2, 3, ...; True if all is well."""
+    print("\nsummary: tenant    events  created  updated  sequences     gap-free from 1")
+    ok = True
+    for tenant in sorted(set(tenants) | seen.sequences.keys()):
+        sequences, types = seen.sequences[tenant], seen.types[tenant]
+        span = f"{sequences[0]}..{sequences[-1]}" if sequences else "-"
+        good = gap_free(sequences)
+        ok = ok and good
+        verdict = "yes" if good and sequences else "-" if good else "NO"
+        print(
+            f"         {tenant:<9} {len(sequences):>6}  {types['created']:>7}  "
+            f"{types['updated']:>7}  {span:<13} {verdict}"
+        )
+    repeated = sum(1 for count in seen.ids.values() if count > 1)
+    first = "-" if seen.first_at is None else f"{seen.first_at - started:.1f}s after the start"
+    print(
+        f"         total     {seen.total:>6}  (first event {first}; "
+        f"{repeated} repeated event ids; {seen.undecodable} undecodable)"
+    )
+    print(f"demo: the runner exited with code {runner_rc}")
+    if runner_rc != 0:
+        print("demo: FAILED: the runner did not exit cleanly")
+        return False
+    if seen.total == 0:
+        print("demo: FAILED: no event arrived")
+        return False
+    if not ok or repeated or seen.undecodable:
+        print("demo: FAILED: a tenant's sequence has a gap or a repeat")
+        return False
+    print("demo: every tenant's events arrived once, in order, numbered 1, 2, 3, ... without gaps")
+    return True
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "".join(path.read_text(errors="replace").splitlines(True)[-lines:])
+    except OSError:
+        return ""
+
+
+def run_demo(args: argparse.Namespace, bootstrap: str) -> bool:
+    DEMO_DIR.mkdir(parents=True, exist_ok=True)
+    prefix = args.prefix or f"demo-{uuid.uuid4().hex[:6]}"
+    topic = f"{prefix}.events.{POLLER_NAME}"
+    sim_log, runner_log = DEMO_DIR / "simulator.log", DEMO_DIR / "runner.log"
+    runner_log.write_text("")
+    sim_log.write_text("")
+    sim = start_simulator(
+        "--tenants", str(args.tenants), "--items", str(args.items),
+        "--mutate-every", args.mutate_every, log=sim_log,
+    )  # fmt: skip
+    runner: subprocess.Popen[bytes] | None = None
+    consumer: Consumer | None = None
+    seen, runner_rc, signalled = Seen(), None, False
+    started = time.monotonic()
+    try:
+        config = write_config(
+            DEMO_DIR / "runner.yaml",
+            runner_config(bootstrap, prefix, "demo-runner"),
+            "Written by python -m integration.demo; config/demo.yaml explains every key.",
+            f"Run as: WATUKUY_VENDOR_URL={sim.base_url} PYTHONPATH=.:connector \\",
+            "  python -m watukuy.cli --config .watukuy/demo/runner.yaml",
+        )
+        env = runner_env(
+            sim.base_url, WATUKUY_SCHEDULE_MIN=args.poll_min, WATUKUY_SCHEDULE_MAX=args.poll_max
+        )
+        print(f"demo: broker {bootstrap}; simulator {sim.base_url} ({args.tenants} tenants)")
+        print(
+            f"demo: runner: python -m watukuy.cli --config {config.relative_to(ROOT)} "
+            f"(log {runner_log.relative_to(ROOT)})"
+        )
+        print(f"demo: events of {topic} for {args.seconds:g}s (read_committed); Ctrl-C stops\n")
+        sys.stdout.flush()
+        started = time.monotonic()
+        runner = start_runner(config, env, runner_log)
+        deadline = started + args.seconds
+        proc = runner
+        partitions = wait_for_topic(
+            bootstrap, topic, args.seconds, alive=lambda: proc.poll() is None
+        )
+        if partitions is not None:
+            consumer = committed_reader(bootstrap, topic, partitions)
+            with contextlib.suppress(KeyboardInterrupt):
+                consume(
+                    consumer,
+                    seen,
+                    started,
+                    lambda: time.monotonic() >= deadline or proc.poll() is not None,
+                )
+        elif runner.poll() is None:
+            print(f"demo: {topic} did not appear within {args.seconds:g}s")
+        if runner.poll() is None:
+            print("\ndemo: stopping the runner (SIGTERM) ...", flush=True)
+        else:
+            print(f"\ndemo: the runner exited early (code {runner.returncode})", flush=True)
+        signalled = True
+        runner_rc = stop_process(runner, signal.SIGTERM, 60)
+        if consumer is not None:  # what the runner committed on its way out
+            quiet_until = time.monotonic() + 3
+            consume(consumer, seen, started, lambda: time.monotonic() >= quiet_until)
+    except KeyboardInterrupt:
+        print("\ndemo: interrupted", file=sys.stderr)
+    finally:
+        if runner is not None:  # one SIGTERM only: a second one could land in its teardown
+            runner_rc = stop_process(runner, signal.SIGKILL if signalled else signal.SIGTERM, 60)
+        if consumer is not None:
+            consumer.close()
+        sim.stop()
+        if not (args.keep_topics or args.prefix):
+            delete_topics(bootstrap, prefix)
+    if runner_rc not in (0, None):
+        print(f"demo: the runner's log ends with:\n{log_tail(runner_log)}", file=sys.stderr)
+    ok = summarize(seen, [t["id"] for t in sim.tenants], started, runner_rc)
+    if (args.keep_topics or args.prefix) and seen.total:
+        print(f"demo: kept the topics {prefix}.* (the events are in {topic})")
     return ok
 
 
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m integration.demo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--seconds", type=float, default=20.0, help="how long to watch (20)")
+    parser.add_argument("--tenants", type=int, default=5, help="simulated tenants (5)")
+    parser.add_argument("--items", type=int, default=10, help="initial invoices per tenant (10)")
+    parser.add_argument("--mutate-every", default="1s", help="one random change this often (1s)")
+    parser.add_argument("--poll-min", default="1s", help="a tenant's shortest poll interval (1s)")
+    parser.add_argument("--poll-max", default="3s", help="its longest, when nothing changes (3s)")
+    parser.add_argument(
+        "--prefix", help="topics prefix (default: a fresh demo-XXXXXX per run, deleted after)"
+    )
+    parser.add_argument(
+        "--keep-topics", action="store_true", help="keep the run's topics at the end"
+    )
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m integration.demo", description=__doc__)
-    parser.add_argument("--tenants", type=int, default=3, help="simulated tenants (3)")
-    parser.add_argument("--seconds", type=float, default=20.0, help="how long to run (20)")
-    args = parser.parse_args(argv)
-    bootstrap = os.environ.get("WATUKUY_BOOTSTRAP")
-    started_here = bootstrap is None and broker.read_running() is None
-    if started_here:
-        print("demo: starting a local Kafka broker (the first run fetches Kafka) ...")
-    bootstrap = bootstrap or broker.start().bootstrap
+    args = _parser().parse_args(argv)
+    signals_interrupt()
     try:
-        return 0 if asyncio.run(run(bootstrap, args.tenants, args.seconds)) else 1
+        with kafka_broker("demo") as bootstrap:
+            return 0 if run_demo(args, bootstrap) else 1
     except KeyboardInterrupt:
         return 130
-    finally:
-        if started_here:
-            broker.stop()
-            print("demo: stopped the broker it started")
 
 
 if __name__ == "__main__":
