@@ -926,3 +926,42 @@ def test_properties_format() -> None:
         "key=with:seps": "v",
         "empty": "",
     }
+
+
+def test_schema_registry_settings_keep_the_credentials_out_of_sight() -> None:
+    config = parse_config(
+        {
+            "kafka": {"bootstrap.servers": "127.0.0.1:9092"},
+            "runner": {"id": "r1"},
+            "schema.registry": {"url": "http://registry:8081", "basic.auth.user.info": "u:pw-9x7"},
+            "pollers": [{"python": "integration.pollers:invoices"}],
+        }
+    )
+    assert config.schema_registry.url == "http://registry:8081"
+    assert config.schema_registry.basic_auth == "u:pw-9x7"
+    assert "pw-9x7" not in repr(config) + str(config.describe())
+
+
+@pytest.mark.parametrize(
+    ("registry", "path"),
+    [
+        ({"ur": "http://x"}, "schema.registry.ur"),
+        ({"url": "registry:8081"}, "schema.registry.url"),
+        ({"basic.auth.user.info": "u:p"}, "schema.registry.basic.auth.user.info"),
+        (
+            {"url": "http://x", "basic.auth.user.info": "nopassword"},
+            "schema.registry.basic.auth.user.info",
+        ),
+    ],
+)
+def test_bad_schema_registry_settings_name_the_field(registry: dict[str, str], path: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_config(
+            {
+                "kafka": {"bootstrap.servers": "127.0.0.1:9092"},
+                "runner": {"id": "r1"},
+                "schema.registry": registry,
+                "pollers": [{"python": "integration.pollers:invoices"}],
+            }
+        )
+    assert raised.value.path == path

@@ -18,12 +18,22 @@ from watukuy.config.sections import (
     parse_kafka,
     parse_rest,
     parse_runner,
+    parse_schema_registry,
     parse_topics,
 )
 from watukuy.core.errors import ConfigError
 from watukuy.core.poller import Poller
 
-TOP_LEVEL_KEYS = ("kafka", "topics", "runner", "rest", "budgets", "pollers", "python_path")
+TOP_LEVEL_KEYS = (
+    "kafka",
+    "topics",
+    "runner",
+    "rest",
+    "budgets",
+    "schema.registry",
+    "pollers",
+    "python_path",
+)
 
 
 def load_config(path: str | os.PathLike[str]) -> RunnerConfig:
@@ -84,6 +94,7 @@ def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerC
     runner = parse_runner(data.get("runner"), topics.prefix, secrets)
     rest = parse_rest(data.get("rest"), secrets)
     budgets = parse_budgets(data.get("budgets"), secrets)
+    schema_registry = parse_schema_registry(data.get("schema.registry"), secrets)
     prepend_sys_path(python_path)
     pollers, refs = load_pollers(data.get("pollers"), secrets)
     _check_budget_names(pollers, budgets)
@@ -93,6 +104,7 @@ def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerC
         runner=runner,
         rest=rest,
         budgets=budgets,
+        schema_registry=schema_registry,
         pollers=pollers,
         poller_refs=refs,
         python_path=python_path,

@@ -107,6 +107,20 @@ class RestSettings:
         return f"{host}:{self.port}"
 
 
+@dataclass(frozen=True, slots=True, repr=False)
+class SchemaRegistrySettings:
+    """``schema.registry``: with a ``url``, events use the Confluent wire format and subjects
+    ``<topic>-value``; without one, Avro single-object encoding and the schemas topic."""
+
+    url: str | None = None
+    basic_auth: str | None = None  # "user:password", passed as basic.auth.user.info
+    secret_fields: frozenset[str] = field(
+        default=frozenset({"basic_auth"}), repr=False, compare=False
+    )
+
+    __repr__ = _redacting_repr
+
+
 @dataclass(frozen=True, kw_only=True, repr=False)
 class RunnerConfig:
     """A validated runner config: build it with ``load_config`` or ``parse_config``.
@@ -120,6 +134,7 @@ class RunnerConfig:
     runner: RunnerSettings
     rest: RestSettings = field(default_factory=RestSettings)
     budgets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    schema_registry: SchemaRegistrySettings = field(default_factory=SchemaRegistrySettings)
     pollers: list[Poller]
     poller_refs: tuple[str, ...] = ()
     python_path: tuple[Path, ...] = ()
@@ -129,7 +144,8 @@ class RunnerConfig:
         """``secrets`` plus the kafka properties whose names mark them as credentials."""
         marked: frozenset[str] = getattr(self.kafka, "secret_keys", frozenset())
         kafka = {k for k in self.kafka if k in marked or is_sensitive_kafka_key(k)}
-        return self.secrets | {f"kafka.{k}" for k in kafka}
+        registry = {"schema.registry.basic.auth.user.info"}  # a credential, always
+        return self.secrets | {f"kafka.{k}" for k in kafka} | registry
 
     def describe(self) -> dict[str, Any]:
         """The config as its YAML keys, printable: secret values read ``[redacted]``."""
@@ -156,6 +172,10 @@ class RunnerConfig:
                 for ref, poller in zip(self._refs(), self.pollers, strict=True)
             ],
         }
+        if self.schema_registry.url is not None:
+            tree["schema.registry"] = {"url": self.schema_registry.url}
+            if self.schema_registry.basic_auth is not None:
+                tree["schema.registry"]["basic.auth.user.info"] = self.schema_registry.basic_auth
         if self.python_path:
             tree["python_path"] = [str(p) for p in self.python_path]
         secret = self.secret_paths()

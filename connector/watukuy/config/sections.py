@@ -22,6 +22,7 @@ from watukuy.config.model import (
     KafkaValue,
     RestSettings,
     RunnerSettings,
+    SchemaRegistrySettings,
     TopicsConfig,
 )
 from watukuy.config.references import Secrets
@@ -172,6 +173,29 @@ def _runner_id(given: Mapping[str, Any], secrets: Secrets) -> str:
             "runner.id",
         )
     return value
+
+
+SCHEMA_REGISTRY_KEYS = {"url": ("url",), "basic.auth.user.info": ("basic_auth",)}
+
+
+def parse_schema_registry(raw: object, secrets: Secrets) -> SchemaRegistrySettings:
+    given = section(raw, "schema.registry")
+    check_keys(given, SCHEMA_REGISTRY_KEYS, "schema.registry")
+    url = given.get("url")
+    if url is not None and (
+        not isinstance(url, str) or not url.startswith(("http://", "https://", "mock://"))
+    ):
+        shown = secrets.show(url, "schema.registry.url") if isinstance(url, str) else kind(url)
+        raise ConfigError(
+            f"must be an http(s):// (or mock://) URL, got {shown}", "schema.registry.url"
+        )
+    auth = given.get("basic.auth.user.info")
+    if auth is not None:
+        if url is None:
+            raise ConfigError("needs schema.registry.url", "schema.registry.basic.auth.user.info")
+        if not isinstance(auth, str) or ":" not in auth:
+            raise ConfigError("must be 'user:password'", "schema.registry.basic.auth.user.info")
+    return SchemaRegistrySettings(url=url, basic_auth=auth)
 
 
 def parse_rest(raw: object, secrets: Secrets) -> RestSettings:

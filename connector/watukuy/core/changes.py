@@ -100,6 +100,11 @@ def detect(
         except ValueError as exc:
             out.parked.append(invalid_item(poller, partition, item, str(exc), lane, now))
             continue
+        problem = poller.validate(item) if poller.validate is not None else None
+        if problem is not None:  # parked before the snapshot sees it: a fix is a change
+            error = f"SchemaError: {problem}"
+            out.parked.append(invalid_item(poller, partition, item, error, lane, now))
+            continue
         in_page = out.upserts.get(seen.identity)
         previous = in_page or snapshot.get(seen.identity)
         kind: EventType | None

@@ -85,6 +85,8 @@ class Poller:
     topic: str | None
     schema: Any
     extra: Mapping[str, Any] = field(default_factory=dict)
+    validate: Callable[[Any], str | None] | None = None
+    """Set by the engine from ``schema``: the reason an item does not conform, or None."""
 
     @property
     def partitioned(self) -> bool:
