@@ -240,8 +240,8 @@ def test_empty_sections_read_as_defaults(modules: Modules, pollers_module: str) 
             None,
             {"settings": {}},
             "settings",
-            "unknown key; expected one of: kafka, topics, runner, rest, budgets, pollers, "
-            "python_path",
+            "unknown key; expected one of: kafka, topics, runner, rest, budgets, schema.registry, "
+            "pollers, python_path",
         ),
         (
             "runner",
