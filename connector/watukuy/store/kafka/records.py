@@ -6,20 +6,38 @@ Record keys follow the layout in DESIGN.md: ``poller/partition`` for state,
 ``/``, so those segments are percent-escaped (``/`` and ``%`` only); the co-partitioning hash
 is always taken over the plain ``poller/partition``, which every value also carries.
 
-Values are JSON for now (issue 6 moves them to versioned Avro). A record that cannot be
-decoded raises :class:`StateCorrupted`: the store must not guess at state.
+Values are Avro single-object encoded with versioned schemas (:mod:`watukuy.serde.state`), so
+a later release reads them through schema resolution. A record that cannot be decoded raises
+:class:`StateCorrupted`: the store must not guess at state.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
-from typing import Any
 
-from watukuy.core.errors import StateCorrupted
 from watukuy.core.events import Event
-from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
+from watukuy.serde.state import (
+    decode_command,
+    decode_item,
+    decode_parked,
+    decode_state,
+    encode_command,
+    encode_item,
+    encode_parked,
+    encode_state,
+)
 from watukuy.store.base import Command
+
+__all__ = [
+    "decode_command",
+    "decode_item",
+    "decode_parked",
+    "decode_state",
+    "encode_command",
+    "encode_item",
+    "encode_parked",
+    "encode_state",
+]
 
 COMMAND_PREFIX = "cmd/"
 COMMAND_OPS = frozenset(
@@ -52,75 +70,13 @@ def parked_key(poller: str, partition: str, parked_id: str) -> bytes:
     return f"{poller}/{escape(partition)}/{escape(parked_id)}".encode()
 
 
-def _dump(value: dict[str, Any]) -> bytes:
-    return json.dumps(value, separators=(",", ":"), default=str).encode()
-
-
-def _load(raw: bytes, what: str) -> dict[str, Any]:
-    try:
-        value = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StateCorrupted(f"unreadable {what} record: {exc}") from exc
-    if not isinstance(value, dict):
-        raise StateCorrupted(f"unreadable {what} record: not an object")
-    return value
-
-
-def encode_state(state: PartitionState) -> bytes:
-    return _dump(state.to_dict())
-
-
-def decode_state(raw: bytes) -> PartitionState:
-    return PartitionState.from_dict(_load(raw, "state"))
-
-
-def encode_item(poller: str, partition: str, identity: str, entry: SnapshotEntry) -> bytes:
-    return _dump({"poller": poller, "partition": partition, "identity": identity, **asdict(entry)})
-
-
-def decode_item(raw: bytes) -> tuple[str, str, SnapshotEntry]:
-    value = _load(raw, "snapshot")
-    try:
-        key = key_of(value.pop("poller"), value.pop("partition"))
-        identity = value.pop("identity")
-        return key, identity, SnapshotEntry(**value)
-    except (KeyError, TypeError) as exc:
-        raise StateCorrupted(f"unreadable snapshot record: {exc!r}") from exc
-
-
-def encode_parked(item: ParkedItem) -> bytes:
-    return _dump(item.to_dict())
-
-
-def decode_parked(raw: bytes) -> ParkedItem:
-    return ParkedItem.from_dict(_load(raw, "parked"))
-
-
 def encode_event(event: Event) -> bytes:
-    return _dump(event.to_dict())
+    return json.dumps(event.to_dict(), separators=(",", ":"), default=str).encode()
 
 
 def command_key(command: Command) -> bytes:
     return f"{COMMAND_PREFIX}{command.poller}/{escape(command.partition)}/{command.id}".encode()
 
 
-def encode_command(command: Command) -> bytes:
-    body = asdict(command)
-    body.pop("record_key")
-    return _dump(body)
-
-
 def is_command(record_key: bytes | None) -> bool:
     return record_key is not None and record_key.startswith(COMMAND_PREFIX.encode())
-
-
-def decode_command(key: bytes, raw: bytes) -> Command:
-    value = _load(raw, "command")
-    value.pop("record_key", None)
-    try:
-        command = Command(**value, record_key=key)
-    except TypeError as exc:
-        raise StateCorrupted(f"unreadable command record: {exc!r}") from exc
-    if command.op not in COMMAND_OPS:
-        raise StateCorrupted(f"unknown command op {command.op!r}")
-    return command
