@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint unit broker-start broker-stop bench clean
+.PHONY: setup demo test lint unit broker-start broker-stop registry-start registry-stop bench clean
 
 setup: $(VENV)/.installed
 
@@ -34,6 +34,12 @@ broker-start: setup
 
 broker-stop: setup
 	$(BIN)/python integration/kafka/broker.py stop
+
+registry-start: setup
+	$(BIN)/python -m integration.registry start
+
+registry-stop: setup
+	$(BIN)/python -m integration.registry stop
 
 clean:
 	rm -rf $(VENV) .watukuy .pytest_cache .mypy_cache .ruff_cache

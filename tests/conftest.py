@@ -44,6 +44,27 @@ def kafka_bootstrap() -> Iterator[str]:
         broker.stop()
 
 
+@pytest.fixture(scope="session")
+def schema_registry_url() -> Iterator[str]:
+    """A Confluent-compatible schema registry: ``WATUKUY_SCHEMA_REGISTRY_URL``, else Apicurio
+    Registry already started by ``integration/registry``, else one this session starts."""
+    external = os.environ.get("WATUKUY_SCHEMA_REGISTRY_URL")
+    if external:
+        yield external
+        return
+    from integration import registry
+
+    running = registry.read_running()
+    if running is not None:
+        yield running.confluent_url
+        return
+    started = registry.start()
+    try:
+        yield started.confluent_url
+    finally:
+        registry.stop()
+
+
 @pytest.fixture
 def new_topic(kafka_bootstrap: str) -> Iterator[Callable[..., str]]:
     """Create uniquely named topics for one test and delete them afterwards."""

@@ -1,0 +1,5 @@
+import sys
+
+from integration.registry.apicurio import main
+
+sys.exit(main())
