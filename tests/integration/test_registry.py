@@ -8,9 +8,7 @@ named by ``WATUKUY_SCHEMA_REGISTRY_URL``, else of one already started by
 from __future__ import annotations
 
 import json
-import os
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
