@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from watukuy.core.errors import ConfigError, Fenced, Retriable
@@ -66,7 +67,7 @@ class Engine:
                 raise ConfigError("must be made with define_poller()", f"pollers[{index}]")
             if poller.name in by_name:
                 raise ConfigError(f"duplicate poller name '{poller.name}'", f"pollers[{index}]")
-            by_name[poller.name] = poller
+            by_name[poller.name] = _with_data_schema(poller, f"pollers[{index}].schema")
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
             raise ConfigError("must be a positive integer", "max_concurrency")
         if max_concurrency < 1:
@@ -280,6 +281,15 @@ class Engine:
     @property
     def pollers(self) -> dict[str, Poller]:
         return dict(self._registry.pollers)
+
+
+def _with_data_schema(poller: Poller, path: str) -> Poller:
+    """A poller with a ``schema`` checks each item against it: non-conforming ones are parked."""
+    if poller.schema is None or poller.validate is not None:
+        return poller
+    from watukuy.serde.data import DataSchema  # fastavro only when a poller declares a schema
+
+    return replace(poller, validate=DataSchema.load(poller.schema, path).validate)
 
 
 __all__ = ["Engine", "PartitionsApi"]

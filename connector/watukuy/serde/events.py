@@ -1,0 +1,264 @@
+"""Events as Avro: the envelope of each poller, single-object encoding, decoding by fingerprint.
+
+The envelope ``watukuy.Event`` (``schemas/event.avsc``) carries ``data`` as ``[null, string]``
+(the item's canonical JSON) for a poller without a data schema, or ``[null, <its record>]`` for
+one with a data schema. Pollers without one share one envelope, hence one fingerprint.
+
+``time`` is ``timestamp-millis``: a decoded event's time is an aware UTC datetime cut to the
+millisecond.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from importlib import resources
+from typing import Any
+
+from fastavro import schemaless_reader, schemaless_writer
+
+from watukuy.core.errors import StateCorrupted, WatukuyError
+from watukuy.core.events import Event, canonical_json
+from watukuy.serde import framing
+from watukuy.serde.data import DataSchema, InvalidData
+
+Resolve = Callable[[bytes], framing.Schema]
+"""Finds the writer schema of an 8-byte CRC-64-AVRO fingerprint (raise SchemaNotFound)."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class SchemaNotFound(WatukuyError, LookupError):
+    """No schema is known under that fingerprint or registry id (yet)."""
+
+
+class UndecodableEvent(WatukuyError, ValueError):
+    """The bytes are not a watukuy event in a known encoding."""
+
+
+@dataclass(frozen=True, eq=False)
+class WriterSchema:
+    """A writer schema and its JSON text: what the schemas topic or the registry publishes.
+
+    The text keeps logical types and docs (the canonical form drops them); its fingerprint is
+    the same as the canonical form's.
+    """
+
+    schema: framing.Schema
+    text: str
+    data: DataSchema | None = None
+
+    @property
+    def fingerprint_hex(self) -> str:
+        return self.schema.fingerprint_hex
+
+
+def schema_text(name: str) -> str:
+    """The text of ``schemas/<name>.avsc`` shipped with the package (``event``, ``dlq``)."""
+    return (resources.files("watukuy.serde") / "schemas" / f"{name}.avsc").read_text("utf-8")
+
+
+@functools.cache
+def dlq_schema() -> WriterSchema:
+    text = json.dumps(json.loads(schema_text("dlq")), separators=(",", ":"))
+    return WriterSchema(framing.Schema.of(text), text)
+
+
+def envelope(data: DataSchema | None = None) -> WriterSchema:
+    """The event envelope with ``data`` as JSON text, or as ``data``'s record."""
+    tree = json.loads(schema_text("event"))
+    if data is not None:
+        for field in tree["fields"]:
+            if field["name"] == "data":
+                field["type"] = ["null", data.schema]
+    text = json.dumps(tree, separators=(",", ":"))
+    return WriterSchema(framing.Schema.of(text), text, data)
+
+
+class EventSchemas:
+    """The envelope of each poller, built once; also resolves the fingerprints it built."""
+
+    def __init__(self, data: Mapping[str, DataSchema | None] | None = None) -> None:
+        self._data: dict[str, DataSchema | None] = dict(data or {})
+        self._built: dict[str, WriterSchema] = {}
+        self._by_fingerprint: dict[bytes, WriterSchema] = {}
+        self._json: WriterSchema | None = None
+
+    def add(self, poller: str, data: DataSchema | None) -> WriterSchema:
+        """Declare (or re-declare) ``poller``'s data schema; returns its envelope."""
+        self._data[poller] = data
+        self._built.pop(poller, None)
+        return self.writer(poller)
+
+    def data(self, poller: str) -> DataSchema | None:
+        return self._data.get(poller)
+
+    def writer(self, poller: str) -> WriterSchema:
+        """The envelope of ``poller``: the JSON-data one unless it declared a data schema."""
+        built = self._built.get(poller)
+        if built is None:
+            data = self._data.get(poller)
+            if data is None:
+                if self._json is None:
+                    self._json = envelope()
+                built = self._json
+            else:
+                built = envelope(data)
+            self._built[poller] = built
+            self._by_fingerprint[built.schema.fingerprint] = built
+        return built
+
+    def of(self, poller: str) -> framing.Schema:
+        return self.writer(poller).schema
+
+    def published(self) -> dict[str, str]:
+        """Fingerprint hex -> text of every envelope declared or used: the schemas topic."""
+        self._build_declared()
+        return {w.fingerprint_hex: w.text for w in self._by_fingerprint.values()}
+
+    def resolve(self, fingerprint: bytes) -> framing.Schema:
+        self._build_declared()
+        found = self._by_fingerprint.get(fingerprint)
+        if found is None:
+            raise SchemaNotFound(f"no event schema with fingerprint {fingerprint.hex()}")
+        return found.schema
+
+    def _build_declared(self) -> None:
+        for poller in self._data:
+            self.writer(poller)
+
+
+# -- records -----------------------------------------------------------------------------------
+
+
+def event_record(
+    event: Event, data: DataSchema | None, *, validated: bool = False
+) -> dict[str, Any]:
+    """The envelope record of ``event`` as fastavro writes it.
+
+    Without a data schema ``data`` is the item's canonical JSON. With one, fastavro picks the
+    union branch by validating the item, which also rejects what its writer would silently
+    coerce (1.5 written to an ``int`` field as 1). ``validated=True`` says the caller already
+    ran :meth:`DataSchema.validate`: the branch is then named with fastavro's tuple notation
+    ``(record name, item)``, skipping the second validation (about half the encode cost).
+    """
+    payload: Any
+    if event.data is None:
+        payload = None
+    elif data is None:
+        payload = canonical_json(event.data)
+    elif validated:
+        payload = (data.name, event.data)
+    else:
+        payload = event.data
+    return {
+        "id": event.id,
+        "poller": event.poller,
+        "partition": event.partition,
+        "subject": event.subject,
+        "type": event.type,
+        "version": event.version,
+        "sequence": event.sequence,
+        "time": event.time,
+        "lane": event.lane,
+        "schema_version": event.schema_version,
+        "data": payload,
+    }
+
+
+def event_of(record: Any) -> Event:
+    """The :class:`Event` of a decoded envelope record."""
+    if not isinstance(record, Mapping):
+        raise UndecodableEvent("not a watukuy event: the value is not a record")
+    try:
+        data = record.get("data")
+        if isinstance(data, str):
+            data = json.loads(data)
+        return Event(
+            id=record["id"],
+            poller=record["poller"],
+            partition=record["partition"],
+            subject=record["subject"],
+            type=record["type"],
+            version=record["version"],
+            sequence=record["sequence"],
+            time=_utc(record["time"]),
+            lane=record["lane"],
+            schema_version=record["schema_version"],
+            data=data,
+        )
+    except KeyError as exc:
+        raise UndecodableEvent(f"not a watukuy event: no field {exc}") from None
+    except ValueError as exc:
+        raise UndecodableEvent(f"not a watukuy event: {exc}") from None
+
+
+def _utc(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, int):  # read by a schema without the logical type
+        return _EPOCH + timedelta(milliseconds=value)
+    raise ValueError(f"time is {type(value).__name__}")
+
+
+@contextmanager
+def encoding(event: Event, writer: WriterSchema) -> Iterator[None]:
+    """Turns fastavro's errors into :class:`InvalidData` (the data) or ``ValueError``."""
+    try:
+        yield
+    except Exception as exc:  # fastavro raises many types for a value its schema rejects
+        if writer.data is not None and event.data is not None:
+            problem = writer.data.validate(event.data)
+            if problem is not None:
+                raise InvalidData(f"event {event.id}: {problem}") from None
+        raise ValueError(
+            f"event {event.id} cannot be encoded: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def write_body(
+    out: io.BytesIO, event: Event, writer: WriterSchema, *, validated: bool = False
+) -> None:
+    """The Avro binary body of ``event`` (both encodings share it)."""
+    record = event_record(event, writer.data, validated=validated)
+    with encoding(event, writer):
+        schemaless_writer(out, writer.schema.parsed, record)
+
+
+# -- single-object encoding --------------------------------------------------------------------
+
+
+def encode_event(event: Event, schemas: EventSchemas, *, validated: bool = False) -> bytes:
+    """``C3 01`` + fingerprint of the poller's envelope + body (``validated``: see
+    :func:`event_record`)."""
+    writer = schemas.writer(event.poller)
+    record = event_record(event, writer.data, validated=validated)
+    with encoding(event, writer):
+        return framing.encode(writer.schema, record)
+
+
+def decode_event(raw: bytes, resolve: Resolve) -> Event:
+    """Decode a single-object event; ``resolve`` finds its writer schema by fingerprint."""
+    try:
+        fingerprint = framing.fingerprint_of(raw)
+    except StateCorrupted as exc:
+        raise UndecodableEvent(str(exc)) from None
+    writer = resolve(fingerprint)
+    try:
+        record = framing.decode(raw, writer)
+    except StateCorrupted as exc:
+        raise UndecodableEvent(str(exc)) from None
+    return event_of(record)
+
+
+def read_body(raw: bytes, offset: int, writer: framing.Schema) -> Any:
+    """The record of an Avro binary body starting at ``offset`` of ``raw``."""
+    try:
+        return schemaless_reader(io.BytesIO(raw[offset:]), writer.parsed, None)
+    except Exception as exc:  # fastavro raises many types for a bad body
+        raise UndecodableEvent(f"unreadable Avro body: {type(exc).__name__}: {exc}") from None
