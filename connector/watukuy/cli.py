@@ -35,6 +35,14 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("run", parents=[common], help="run a runner instance (the default)")
     commands.add_parser("validate", parents=[common], help="check the config and its pollers")
+    tail = commands.add_parser("tail", parents=[common], help="print a poller's events as JSON")
+    tail.add_argument("--poller", required=True)
+    tail.add_argument("--partition", help="only this partition key's events")
+    tail.add_argument("--from-beginning", action="store_true", help="start at the oldest event")
+    tail.add_argument(
+        "--no-follow", action="store_true", help="stop at the current end instead of waiting"
+    )
+    tail.add_argument("--max-messages", type=int, help="stop after this many events")
     for name, what in (("reset", "reset a key's cursor"), ("replay", "replay a key from a time")):
         sub = commands.add_parser(name, parents=[common], help=f"{what} (no runner alive)")
         sub.add_argument("--poller", required=True)
@@ -80,6 +88,20 @@ def _dispatch(args: argparse.Namespace) -> int:
         from watukuy.runner import run
 
         asyncio.run(run(config))
+        return 0
+    if command == "tail":
+        from watukuy.tail import tail
+
+        if args.max_messages is not None and args.max_messages < 1:
+            raise ConfigError("must be a positive integer", "--max-messages")
+        tail(
+            config,
+            args.poller,
+            partition=args.partition,
+            from_beginning=args.from_beginning,
+            follow=not args.no_follow,
+            max_messages=args.max_messages,
+        )
         return 0
     from watukuy import offline
 

@@ -36,6 +36,8 @@ def kafka_store(config: RunnerConfig, *, use_group: bool = True) -> KafkaStore:
             transaction_timeout=runner.session_timeout,
             static_membership=runner.static_membership,
             use_group=use_group,
+            registry_url=config.schema_registry.url,
+            registry_auth=config.schema_registry.basic_auth,
             # Fault tests set it so that a SIGKILL lands inside an open transaction.
             hold_open=float(os.environ.get("WATUKUY_FAULT_HOLD_TRANSACTION", "0") or 0),
         )

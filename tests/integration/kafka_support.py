@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 import uuid
 from collections import defaultdict
@@ -16,6 +15,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from watukuy.serde.consumer import SchemaTopicResolver, event_decoder
 from watukuy.store.kafka.store import KafkaSettings, KafkaStore
 from watukuy.store.kafka.topics import TopicLayout
 
@@ -77,7 +77,14 @@ class Read:
 def read_topic(
     bootstrap: str, topic: str, *, committed: bool = True, idle: float = 2.0, total: float = 60.0
 ) -> Read:
-    """Read ``topic`` from the start until nothing new came for ``idle`` seconds."""
+    """Read an events topic from the start until nothing new came for ``idle`` seconds.
+
+    Values are decoded the way any consumer without a registry would: the writer schema comes
+    from ``<prefix>.schemas`` by the fingerprint in each value.
+    """
+    schemas_topic = topic.split(".events.")[0] + ".schemas"
+    resolver = SchemaTopicResolver(bootstrap, schemas_topic)
+    decode = event_decoder(resolve=resolver)
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -99,11 +106,12 @@ def read_topic(
             last = time.monotonic()
             if message.value() is None:
                 continue
-            read.by_key[message.key().decode()].append(json.loads(message.value()))
+            read.by_key[message.key().decode()].append(decode(message.value()).to_dict())
             read.count += 1
         return read
     finally:
         consumer.close()
+        resolver.close()
 
 
 def in_sequence(values: Iterable[int]) -> bool:

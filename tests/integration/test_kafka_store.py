@@ -22,6 +22,8 @@ from tests.integration.kafka_support import (
     wait_owned,
 )
 from watukuy import Engine, FakeClock
+from watukuy.serde import framing
+from watukuy.serde.events import dlq_schema
 
 
 @pytest.fixture
@@ -103,7 +105,8 @@ async def test_an_invalid_item_goes_to_the_dlq_with_triage_headers_and_the_key_g
     assert [p.kind for p in parked] == ["invalid"]
     dlq = await asyncio.to_thread(read_to_end, kafka_bootstrap, [f"{prefix}.dlq.invoices"])
     assert len(dlq) == 1
-    key, headers, body = dlq[0].key, dlq[0].headers, json.loads(dlq[0].value or b"")
+    key, headers = dlq[0].key, dlq[0].headers
+    body = framing.decode(dlq[0].value or b"", dlq_schema().schema)
     assert key == f"invoices/{tenant.id}".encode()
     assert headers["watukuy.kind"] == b"invalid"
     assert headers["watukuy.stage"] == b"poll"
@@ -111,7 +114,8 @@ async def test_an_invalid_item_goes_to_the_dlq_with_triage_headers_and_the_key_g
     assert b"without a usable id" in headers["watukuy.error.message"]
     assert headers["watukuy.attempts"] == b"1"
     assert "watukuy.cursor" in headers
-    assert body["item"]["broken"] is True
+    assert json.loads(body["item"])["broken"] is True
+    assert (body["kind"], body["stage"], body["truncated"]) == ("invalid", "poll", False)
     events = await asyncio.to_thread(read_topic, kafka_bootstrap, f"{prefix}.events.invoices")
     assert len(events.by_key[f"invoices/{tenant.id}"]) == 10  # the others were published
 
@@ -139,6 +143,11 @@ async def test_an_event_too_large_for_its_topic_goes_to_the_dlq_truncated(
     dlq = await asyncio.to_thread(read_to_end, kafka_bootstrap, [f"{prefix}.dlq.invoices"])
     assert len(dlq) == 1
     headers, value = dlq[0].headers, dlq[0].value or b""
+    letter = framing.decode(value, dlq_schema().schema)
+    assert (
+        letter["truncated"]
+        and letter["original_sha256"] == headers["watukuy.original.sha256"].decode()
+    )
     assert headers["watukuy.kind"] == b"oversize"
     assert headers["watukuy.identity"] == huge["id"].encode()
     assert int(headers["watukuy.original.bytes"]) > 1_200_000

@@ -1,13 +1,16 @@
 """The async gate in front of the pure budgets: ``acquire`` waits for a token.
 
-Each waiter registers a request with the core ``Budget`` and sleeps; whoever wakes first asks
-the budget which requesters are granted now and hands their futures the token. So the pure
-budget decides fairness and lanes, and this shell only waits.
+Each waiter registers a request with the core ``Budget`` and waits on a future. One pump task
+per gate, running only while someone waits, sleeps until the budget's next token, asks the
+budget which requesters are granted and resolves their futures. So the pure budget decides
+fairness and lanes, this shell only waits, and a token costs one wake-up however many
+requesters wait for it (not one per waiter).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +19,10 @@ from watukuy.core.errors import ConfigError
 from watukuy.engine.clock import Clock
 
 FAIRNESS = ("round-robin", "weighted")
+
+_SLACK = 1e-6
+"""Seconds the pump oversleeps: epoch-valued floats lose ~2e-7 s, and a wake-up landing just
+short of the token would cost another one."""
 
 
 def build_budgets(specs: Mapping[str, Any] | None, path: str = "budgets") -> dict[str, Budget]:
@@ -48,23 +55,84 @@ class BudgetGate:
     def __init__(self, budget: Budget, clock: Clock) -> None:
         self.budget = budget
         self._clock = clock
-        self._granted: set[tuple[str, Lane]] = set()
+        self._waiters: dict[tuple[str, Lane], deque[asyncio.Future[None]]] = {}
+        self._weights: dict[tuple[str, Lane], float] = {}
+        self._pump: asyncio.Task[None] | None = None
 
     async def acquire(self, requester: str, lane: Lane, weight: float) -> None:
-        """Wait until the budget grants ``requester`` a token in ``lane``."""
+        """Wait until the budget grants ``requester`` a token in ``lane``.
+
+        Concurrent calls for the same requester and lane (a ``fetch`` gathering requests) each
+        wait for a token of their own, one after the other, as the budget keeps one request
+        per requester and lane.
+        """
         slot = (requester, lane)
-        self.budget.request(requester, lane, weight, self._clock.now())
+        self._weights[slot] = weight
+        waiting = self._waiters.get(slot)
+        if waiting is None:
+            waiting = self._waiters[slot] = deque()
+            self.budget.request(requester, lane, weight, self._clock.now())
+        granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiting.append(granted)
+        self._grant()
+        if not granted.done():
+            self._start_pump()
         try:
-            while True:
-                now = self._clock.now()
-                for grant in self.budget.grant_lanes(now):
-                    self._granted.add((grant.requester, grant.lane))
-                if slot in self._granted:
-                    self._granted.discard(slot)
-                    return
-                wake_at = self.budget.next_grant_at(now)
-                await self._clock.sleep(max(0.001, (wake_at or now) - now))
+            await granted
         except asyncio.CancelledError:
-            self.budget.cancel(requester, lane)
-            self._granted.discard(slot)
+            self._withdraw(slot, granted)
             raise
+
+    def _grant(self) -> None:
+        """Hand every token available now to the waiters the budget picks."""
+        now = self._clock.now()
+        for grant in self.budget.grant_lanes(now):
+            slot = (grant.requester, grant.lane)
+            waiting = self._waiters.get(slot)
+            if not waiting:  # withdrawn meanwhile (cancel withdraws its request too)
+                continue
+            while waiting:
+                first = waiting.popleft()
+                if not first.done():  # a cancelled waiter that has not resumed yet: skip it
+                    first.set_result(None)
+                    break
+            if waiting:  # another call of the same slot: back in the queue for the next token
+                self.budget.request(grant.requester, grant.lane, self._weights[slot], now)
+            else:
+                del self._waiters[slot]
+                del self._weights[slot]
+
+    def _withdraw(self, slot: tuple[str, Lane], granted: asyncio.Future[None]) -> None:
+        waiting = self._waiters.get(slot)
+        if waiting is None or granted not in waiting:
+            return  # already granted: the token is spent, like a request that failed
+        waiting.remove(granted)
+        if not waiting:
+            del self._waiters[slot]
+            del self._weights[slot]
+            self.budget.cancel(*slot)
+        if not self._waiters and self._pump is not None:
+            self._pump.cancel()
+            self._pump = None
+
+    def _start_pump(self) -> None:
+        if self._pump is None or self._pump.done():
+            self._pump = asyncio.get_running_loop().create_task(self._run_pump())
+
+    async def _run_pump(self) -> None:
+        """Sleep until the next token while anyone waits, grant, repeat; then end."""
+        try:
+            while self._waiters:
+                now = self._clock.now()
+                wake_at = self.budget.next_grant_at(now)
+                await self._clock.sleep(max(0.001, (wake_at or now) - now + _SLACK))
+                self._grant()
+        except Exception as exc:  # never leave waiters hanging on a pump that died
+            for waiting in self._waiters.values():
+                for future in waiting:
+                    if not future.done():
+                        future.set_exception(exc)
+            raise
+        finally:
+            if self._pump is asyncio.current_task():
+                self._pump = None

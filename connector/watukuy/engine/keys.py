@@ -10,7 +10,7 @@ from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
 from watukuy.store.base import KeyCommit
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class KeyRuntime:
     """One active ``poller/partition``: its committed state and the live ``Partition``.
 
@@ -25,10 +25,11 @@ class KeyRuntime:
     snapshot: dict[str, SnapshotEntry] = field(default_factory=dict)
     parked: dict[str, ParkedItem] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    key: str = field(init=False)
+    """``poller/partition``, made once: a poll looks its key up several times."""
 
-    @property
-    def key(self) -> str:
-        return self.state.key
+    def __post_init__(self) -> None:
+        self.key = self.state.key
 
     def applied(self, commit: KeyCommit) -> None:
         self.state = commit.state

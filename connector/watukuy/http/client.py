@@ -20,26 +20,40 @@ Responses are sorted here so that every ``fetch`` gets the same semantics for fr
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
-from multidict import CIMultiDict
+from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from watukuy.core.errors import ConfigError
 from watukuy.core.ratelimit import parse_rate_limit, throttle_until
 from watukuy.core.state import Validators
-from watukuy.http.errors import NotModified, Throttled, VendorError, VendorUnavailable
+from watukuy.http.errors import (
+    NotModified,
+    Throttled,
+    VendorError,
+    VendorUnavailable,
+    redact_url,
+)
 from watukuy.http.response import Response
 
-__all__ = ["HttpClient", "KeyHttp", "build_url"]
+__all__ = ["HttpClient", "KeyHttp", "Target", "TargetCache", "build_url"]
 
 Acquire = Callable[[], Awaitable[None]]
 Clock = Callable[[], float]
 
 _SCHEMES = frozenset({"http", "https"})
+
+DEFAULT_URL_CACHE = 16_384
+"""Request targets :class:`HttpClient` remembers (about 1.3 KB each). An idle key asks for the
+same URL every poll, so this many keys poll without parsing a URL; beyond it the least
+recently used are parsed again (correct, only slower)."""
+
+_REMAINING = ("RateLimit-Remaining", "X-RateLimit-Remaining")
 
 
 def validator_key(full_url: str | URL) -> str:
@@ -69,17 +83,90 @@ def build_url(url: str, query: Mapping[str, Any] | None = None) -> URL:
     return parsed.with_fragment(None).extend_query(pairs)
 
 
+class Target(NamedTuple):
+    """A request target in every form a request needs, computed once per distinct URL."""
+
+    url: URL
+    """What aiohttp is given (parsed, so it does not parse it again)."""
+    full: str
+    """``str(url)``."""
+    key: str
+    """``validator_key(full)``: what the URL's validators are stored under."""
+    redacted: str
+    """``redact_url(url)``: what errors carry."""
+
+
+def make_target(url: str, query: Mapping[str, Any] | None = None) -> Target:
+    parsed = build_url(url, query)
+    full = str(parsed)
+    return Target(parsed, full, validator_key(full), redact_url(parsed))
+
+
+class TargetCache:
+    """A bounded LRU of :class:`Target` by ``(url, query)``; ``size`` 0 disables it.
+
+    The key holds the query values as ``build_url`` sends them (``str()``, ``None`` dropped),
+    so ``{"limit": 50}`` and ``{"limit": "50"}`` share an entry, as they share a URL. Invalid
+    URLs are not cached: they raise every time.
+    """
+
+    def __init__(self, size: int = DEFAULT_URL_CACHE) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ConfigError("url_cache must be an integer >= 0")
+        self.size = size
+        self._entries: OrderedDict[tuple[Any, ...], Target] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, url: str, query: Mapping[str, Any] | None) -> Target:
+        if self.size == 0:
+            return make_target(url, query)
+        try:
+            cache_key: tuple[Any, ...] = (url,)
+            if query:
+                cache_key += tuple(
+                    [(name, str(value)) for name, value in query.items() if value is not None]
+                )
+            found = self._entries.get(cache_key)
+        except TypeError:  # an unhashable url or query name: build_url says what is wrong
+            return make_target(url, query)
+        if found is not None:
+            self.hits += 1
+            self._entries.move_to_end(cache_key)
+            return found
+        self.misses += 1
+        target = make_target(url, query)
+        self._entries[cache_key] = target
+        if len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return target
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
 class HttpClient:
     """One per engine: owns the aiohttp ClientSession (connection pooling, limits)."""
 
     def __init__(
-        self, *, timeout: float = 30.0, limit: int = 100, user_agent: str = "watukuy/0.1"
+        self,
+        *,
+        timeout: float = 30.0,
+        limit: int = 100,
+        user_agent: str = "watukuy/0.1",
+        url_cache: int = DEFAULT_URL_CACHE,
     ) -> None:
         if timeout <= 0:
             raise ConfigError("timeout must be > 0")
         self.timeout = timeout
         self.limit = limit
         self.user_agent = user_agent
+        self.targets = TargetCache(url_cache)
+        """Parsed request URLs, shared by every key (see :class:`TargetCache`)."""
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
 
@@ -134,6 +221,15 @@ class HttpClient:
             raise RuntimeError("HttpClient is closed")
         return self._ensure_session()
 
+    def client_timeout(self, total: float) -> aiohttp.ClientTimeout:
+        """The (immutable, shareable) ``ClientTimeout`` for ``total`` seconds, made once."""
+        found = self._timeouts.get(total)
+        if found is None:
+            if len(self._timeouts) >= 64:  # timeouts come from config: a handful at most
+                self._timeouts.clear()
+            found = self._timeouts[total] = aiohttp.ClientTimeout(total=total)
+        return found
+
     def _ensure_session(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(
@@ -166,7 +262,7 @@ class KeyHttp:
         self._validators = dict(validators)
         self._acquire = acquire
         self._now = now
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._timeout = client.client_timeout(timeout)
         self.validators_changed: dict[str, Validators] = {}
         """New validators by ``validator_key(full URL)``, from 200 GETs; the engine stores them."""
         self.throttle_until: float | None = None
@@ -196,21 +292,20 @@ class KeyHttp:
     ) -> Response:
         """Send one request after taking a token from the budget; see the module docstring."""
         method = method.upper()
-        target = build_url(url, query)
-        full_url = str(target)
-        send_headers = self._headers_for(method, full_url, headers)
+        target = self._client.targets.get(url, query)
+        send_headers = self._headers_for(method, target, headers)
         if self._acquire is not None:
             await self._acquire()
         self.requests += 1
         response = await self._send(method, target, send_headers, json=json, data=data)
-        return self._sort(method, full_url, response)
+        return self._sort(method, target, response)
 
     def _headers_for(
-        self, method: str, full_url: str, headers: Mapping[str, str] | None
+        self, method: str, target: Target, headers: Mapping[str, str] | None
     ) -> CIMultiDict[str]:
         """Caller's headers plus the stored validators; an explicit caller value wins."""
         merged: CIMultiDict[str] = CIMultiDict(headers or {})
-        stored = self._validators.get(validator_key(full_url)) if method == "GET" else None
+        stored = self._validators.get(target.key) if method == "GET" else None
         if stored is not None:
             if stored.etag is not None:
                 merged.setdefault("If-None-Match", stored.etag)
@@ -219,7 +314,7 @@ class KeyHttp:
         return merged
 
     async def _send(
-        self, method: str, target: URL, headers: CIMultiDict[str], *, json: Any, data: Any
+        self, method: str, target: Target, headers: CIMultiDict[str], *, json: Any, data: Any
     ) -> Response:
         """One round trip with the body read in full, transport failures made
         :class:`VendorUnavailable`.
@@ -229,49 +324,54 @@ class KeyHttp:
         because a traceback would print the query string they contain.
         """
         session = self._client.session()
+        redacted = target.redacted
         try:
             async with session.request(
-                method, target, headers=headers, json=json, data=data, timeout=self._timeout
+                method, target.url, headers=headers, json=json, data=data, timeout=self._timeout
             ) as raw:
                 body = await raw.read()
+                status = raw.status
                 return Response(
-                    status=raw.status,
+                    status=status,
                     headers=raw.headers,
                     url=str(raw.url),
                     body=body,
                     method=method,
-                    charset=raw.charset,
+                    # A 304 never reaches fetch (NotModified): no Content-Type to parse.
+                    charset=raw.charset if status != 304 else None,
                 )
         except TimeoutError as exc:
             reason = f"timed out after {self._timeout.total:g}s ({exc.__class__.__name__})"
-            raise VendorUnavailable(url=target, method=method, reason=reason) from exc
+            raise VendorUnavailable(url=redacted, method=method, reason=reason) from exc
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             reason = f"connection failed ({exc.__class__.__name__})"
-            raise VendorUnavailable(url=target, method=method, reason=reason) from exc
+            raise VendorUnavailable(url=redacted, method=method, reason=reason) from exc
         except aiohttp.ClientError as exc:
             reason = f"request failed ({exc.__class__.__name__})"
-            raise VendorUnavailable(url=target, method=method, reason=reason) from None
+            raise VendorUnavailable(url=redacted, method=method, reason=reason) from None
 
-    def _sort(self, method: str, full_url: str, response: Response) -> Response:
+    def _sort(self, method: str, target: Target, response: Response) -> Response:
         """Raise what the engine handles itself, return what ``fetch`` decides about."""
         now = self._now()
         self._note_quota(response.headers, now)
         status = response.status
         if status == 304:
-            raise NotModified(full_url, method)
+            raise NotModified(target.redacted, method)
         if status in (429, 503):
             until = throttle_until(status, response.headers, now, wall=now)
             if until is not None:
                 self._note_throttle(until)
-                raise Throttled(until=until, status=status, url=full_url, method=method)
+                raise Throttled(until=until, status=status, url=target.redacted, method=method)
         if status >= 500:
-            raise VendorError(status=status, url=full_url, method=method)
+            raise VendorError(status=status, url=target.redacted, method=method)
         if method == "GET" and status == 200:
-            self._note_validators(full_url, response.headers)
+            self._note_validators(target.key, response.headers)
         return response
 
     def _note_quota(self, headers: Mapping[str, str], now: float) -> None:
         """Pace the key when any response says the quota is spent until a future reset."""
+        if _quota_left(headers):
+            return
         info = parse_rate_limit(headers, now, wall=now)
         if info is None or info.remaining != 0 or info.reset_at is None:
             return
@@ -282,16 +382,34 @@ class KeyHttp:
         if self.throttle_until is None or until > self.throttle_until:
             self.throttle_until = until
 
-    def _note_validators(self, full_url: str, headers: Mapping[str, str]) -> None:
+    def _note_validators(self, key: str, headers: Mapping[str, str]) -> None:
         etag = headers.get("ETag")
         last_modified = headers.get("Last-Modified")
         if etag is not None or last_modified is not None:
-            self.validators_changed[validator_key(full_url)] = Validators(
-                etag=etag, last_modified=last_modified
-            )
+            self.validators_changed[key] = Validators(etag=etag, last_modified=last_modified)
 
     def __repr__(self) -> str:
         return (
             f"<KeyHttp requests={self.requests} throttle_until={self.throttle_until!r} "
             f"validators_changed={len(self.validators_changed)}>"
         )
+
+
+def _quota_left(headers: Mapping[str, str]) -> bool:
+    """Whether ``headers`` certainly do not say "quota spent" (``remaining == 0``).
+
+    The fast answer for the common case, so most responses skip the full header parse: no
+    combined ``RateLimit`` field, and every ``RateLimit-Remaining`` / ``X-RateLimit-Remaining``
+    value (if any) a plain positive integer. Whichever header family ``parse_rate_limit``
+    picks, its ``remaining`` is then ``None`` or positive, never 0. Anything else (a combined
+    field, a fraction, a quoted or odd value, a plain ``Mapping``) answers ``False``, and the
+    headers get the full parse.
+    """
+    if not isinstance(headers, CIMultiDictProxy | CIMultiDict) or "RateLimit" in headers:
+        return False
+    for name in _REMAINING:
+        for value in headers.getall(name, ()):
+            text = value.strip()
+            if not (text.isascii() and text.isdigit() and int(text) > 0):
+                return False
+    return True

@@ -23,11 +23,20 @@ __all__ = [
 ]
 
 
+class _Redacted(str):
+    """A string :func:`redact_url` returned: redacting it again gives it back unchanged, so
+    the client can hand its cached redacted URLs to the exceptions below without a parse."""
+
+    __slots__ = ()
+
+
 def redact_url(url: str | URL) -> str:
     """``url`` without query string, fragment, user or password: safe to log."""
+    if type(url) is _Redacted:
+        return url
     try:
         parsed = url if isinstance(url, URL) else URL(url)
-        return str(parsed.with_query(None).with_fragment(None).with_user(None))
+        return _Redacted(parsed.with_query(None).with_fragment(None).with_user(None))
     except (TypeError, ValueError):
         return "<unparseable url>"
 

@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from watukuy.core.events import Event
+from watukuy.core.events import Event, canonical_json
 from watukuy.core.state import ParkedItem
+from watukuy.serde import framing
+from watukuy.serde.events import dlq_schema
 from watukuy.store.base import KeyCommit
 from watukuy.store.kafka import records
 from watukuy.store.kafka.io import Record
 from watukuy.store.kafka.topics import TopicLayout
+
+EncodeEvent = Callable[[Event], bytes]
+CONTENT_TYPE = b"application/avro"
 
 OVERHEAD = 4096  # record batch, key and headers: keep well inside max.message.bytes
 TRUNCATED_TO = 2048
@@ -30,11 +36,14 @@ class Outgoing:
         event_topics: dict[str, str],
         max_bytes: dict[str, int],
         source: str,
+        encode_event: EncodeEvent,
     ) -> None:
         self.layout = layout
         self.event_topics = event_topics
         self.max_bytes = max_bytes
         self.source = source
+        self.encode_event = encode_event
+        self.dlq_schema = dlq_schema().schema
 
     def of(self, commit: KeyCommit, partition: int) -> list[Record]:
         state = commit.state
@@ -104,9 +113,9 @@ class Outgoing:
 
     def event(self, event: Event) -> Record:
         topic = self.event_topics[event.poller]
-        value = records.encode_event(event)
+        value = self.encode_event(event)
         if len(value) + OVERHEAD > self.max_bytes.get(topic, 1_048_588):
-            return self._oversize(event, value)
+            return self._oversize(event, len(value))
         time = event.time.isoformat().replace("+00:00", "Z")
         headers = [
             ("ce_specversion", b"1.0"),
@@ -115,45 +124,80 @@ class Outgoing:
             ("ce_source", f"{self.source}/{event.poller}/{event.partition}".encode()),
             ("ce_subject", event.subject.encode()),
             ("ce_time", time.encode()),
-            ("content-type", b"application/json"),
+            ("content-type", CONTENT_TYPE),
         ]
         return Record(topic, event.key.encode(), value, None, headers)
 
     def dlq(self, item: ParkedItem, *, cursor: str) -> Record:
         topic = self.layout.dlq(item.poller)
-        body = {
-            "poller": item.poller,
-            "partition": item.partition,
-            "kind": item.kind,
-            "error": item.error,
-            "item": item.item,
-            "attempts": item.attempts,
-        }
-        value = json.dumps(body, default=str).encode()
         stage = "poll" if item.kind == "invalid" else "handler"
+        event_id = None if item.event is None else str(item.event.get("id", ""))
         headers = _triage(item.poller, item.partition, item.kind, stage, item.error, item.attempts)
         headers.append(("watukuy.cursor", cursor.encode()[:1000]))
         if item.subject is not None:
             headers.append(("watukuy.identity", item.subject.encode()))
-        if item.event is not None:
-            headers.append(("watukuy.event.id", str(item.event.get("id", "")).encode()))
-        if len(value) + OVERHEAD > self.max_bytes.get(topic, 1_048_588):
-            value, extra = _truncated(value)
-            headers += extra
+        if event_id is not None:
+            headers.append(("watukuy.event.id", event_id.encode()))
+        letter = {
+            "poller": item.poller,
+            "partition": item.partition,
+            "kind": item.kind,
+            "stage": stage,
+            "error": item.error,
+            "item": canonical_json(item.item),
+            "attempts": item.attempts,
+            "cursor": cursor,
+            "identity": item.subject,
+            "event_id": event_id,
+        }
+        value = self._letter(letter, topic, headers)
         return Record(topic, f"{item.poller}/{item.partition}".encode(), value, None, headers)
 
-    def _oversize(self, event: Event, value: bytes) -> Record:
+    def _oversize(self, event: Event, size: int) -> Record:
         topic = self.layout.dlq(event.poller)
-        body, extra = _truncated(value)
-        error = f"event of {len(value)} bytes exceeds max.message.bytes of its topic"
+        error = f"event of {size} bytes exceeds max.message.bytes of its topic"
         headers = _triage(event.poller, event.partition, "oversize", "publish", error, 1)
         headers += [
             ("watukuy.identity", event.subject.encode()),
             ("watukuy.event.id", event.id.encode()),
             ("watukuy.sequence", str(event.sequence).encode()),
-            *extra,
         ]
-        return Record(topic, event.key.encode(), body, None, headers)
+        letter = {
+            "poller": event.poller,
+            "partition": event.partition,
+            "kind": "oversize",
+            "stage": "publish",
+            "error": error,
+            "item": canonical_json(event.data),
+            "attempts": 1,
+            "cursor": None,
+            "identity": event.subject,
+            "event_id": event.id,
+        }
+        value = self._letter(letter, topic, headers)
+        return Record(topic, event.key.encode(), value, None, headers)
+
+    def _letter(
+        self, letter: dict[str, Any], topic: str, headers: list[tuple[str, bytes]]
+    ) -> bytes:
+        """The DLQ value; an item too large for the DLQ topic too is cut, with its hash."""
+        letter |= {"truncated": False, "original_sha256": None, "original_bytes": None}
+        item = letter["item"].encode()
+        if len(item) + OVERHEAD > self.max_bytes.get(topic, 1_048_588):
+            digest = hashlib.sha256(item).hexdigest()
+            letter |= {
+                "item": item[:TRUNCATED_TO].decode(errors="ignore"),
+                "truncated": True,
+                "original_sha256": digest,
+                "original_bytes": len(item),
+            }
+            headers += [
+                ("watukuy.truncated", b"true"),
+                ("watukuy.original.bytes", str(len(item)).encode()),
+                ("watukuy.original.sha256", digest.encode()),
+            ]
+        headers.append(("content-type", CONTENT_TYPE))
+        return framing.encode(self.dlq_schema, letter)
 
 
 def _lane_cursor(commit: KeyCommit, lane: str) -> object:
@@ -176,13 +220,4 @@ def _triage(
         ("watukuy.error.class", error_class.encode()[:200]),
         ("watukuy.error.message", message.encode()[:2000]),
         ("watukuy.attempts", str(attempts).encode()),
-    ]
-
-
-def _truncated(value: bytes) -> tuple[bytes, list[tuple[str, bytes]]]:
-    digest = hashlib.sha256(value).hexdigest()
-    return value[:TRUNCATED_TO], [
-        ("watukuy.truncated", b"true"),
-        ("watukuy.original.bytes", str(len(value)).encode()),
-        ("watukuy.original.sha256", digest.encode()),
     ]

@@ -13,9 +13,6 @@ a later release reads them through schema resolution. A record that cannot be de
 
 from __future__ import annotations
 
-import json
-
-from watukuy.core.events import Event
 from watukuy.serde.state import (
     decode_command,
     decode_item,
@@ -68,10 +65,6 @@ def item_key(poller: str, partition: str, identity: str) -> bytes:
 
 def parked_key(poller: str, partition: str, parked_id: str) -> bytes:
     return f"{poller}/{escape(partition)}/{escape(parked_id)}".encode()
-
-
-def encode_event(event: Event) -> bytes:
-    return json.dumps(event.to_dict(), separators=(",", ":"), default=str).encode()
 
 
 def command_key(command: Command) -> bytes:

@@ -21,6 +21,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
@@ -29,6 +30,10 @@ from watukuy.core.errors import ConfigError, Fenced, Retriable
 from watukuy.core.events import Event
 from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
+from watukuy.serde import state as state_schemas
+from watukuy.serde.data import DataSchema
+from watukuy.serde.events import EventSchemas, dlq_schema, encode_event
+from watukuy.serde.registry import ConfluentEventEncoder, registry_client
 from watukuy.store.base import Command, KeyCommit, StoredKey
 from watukuy.store.kafka import records
 from watukuy.store.kafka.io import (
@@ -63,6 +68,8 @@ class KafkaSettings:
     transaction_timeout: float = 10.0
     static_membership: bool = True
     use_group: bool = True
+    registry_url: str | None = None  # Confluent wire format through this registry; else
+    registry_auth: str | None = None  # single-object encoding and the schemas topic
     hold_open: float = 0.0  # fault injection for tests: see IoSettings
 
     @property
@@ -108,7 +115,14 @@ class KafkaStore:
             timeout=STARTUP_TIMEOUT,
         )
         max_bytes = {name: info.max_message_bytes for name, info in self.topics.items()}
-        self._outgoing = Outgoing(self.layout, event_topics, max_bytes, source="watukuy")
+        schemas = EventSchemas(
+            {
+                name: None if p.schema is None else DataSchema.load(p.schema, f"poller '{name}'")
+                for name, p in self._pollers.items()
+            }
+        )
+        encode = await asyncio.to_thread(self._event_encoder, schemas, event_topics)
+        self._outgoing = Outgoing(self.layout, event_topics, max_bytes, "watukuy", encode)
         s = self.settings
         io = KafkaIO(
             IoSettings(
@@ -132,6 +146,35 @@ class KafkaStore:
                 io.startup_error
             )
         self._io = io
+        await self._publish_schemas(schemas)
+
+    def _event_encoder(
+        self, schemas: EventSchemas, event_topics: dict[str, str]
+    ) -> Callable[[Event], bytes]:
+        """Items were checked against their data schema when polled, hence ``validated``."""
+        url = self.settings.registry_url
+        if url is None:
+            return lambda event: encode_event(event, schemas, validated=True)
+        client = registry_client(url, self.settings.registry_auth)
+        encoders = {poller: ConfluentEventEncoder(client, t) for poller, t in event_topics.items()}
+        for poller, encoder in encoders.items():  # register now: a bad registry fails the start
+            encoder.schema_id(schemas.writer(poller))
+        return lambda event: encoders[event.poller].encode(event, schemas, validated=True)
+
+    async def _publish_schemas(self, schemas: EventSchemas) -> None:
+        """Every writer schema, keyed by fingerprint: consumers without a registry resolve here.
+
+        Compacted and keyed by content, so publishing at each start is idempotent.
+        """
+        texts = {**schemas.published(), dlq_schema().fingerprint_hex: dlq_schema().text}
+        texts |= {s.fingerprint_hex: s.canonical for s in state_schemas.SCHEMAS.current.values()}
+        done: list[asyncio.Future[None]] = []
+        for fingerprint_hex, text in sorted(texts.items()):
+            future = self._new_future()
+            record = Record(self.layout.schemas, fingerprint_hex.encode(), text.encode())
+            self._running().send_plain(record, self._hop(partial(_settle, future)))
+            done.append(future)
+        await asyncio.gather(*done)
 
     async def close(self) -> None:
         io, self._io = self._io, None
