@@ -47,6 +47,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 from confluent_kafka.admin import AdminClient
 
 from integration.kafka import broker
+from watukuy.core.errors import WatukuyError
+from watukuy.serde.consumer import SchemaTopicResolver, event_decoder
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_DIR = ROOT / ".watukuy" / "demo"
@@ -245,16 +247,24 @@ class Seen:
         return sum(map(len, self.sequences.values()))
 
 
-def decode_event(raw: bytes | None) -> dict[str, Any] | None:
-    """An event value as a dict. The store writes JSON today; Avro (issue 6) will need the
-    serde here."""
-    if raw is None:
-        return None
-    try:
-        value = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return value if isinstance(value, dict) else None
+class EventDecoder:
+    """Avro events decoded as any consumer without a registry would: the writer schema comes
+    from ``<prefix>.schemas`` by the fingerprint each value carries."""
+
+    def __init__(self, bootstrap: str, prefix: str) -> None:
+        self._resolver = SchemaTopicResolver(bootstrap, f"{prefix}.schemas")
+        self._decode = event_decoder(resolve=self._resolver)
+
+    def __call__(self, raw: bytes | None) -> dict[str, Any] | None:
+        if raw is None:
+            return None
+        try:
+            return self._decode(raw).to_dict()
+        except WatukuyError:
+            return None
+
+    def close(self) -> None:
+        self._resolver.close()
 
 
 def describe(event: dict[str, Any]) -> str:
@@ -274,7 +284,12 @@ def show(event: dict[str, Any], elapsed: float) -> str:
 
 
 def consume(
-    consumer: Consumer, seen: Seen, started: float, until: Any, quiet: bool = False
+    consumer: Consumer,
+    decode_event: EventDecoder,
+    seen: Seen,
+    started: float,
+    until: Any,
+    quiet: bool = False,
 ) -> None:
     """Print and record events while ``until()`` is false."""
     while not until():
@@ -357,6 +372,7 @@ def run_demo(args: argparse.Namespace, bootstrap: str) -> bool:
     )  # fmt: skip
     runner: subprocess.Popen[bytes] | None = None
     consumer: Consumer | None = None
+    decoder: EventDecoder | None = None
     seen, runner_rc, signalled = Seen(), None, False
     started = time.monotonic()
     try:
@@ -386,9 +402,11 @@ def run_demo(args: argparse.Namespace, bootstrap: str) -> bool:
         )
         if partitions is not None:
             consumer = committed_reader(bootstrap, topic, partitions)
+            decoder = EventDecoder(bootstrap, prefix)
             with contextlib.suppress(KeyboardInterrupt):
                 consume(
                     consumer,
+                    decoder,
                     seen,
                     started,
                     lambda: time.monotonic() >= deadline or proc.poll() is not None,
@@ -401,9 +419,9 @@ def run_demo(args: argparse.Namespace, bootstrap: str) -> bool:
             print(f"\ndemo: the runner exited early (code {runner.returncode})", flush=True)
         signalled = True
         runner_rc = stop_process(runner, signal.SIGTERM, 60)
-        if consumer is not None:  # what the runner committed on its way out
+        if consumer is not None and decoder is not None:  # what it committed on its way out
             quiet_until = time.monotonic() + 3
-            consume(consumer, seen, started, lambda: time.monotonic() >= quiet_until)
+            consume(consumer, decoder, seen, started, lambda: time.monotonic() >= quiet_until)
     except KeyboardInterrupt:
         print("\ndemo: interrupted", file=sys.stderr)
     finally:
@@ -411,6 +429,8 @@ def run_demo(args: argparse.Namespace, bootstrap: str) -> bool:
             runner_rc = stop_process(runner, signal.SIGKILL if signalled else signal.SIGTERM, 60)
         if consumer is not None:
             consumer.close()
+        if decoder is not None:
+            decoder.close()
         sim.stop()
         if not (args.keep_topics or args.prefix):
             delete_topics(bootstrap, prefix)

@@ -40,7 +40,6 @@ unless ``--keep-topics``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -48,6 +47,7 @@ import sys
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from integration.demo import (
@@ -67,6 +67,8 @@ from integration.demo import (
     write_config,
 )
 from integration.kafka import broker
+from watukuy.core.events import Event
+from watukuy.serde.consumer import SchemaTopicResolver, event_decoder
 
 BENCH_DIR = ROOT / ".watukuy" / "bench" / "throughput"
 POLLER = "invoices"
@@ -133,16 +135,21 @@ def stop_all(runners: list[subprocess.Popen[bytes]]) -> list[int | None]:
     return codes
 
 
-def check(values: list[tuple[bytes | None, bytes | None]], tenants: int, items: int) -> list[str]:
+def check(
+    values: list[tuple[bytes | None, bytes | None]],
+    tenants: int,
+    items: int,
+    decode: Callable[[bytes], Event],
+) -> list[str]:
     """What is wrong with the events read (empty if nothing): per-tenant sequences 1..items in
     offset order, distinct ids, ``tenants`` keys."""
     sequences: defaultdict[str, list[int]] = defaultdict(list)
     ids: set[str] = set()
     problems = []
     for key, raw in values:
-        event = json.loads(raw or b"{}")
-        sequences[(key or b"").decode()].append(event["sequence"])
-        ids.add(event["id"])
+        event = decode(raw or b"")
+        sequences[(key or b"").decode()].append(event.sequence)
+        ids.add(event.id)
     if len(ids) != len(values):
         problems.append(f"{len(values) - len(ids)} repeated ids")
     if len(sequences) != tenants:
@@ -252,7 +259,12 @@ def _measure_scenario(
     if any(code != 0 for code in result.exit_codes):
         result.problems.append(f"runner exit codes {result.exit_codes}; see {BENCH_DIR}/r*.log")
     if values and result.complete:
-        result.problems.extend(check(values, args.tenants, args.items))
+        resolver = SchemaTopicResolver(bootstrap, f"{prefix}.schemas")
+        try:
+            decode = event_decoder(resolve=resolver)
+            result.problems.extend(check(values, args.tenants, args.items, decode))
+        finally:
+            resolver.close()
     return result
 
 
