@@ -12,6 +12,7 @@ import contextlib
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import pytest
@@ -29,8 +30,10 @@ from watukuy.http import (
     Throttled,
     VendorError,
     VendorUnavailable,
+    redact_url,
     validator_key,
 )
+from watukuy.http.client import TargetCache, build_url
 
 pytestmark = pytest.mark.unit
 
@@ -63,6 +66,7 @@ class Vendor:
         app.router.add_get("/garbage", self.garbage)
         app.router.add_get("/quota", self.quota)
         app.router.add_get("/slow", self.slow)
+        app.router.add_get("/headers", self.headers)
         return app
 
     def url(self, path: str) -> str:
@@ -113,6 +117,18 @@ class Vendor:
             "RateLimit-Reset": request.query.get("reset", "30"),
         }
         return web.json_response({"items": []}, headers=headers)
+
+    async def headers(self, request: web.Request) -> web.Response:
+        """Answers with the headers given as ``?h=Name:value`` (repeatable, in order)."""
+        self.seen.append(request)
+        sent: list[tuple[str, str]] = []
+        for pair in request.query.getall("h", []):
+            name, _, value = pair.partition(":")
+            sent.append((name, value))
+        response = web.json_response({"items": []})
+        for name, value in sent:
+            response.headers.add(name, value)
+        return response
 
     async def slow(self, request: web.Request) -> web.Response:
         self.seen.append(request)
@@ -430,3 +446,167 @@ async def test_relative_url_is_a_config_error(client: HttpClient) -> None:
         await key_http(client).get(f"/items?token={SECRET}")
 
     assert SECRET not in str(caught.value)
+
+
+# --- pacing: the quick "quota left" check must never hide a spent quota -------------------
+
+
+@pytest.mark.parametrize("remaining", ["0", "0.5", " 0 ", "-0", "00", '"0"'])
+async def test_a_spent_quota_paces_however_zero_is_spelled(
+    vendor: Vendor, client: HttpClient, remaining: str
+) -> None:
+    key = key_http(client)
+
+    await key.get(vendor.url("/quota"), query={"remaining": remaining, "reset": 30})
+
+    assert key.throttle_until == pytest.approx(NOW + 30)
+
+
+@pytest.mark.parametrize("remaining", ["1", "7", "0012", "250"])
+async def test_quota_left_does_not_pace(vendor: Vendor, client: HttpClient, remaining: str) -> None:
+    key = key_http(client)
+
+    await key.get(vendor.url("/quota"), query={"remaining": remaining, "reset": 30})
+
+    assert key.throttle_until is None
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        # the combined field wins over the split ones, whatever they say
+        ["RateLimit:limit=10, remaining=0, reset=30", "RateLimit-Remaining:5"],
+        ['RateLimit:"default";r=0;t=30'],
+        # X- variant alone
+        ["X-RateLimit-Limit:10", "X-RateLimit-Remaining:0", "X-RateLimit-Reset:30"],
+        # the split IETF family is read before X-, even when X- says there is quota left
+        ["RateLimit-Remaining:0", "RateLimit-Reset:30", "X-RateLimit-Remaining:9"],
+        # a repeated field: the full parse reads the last value
+        ["RateLimit-Remaining:5", "RateLimit-Remaining:0", "RateLimit-Reset:30"],
+    ],
+    ids=["combined", "combined-params", "x-ratelimit", "ietf-before-x", "repeated"],
+)
+async def test_every_rate_limit_family_that_says_spent_paces(
+    vendor: Vendor, client: HttpClient, headers: list[str]
+) -> None:
+    key = key_http(client)
+
+    await key.get(vendor.url("/headers?" + urlencode([("h", h) for h in headers])))
+
+    assert key.throttle_until == pytest.approx(NOW + 30)
+
+
+async def test_no_rate_limit_headers_no_pacing(vendor: Vendor, client: HttpClient) -> None:
+    key = key_http(client)
+
+    await key.get(vendor.url("/headers"), query={"h": "X-Other:0"})
+
+    assert key.throttle_until is None
+
+
+# --- parsed URLs are remembered -----------------------------------------------------------
+
+
+async def test_a_repeated_request_reuses_its_parsed_url(vendor: Vendor, client: HttpClient) -> None:
+    stored = {validator_key(vendor.url("/etag?page=1")): Validators(etag=ETAG)}
+
+    for _ in range(3):
+        with pytest.raises(NotModified) as caught:
+            await key_http(client, validators=stored).get(
+                vendor.url("/etag"), query={"page": 1, "cursor": None}
+            )
+        assert caught.value.url == vendor.url("/etag")
+
+    assert [r.headers.get("If-None-Match") for r in vendor.seen] == [ETAG] * 3
+    assert [r.path_qs for r in vendor.seen] == ["/etag?page=1"] * 3
+    assert (client.targets.misses, client.targets.hits) == (1, 2)
+
+
+def test_target_is_what_build_url_gives_in_every_form() -> None:
+    cache = TargetCache()
+    url = f"https://user:{SECRET}@vendor.example/v1/items?fixed=1#frag"
+
+    target = cache.get(url, {"token": SECRET, "cursor": None, "limit": 50})
+
+    built = build_url(url, {"token": SECRET, "limit": 50})
+    assert target.url == built
+    assert target.full == str(built)
+    assert target.key == validator_key(str(built))
+    assert target.redacted == redact_url(built) == "https://vendor.example/v1/items"
+    assert SECRET not in target.redacted
+
+
+def test_target_cache_keys_by_the_query_as_sent() -> None:
+    cache = TargetCache()
+    url = "http://vendor.example/items"
+
+    first = cache.get(url, {"limit": 50})
+
+    assert cache.get(url, {"limit": "50"}) is first  # the same URL on the wire
+    assert cache.get(url, {"limit": 50, "cursor": None}) is first
+    assert cache.get(url, {"limit": True}).full == "http://vendor.example/items?limit=True"
+    assert cache.get(url, {"limit": 1}).full == "http://vendor.example/items?limit=1"
+    assert cache.get(url, {"limit": 1.0}).full == "http://vendor.example/items?limit=1.0"
+    assert cache.get(url, None).full == url
+    assert cache.get(url, {"a": 1, "b": 2}).full != cache.get(url, {"b": 2, "a": 1}).full
+
+
+def test_target_cache_is_bounded_least_recently_used_first() -> None:
+    cache = TargetCache(size=2)
+    a = cache.get("http://vendor.example/a", None)
+    cache.get("http://vendor.example/b", None)
+    assert cache.get("http://vendor.example/a", None) is a  # a is now the most recent
+
+    cache.get("http://vendor.example/c", None)  # evicts b
+
+    assert len(cache) == 2
+    assert cache.get("http://vendor.example/a", None) is a
+    misses = cache.misses
+    cache.get("http://vendor.example/b", None)
+    assert cache.misses == misses + 1
+
+
+def test_target_cache_of_size_zero_remembers_nothing() -> None:
+    cache = TargetCache(size=0)
+
+    first = cache.get("http://vendor.example/a", None)
+
+    assert cache.get("http://vendor.example/a", None) is not first
+    assert len(cache) == 0
+
+
+def test_invalid_urls_raise_every_time_and_are_not_remembered() -> None:
+    cache = TargetCache()
+
+    for _ in range(2):
+        with pytest.raises(ConfigError) as caught:
+            cache.get(f"/relative?token={SECRET}", None)
+        assert SECRET not in str(caught.value)
+    with pytest.raises(ConfigError):
+        cache.get(["not", "a", "url"], None)  # type: ignore[arg-type]
+    assert len(cache) == 0
+
+
+@pytest.mark.parametrize("size", [-1, 1.5, True, "10"])
+def test_url_cache_size_is_validated(size: Any) -> None:
+    with pytest.raises(ConfigError):
+        HttpClient(url_cache=size)
+
+
+def test_client_timeouts_are_made_once_per_value() -> None:
+    client = HttpClient()
+
+    assert client.client_timeout(5.0) is client.client_timeout(5.0)
+    assert client.client_timeout(5.0).total == 5.0
+    assert client.client_timeout(7.0).total == 7.0
+
+
+def test_redacting_twice_gives_the_same_text() -> None:
+    url = f"https://user:{SECRET}@vendor.example:8443/a b/items?token={SECRET}#x"
+
+    once = redact_url(url)
+
+    assert once == "https://vendor.example:8443/a%20b/items"
+    assert redact_url(once) == once
+    assert redact_url(str(once)) == once
+    assert str(NotModified(once)) == f"GET {once} -> 304"
