@@ -128,6 +128,8 @@ class Circuit:
 
     def attempt(self, now: float) -> Circuit:
         """A request starts at ``now``. Open with the cooldown over: it becomes the one probe."""
+        if self.state is CircuitState.CLOSED:
+            return self  # closed stays closed (ATTEMPT keeps it) and never has a probe out
         if not self.allows(now):
             raise IllegalTransition(
                 f"circuit {self.state.value}: no request allowed at {now!r}"
@@ -138,6 +140,8 @@ class Circuit:
 
     def on_success(self, now: float) -> Circuit:
         """The request succeeded: closed, failures and cooldown forgotten."""
+        if self == _CLOSED:
+            return self  # the usual poll: nothing to forget
         self._require_verdict_allowed(CircuitEvent.SUCCESS)
         return Circuit(state=_move(self.state, CircuitEvent.SUCCESS))
 
@@ -174,6 +178,9 @@ class Circuit:
             raise IllegalTransition(
                 f"circuit half-open: {event.value} reported but no probe is in flight"
             )
+
+
+_CLOSED = Circuit()
 
 
 def _move(state: CircuitState, event: CircuitEvent) -> CircuitState:

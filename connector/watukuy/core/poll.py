@@ -115,7 +115,8 @@ def next_page(poller: Poller, previous: PollPlan, emit: Emit) -> PollPlan:
 
 def begin(state: PartitionState, now: float) -> PartitionState:
     """A request starts: an open circuit past its cooldown sends its one probe."""
-    return replace(state, circuit=state.circuit.attempt(now))
+    circuit = state.circuit.attempt(now)
+    return state if circuit is state.circuit else replace(state, circuit=circuit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,27 +282,34 @@ def _after_page(
             active=not finished,
             scan=step.scan if step.scan is not None else lane.scan,
         )
+    # One replace of the whole state: an idle poll is mostly this.
+    changes: dict[str, Any] = {
+        _LANE_FIELDS[step.lane]: lane,
+        "sequence": detected.sequence,
+        "circuit": state.circuit.on_success(now),
+        "last_success": now,
+        "last_error": None,
+    }
     # Only a page that ended the poll may answer "nothing changed" next time: a 304 on a page
     # in the middle of a listing would end the poll before the pages after it.
-    validators = dict(page.validators) if finished else {}
-    new = state.with_lane(step.lane, lane).with_validators(validators)
-    new = replace(
-        new,
-        sequence=detected.sequence,
-        circuit=new.circuit.on_success(now),
-        last_success=now,
-        last_error=None,
-    )
-    sched = new.schedule
+    if finished and page.validators:
+        merged = dict(state.validators)
+        merged.update(page.validators)
+        changes["validators"] = tuple(sorted(merged.items()))
+    sched = state.schedule
     if step.lane is Lane.LIVE and finished:
         changed = step.changed or bool(detected.events)
         sched = schedules.after_poll(poller.schedule, sched, now, changed)
     elif step.lane is Lane.LIVE and at_limit:
         sched = schedules.trigger(sched, now)  # more is waiting: come back as soon as allowed
     if step.lane is Lane.RECONCILE and finished and poller.reconcile is not None:
-        new = replace(new, reconcile_due=now + poller.reconcile)
+        changes["reconcile_due"] = now + poller.reconcile
     elif step.lane is Lane.RECONCILE and finished:
-        new = replace(new, reconcile_due=None)
+        changes["reconcile_due"] = None
     if page.throttle_until is not None:
         sched = schedules.throttle(sched, page.throttle_until)
-    return replace(new, schedule=sched)
+    changes["schedule"] = sched
+    return replace(state, **changes)
+
+
+_LANE_FIELDS = {Lane.LIVE: "live", Lane.BACKFILL: "backfill", Lane.RECONCILE: "reconcile"}
