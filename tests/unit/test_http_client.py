@@ -67,6 +67,7 @@ class Vendor:
         app.router.add_get("/quota", self.quota)
         app.router.add_get("/slow", self.slow)
         app.router.add_get("/headers", self.headers)
+        app.router.add_get("/cookie", self.cookie)
         return app
 
     def url(self, path: str) -> str:
@@ -84,6 +85,13 @@ class Vendor:
             },
             headers={"ETag": ETAG},
         )
+
+    async def cookie(self, request: web.Request) -> web.Response:
+        """Sets a session cookie for whoever calls, and says which cookie came with the call."""
+        self.seen.append(request)
+        response = web.json_response({"cookie": request.headers.get("Cookie")})
+        response.set_cookie("session", f"tenant-{request.query.get('tenant')}")
+        return response
 
     async def etag(self, request: web.Request) -> web.Response:
         self.seen.append(request)
@@ -610,3 +618,14 @@ def test_redacting_twice_gives_the_same_text() -> None:
     assert redact_url(once) == once
     assert redact_url(str(once)) == once
     assert str(NotModified(once)) == f"GET {once} -> 304"
+
+
+async def test_a_cookie_set_for_one_tenant_never_reaches_another(
+    vendor: Vendor, client: HttpClient
+) -> None:
+    # By host name: aiohttp's default jar would keep cookies of a named host, not of an IP.
+    url = vendor.url("/cookie").replace("127.0.0.1", "localhost")
+    first = await key_http(client).get(url, query={"tenant": "a"})
+    assert (await first.json())["cookie"] is None
+    second = await key_http(client).get(url, query={"tenant": "b"})
+    assert (await second.json())["cookie"] is None

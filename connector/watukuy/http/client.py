@@ -234,6 +234,9 @@ class HttpClient:
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self.limit),
+                # One session serves every tenant: a cookie one tenant's answer sets must never
+                # ride along on another tenant's request to the same host.
+                cookie_jar=aiohttp.DummyCookieJar(),
                 headers={"User-Agent": self.user_agent},
                 timeout=aiohttp.ClientTimeout(total=self.timeout),
             )
