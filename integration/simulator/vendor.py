@@ -93,6 +93,7 @@ class VendorSimulator:
         self._fault_rng = random.Random(f"{seed}/faults")
         self._mutation_rng = random.Random(f"{seed}/mutations")
         self._states: dict[str, _TenantState] = {}
+        self._by_slug: dict[str, Tenant] = {}  # every request looks its tenant up by slug
         self._next_tenant = 1
         self._total_requests = 0
         for _ in range(tenants):
@@ -108,7 +109,7 @@ class VendorSimulator:
         return self._state(tenant_id).tenant
 
     def tenant_by_slug(self, slug: str) -> Tenant | None:
-        return next((t for t in self.tenants if t.slug == slug), None)
+        return self._by_slug.get(slug)
 
     def add_tenant(self, slug: str | None = None, items: int | None = None) -> Tenant:
         """Add a tenant with ``items`` (default ``items_per_tenant``) generated items."""
@@ -124,13 +125,15 @@ class VendorSimulator:
         tenant = Tenant(id=f"t_{number:04d}", slug=slug, token=token)
         state = _TenantState(tenant=tenant, items={}, last_stamp=self._history_end)
         self._states[tenant.id] = state
+        self._by_slug[tenant.slug] = tenant
         for _ in range(self.items_per_tenant if items is None else items):
             self._add_history_item(state)
         return tenant
 
     def remove_tenant(self, tenant_id: str) -> None:
-        self._state(tenant_id)
+        state = self._state(tenant_id)
         del self._states[tenant_id]
+        del self._by_slug[state.tenant.slug]
 
     def check_token(self, tenant_id: str, authorization: str | None) -> bool:
         """Whether an ``Authorization`` header carries this tenant's bearer token."""
