@@ -8,7 +8,6 @@ concurrently up to ``max_concurrency``, until ``stop()``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -85,6 +84,7 @@ class Engine:
         self._max_concurrency = max_concurrency
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
+        self._deadline = float("-inf")  # when run() wakes up by itself next
         self.store.bind(by_name)
         self._ownership_changed = True
         self.store.watch(self._on_store_change)
@@ -183,7 +183,11 @@ class Engine:
             await self._poll_limited(runtime, limit)
         finally:
             in_flight.discard(runtime.key)
-            self._wake.set()
+            # Wake run() only if the key is now due before run() wakes anyway: at 10k keys a
+            # wake per poll was a loop pass per poll.
+            next_at = self._registry.due.next_at()
+            if next_at is not None and next_at < self._deadline:
+                self._wake.set()
 
     async def _sleep_until_due(self) -> None:
         now = self.clock.now()
@@ -198,8 +202,14 @@ class Engine:
         )
         deadline = min(wake_at if wake_at is not None else now + 1.0, refresh_at, now + 1.0)
         self._wake.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, deadline - now))
+        self._deadline = deadline
+        # A timer setting the event rather than wait_for(): no task per pass of the loop.
+        timer = asyncio.get_running_loop().call_later(max(0.0, deadline - now), self._wake.set)
+        try:
+            await self._wake.wait()
+        finally:
+            timer.cancel()
+            self._deadline = float("-inf")
 
     async def _park_poison(self, event: Event, error: str, attempts: int) -> None:
         runtime = self._registry.keys.get(event.key)
