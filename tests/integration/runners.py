@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka import ConsumerGroupState
+from confluent_kafka import ConsumerGroupState, KafkaException
 from confluent_kafka.admin import AdminClient
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,7 +100,10 @@ def runner_env(vendor_url: str, **extra: str) -> dict[str, str]:
 def assignments(bootstrap: str, group: str) -> dict[str, set[int]]:
     """Which runner (group.instance.id) holds which partitions of the state topic now."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    described = admin.describe_consumer_groups([group])[group].result(timeout=15)
+    try:
+        described = admin.describe_consumer_groups([group])[group].result(timeout=15)
+    except KafkaException:  # a coordinator still loading (fresh broker): no view yet
+        return {}
     if described.state in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD):
         return {}
     return {

@@ -169,7 +169,8 @@ class KafkaIO:
         self._offsets: Consumer | None = None
         self._written: Consumer | None = None
         self._unsettled_since: dict[int, float] = {}
-        self._unsettled_logged: dict[int, bool] = {}
+        self._unsettled_logged: dict[int, float] = {}
+        self._last_restore_check = 0.0
         self._last_flush = 0.0
 
     # -- called from the event loop ---------------------------------------------------------
@@ -307,14 +308,19 @@ class KafkaIO:
         now = time.monotonic()
         for topic in _co_partitioned(self._layout):
             tp = TopicPartition(topic, lease.partition)
-            if _end_offset(stable, tp) < _end_offset(written, tp):
+            last_stable, high = _end_offset(stable, tp), _end_offset(written, tp)
+            if last_stable < high:
                 since = self._unsettled_since.setdefault(lease.partition, now)
-                if now - since > 1.0 and not self._unsettled_logged.get(lease.partition):
-                    self._unsettled_logged[lease.partition] = True
+                logged = self._unsettled_logged.get(lease.partition, 0.0)
+                if now - since > 1.0 and now - logged > 10.0:
+                    self._unsettled_logged[lease.partition] = now
                     log.info(
                         "partition %d: waiting for an open transaction of the previous owner "
-                        "to end before restoring",
+                        "to end before restoring (%s: stable %d < written %d)",
                         lease.partition,
+                        topic,
+                        last_stable,
+                        high,
                     )
                 return False
         self._unsettled_since.pop(lease.partition, None)
@@ -348,6 +354,12 @@ class KafkaIO:
                 continue
             self._apply(message.topic(), partition, message.key(), message.value())
             touched.add(partition)
+        # End-of-partition events may be missed (a reassigned partition already at its end):
+        # look at every restore now and then as well.
+        now = time.monotonic()
+        if now - self._last_restore_check >= 0.5:
+            self._last_restore_check = now
+            touched |= set(self._restoring)
         for partition in touched:
             if partition in self._restoring:
                 self._check_restored(partition)
@@ -512,7 +524,10 @@ class KafkaIO:
         old = self._producer
         self._producer = None
         if old is not None:
-            old.flush(0)
+            try:
+                old.flush(0)
+            except KafkaException as exc:  # a fatal producer refuses even to flush
+                log.info("dropping the old producer: %s", exc.args[0])
         self._producer = self._new_producer()
 
     def _send_plain(self) -> None:
