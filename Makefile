@@ -30,10 +30,10 @@ unit: setup
 	$(BIN)/python -m pytest -m unit
 
 broker-start: setup
-	$(BIN)/python integration/kafka/broker.py start
+	$(BIN)/python -m integration.kafka.broker start
 
 broker-stop: setup
-	$(BIN)/python integration/kafka/broker.py stop
+	$(BIN)/python -m integration.kafka.broker stop
 
 registry-start: setup
 	$(BIN)/python -m integration.registry start

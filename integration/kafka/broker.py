@@ -1,9 +1,9 @@
 """A real single-node Apache Kafka broker (KRaft) for tests, benchmarks and the demo.
 
-    python integration/kafka/broker.py start     # fetch once, format, start, print bootstrap
-    python integration/kafka/broker.py status
-    python integration/kafka/broker.py restart   # same ports and data, e.g. for fault tests
-    python integration/kafka/broker.py stop
+    python -m integration.kafka.broker start     # fetch once, format, start, print bootstrap
+    python -m integration.kafka.broker status
+    python -m integration.kafka.broker restart   # same ports and data, e.g. for fault tests
+    python -m integration.kafka.broker stop
 
 The broker jars come from Maven Central through the small pom beside this file and are cached
 in ``$WATUKUY_CACHE`` (default ``~/.cache/watukuy``) so only the first run downloads anything.
@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from integration.processes import alive, free_port, signal_group
 
 KAFKA_VERSION = "4.4.0"
 HERE = Path(__file__).resolve().parent
@@ -77,12 +77,6 @@ def fetch_jars() -> Path:
     staging.rename(target)
     marker.write_text(KAFKA_VERSION)
     return libs
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def server_properties(data_dir: Path, port: int, controller_port: int) -> str:
@@ -169,7 +163,7 @@ def read_running(runtime: Path = DEFAULT_DIR) -> RunningBroker | None:
     except (OSError, ValueError):
         return None
     broker = RunningBroker(**info)
-    return broker if _alive(broker.pid) else None
+    return broker if alive(broker.pid) else None
 
 
 def start(runtime: Path = DEFAULT_DIR, *, fresh: bool = True) -> RunningBroker:
@@ -240,15 +234,15 @@ def stop(runtime: Path = DEFAULT_DIR, *, keep_data: bool = False) -> bool:
     except (OSError, ValueError):
         return False
     pid = int(info["pid"])
-    was_running = _alive(pid)
+    was_running = alive(pid)
     if was_running:
-        _signal_group(pid, signal.SIGTERM)
+        signal_group(pid, signal.SIGTERM)
         deadline = time.monotonic() + 30
-        while _alive(pid) and time.monotonic() < deadline:
+        while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.2)
-        if _alive(pid):
-            _signal_group(pid, signal.SIGKILL)
-            while _alive(pid):
+        if alive(pid):
+            signal_group(pid, signal.SIGKILL)
+            while alive(pid):
                 time.sleep(0.1)
     if keep_data:
         (runtime / "broker.json").unlink(missing_ok=True)
@@ -270,26 +264,6 @@ def _ports_of(props: Path) -> tuple[int, int]:
                 parts["CONTROLLER"].rsplit(":", 1)[1]
             )
     raise RuntimeError(f"{props} has no listeners line")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child still answers kill(0); look at its state where /proc exists.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, sig)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,13 +23,11 @@ start times (8 s to 4 s here); ``WATUKUY_REGISTRY_AOT=0`` turns that off.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
@@ -38,6 +36,8 @@ import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from integration.processes import alive, free_port, signal_group
 
 APICURIO_VERSION = "3.3.3"  # needs Java 21+
 FALLBACK_VERSION = "2.6.13.Final"  # runs on Java 17, used when no Java 21+ is found
@@ -195,12 +195,6 @@ def launcher(app: Path) -> Path:
     return runners[0]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def settings(port: int, management_port: int) -> dict[str, str]:
     return {
         "quarkus.http.host": "127.0.0.1",
@@ -261,7 +255,7 @@ def _train_aot_cache(release: Release, home: Path) -> None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=300)  # assembling the cache takes a while
         except BaseException:
-            _signal_group(proc.pid, signal.SIGKILL)
+            signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
             partial.unlink(missing_ok=True)
             raise
@@ -295,7 +289,7 @@ def read_running(runtime: Path = DEFAULT_DIR) -> RunningRegistry | None:
     except (OSError, ValueError):
         return None
     registry = RunningRegistry(**info)
-    return registry if _alive(registry.pid) else None
+    return registry if alive(registry.pid) else None
 
 
 def start(runtime: Path = DEFAULT_DIR) -> RunningRegistry:
@@ -350,38 +344,18 @@ def stop(runtime: Path = DEFAULT_DIR) -> bool:
     except (OSError, ValueError):
         return False
     pid = int(info["pid"])
-    was_running = _alive(pid)
+    was_running = alive(pid)
     if was_running:
-        _signal_group(pid, signal.SIGTERM)
+        signal_group(pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_TIMEOUT
-        while _alive(pid) and time.monotonic() < deadline:
+        while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.2)
-        if _alive(pid):
-            _signal_group(pid, signal.SIGKILL)
-            while _alive(pid):
+        if alive(pid):
+            signal_group(pid, signal.SIGKILL)
+            while alive(pid):
                 time.sleep(0.1)
     shutil.rmtree(runtime, ignore_errors=True)
     return was_running
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child still answers kill(0); look at its state where /proc exists.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, sig)
 
 
 def main(argv: list[str] | None = None) -> int:

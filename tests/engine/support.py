@@ -13,11 +13,12 @@ the last ``resume``, identity ``id``, version ``etag``, schedule 30s..15m.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from integration.simulator import Tenant, VendorSimulator
+from integration.simulator import Tenant, VendorSimulator, running_simulator
 from watukuy import Engine, Event, FakeClock, MemoryStore, Poller, define_poller
 
 Fetch = Callable[[Any], Any]
@@ -122,3 +123,32 @@ class Env:
         recorder = Recorder()
         engine.on(poller, recorder)
         return recorder
+
+
+INVOICE_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "Invoice",
+    "namespace": "dev.example",
+    "fields": [
+        {"name": "id", "type": "string"},
+        {"name": "name", "type": "string"},
+        {"name": "amount", "type": "double"},
+        {"name": "currency", "type": "string"},
+        {"name": "status", "type": "string"},
+    ],
+}
+"""An Avro schema the simulator's items conform to (extra fields are dropped from ``data``)."""
+
+
+@asynccontextmanager
+async def simulated(tenants: int, items: int, seed: int) -> AsyncIterator[Env]:
+    """A served simulator on a fake clock; the engines made through the env close on exit."""
+    clock = FakeClock()
+    sim = VendorSimulator(tenants=tenants, items_per_tenant=items, seed=seed, now=clock.now)
+    async with running_simulator(sim) as base_url:
+        environment = Env(sim=sim, base_url=base_url, clock=clock)
+        try:
+            yield environment
+        finally:
+            for engine in environment.engines:
+                await engine.close()

@@ -5,20 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.support import Env, Recorder
+from tests.engine.support import INVOICE_SCHEMA, Env, Recorder
 from watukuy import ConfigError
 
-INVOICE = {
-    "type": "record",
-    "name": "Invoice",
-    "namespace": "dev.example",
-    "fields": [
-        {"name": "id", "type": "string"},
-        {"name": "name", "type": "string"},
-        {"name": "amount", "type": "double"},
-        {"name": "status", "type": "string"},
-    ],
-}
+INVOICE = INVOICE_SCHEMA
 
 
 async def test_an_item_that_does_not_fit_the_schema_is_parked_and_the_key_goes_on(

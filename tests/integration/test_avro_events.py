@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from integration.simulator import VendorSimulator, running_simulator
-from tests.engine.support import Env, Recorder
+from tests.engine.support import INVOICE_SCHEMA, Env, Recorder, simulated
 from tests.integration.kafka_support import (
     delete_prefix,
     make_store,
@@ -25,37 +24,19 @@ from tests.integration.kafka_support import (
     wait_owned,
 )
 from tests.integration.runners import ROOT, runner_env
-from watukuy import Engine, Event, FakeClock
+from watukuy import Engine, Event
 from watukuy.serde import framing
 from watukuy.serde.consumer import SchemaTopicResolver, event_decoder
 from watukuy.serde.events import dlq_schema
 from watukuy.serde.registry import registry_client
 
-INVOICE = {
-    "type": "record",
-    "name": "Invoice",
-    "namespace": "dev.example",
-    "fields": [
-        {"name": "id", "type": "string"},
-        {"name": "name", "type": "string"},
-        {"name": "amount", "type": "double"},
-        {"name": "currency", "type": "string"},
-        {"name": "status", "type": "string"},
-    ],
-}
+INVOICE = INVOICE_SCHEMA
 
 
 @pytest.fixture
 async def env() -> AsyncIterator[Env]:
-    clock = FakeClock()
-    sim = VendorSimulator(tenants=2, items_per_tenant=5, seed=7, now=clock.now)
-    async with running_simulator(sim) as base_url:
-        environment = Env(sim=sim, base_url=base_url, clock=clock)
-        try:
-            yield environment
-        finally:
-            for engine in environment.engines:
-                await engine.close()
+    async with simulated(2, 5, 7) as environment:
+        yield environment
 
 
 @pytest.fixture

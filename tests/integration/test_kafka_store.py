@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from integration.simulator import VendorSimulator, running_simulator
-from tests.engine.support import Env
+from tests.engine.support import Env, simulated
 from tests.integration.kafka_support import (
     delete_prefix,
     in_sequence,
@@ -21,22 +20,15 @@ from tests.integration.kafka_support import (
     unique_prefix,
     wait_owned,
 )
-from watukuy import Engine, FakeClock
+from watukuy import Engine
 from watukuy.serde import framing
 from watukuy.serde.events import dlq_schema
 
 
 @pytest.fixture
 async def env() -> AsyncIterator[Env]:
-    clock = FakeClock()
-    sim = VendorSimulator(tenants=3, items_per_tenant=10, seed=3, now=clock.now)
-    async with running_simulator(sim) as base_url:
-        environment = Env(sim=sim, base_url=base_url, clock=clock)
-        try:
-            yield environment
-        finally:
-            for engine in environment.engines:
-                await engine.close()
+    async with simulated(3, 10, 3) as environment:
+        yield environment
 
 
 @pytest.fixture
