@@ -97,8 +97,8 @@ class MemoryStore:
     async def partitions(self, poller: str) -> list[str]:
         return [state.partition for state in self.states.values() if state.poller == poller]
 
-    def events(self, poller: str) -> _Feed:
-        return _Feed(self._listeners[poller])
+    def events(self, poller: str) -> LocalFeed:
+        return LocalFeed(self._listeners[poller])
 
     def keys_with_records(self) -> set[str]:
         """Every key that has any record left (tests assert ``remove`` leaves none)."""
@@ -109,15 +109,17 @@ class MemoryStore:
         }
 
 
-class _Feed:
-    """Registered at creation, so nothing committed after ``events()`` returns is missed."""
+class LocalFeed:
+    """Events committed by this process, for handlers and subscribers (both stores use it).
+
+    Registered at creation, so nothing committed after ``events()`` returns is missed."""
 
     def __init__(self, listeners: list[asyncio.Queue[Event]]) -> None:
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._listeners = listeners
         listeners.append(self._queue)
 
-    def __aiter__(self) -> _Feed:
+    def __aiter__(self) -> LocalFeed:
         return self
 
     async def __anext__(self) -> Event:

@@ -50,7 +50,7 @@ from watukuy.store.kafka.io import (
 from watukuy.store.kafka.outgoing import Outgoing
 from watukuy.store.kafka.partitioner import partition_for
 from watukuy.store.kafka.topics import TopicInfo, TopicLayout, ensure_topics
-from watukuy.store.memory import _Feed
+from watukuy.store.memory import LocalFeed
 
 log = logging.getLogger("watukuy.kafka")
 
@@ -324,8 +324,8 @@ class KafkaStore:
     async def partitions(self, poller: str) -> list[str]:
         return [s.partition for s in self._states.values() if s.poller == poller]
 
-    def events(self, poller: str) -> _Feed:
-        return _Feed(self._listeners[poller])
+    def events(self, poller: str) -> LocalFeed:
+        return LocalFeed(self._listeners[poller])
 
     async def send_command(self, command: Command) -> None:
         partition = self.partition_of(command.poller, command.partition)
