@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,7 @@ from watukuy.store.base import Command
 from watukuy.store.kafka import records
 from watukuy.store.kafka.lease import Lease, Leases, LeaseState
 from watukuy.store.kafka.restore import RestoredKeys
+from watukuy.store.kafka.settings import KafkaSettings
 from watukuy.store.kafka.topics import TopicLayout
 
 log = logging.getLogger("watukuy.kafka")
@@ -103,20 +104,6 @@ class _Restoring:
     keys: RestoredKeys = field(default_factory=RestoredKeys)
 
 
-@dataclass(frozen=True, slots=True)
-class IoSettings:
-    kafka: Mapping[str, Any]
-    layout: TopicLayout
-    group_id: str
-    runner_id: str
-    static_membership: bool = True
-    session_timeout: float = 10.0
-    transaction_timeout: float = 10.0
-    commit_interval: float = 0.1
-    use_group: bool = True  # False: the CLI, which holds partitions without a group
-    hold_open: float = 0.0  # fault injection only: keep each transaction open this long
-
-
 _NOT_READY = frozenset(
     {
         KafkaError.NOT_LEADER_FOR_PARTITION,
@@ -148,7 +135,7 @@ def _end_offset(tail: Consumer, tp: TopicPartition, deadline: float = 60.0) -> i
 
 
 class KafkaIO:
-    def __init__(self, settings: IoSettings, notify: Callable[[Notification], None]) -> None:
+    def __init__(self, settings: KafkaSettings, notify: Callable[[Notification], None]) -> None:
         self.settings = settings
         self._notify = notify
         self._layout = settings.layout
@@ -572,7 +559,7 @@ class KafkaIO:
         producer = Producer(
             self._base(_CONSUMER_ONLY)
             | {
-                "transactional.id": f"{s.group_id}.{suffix}",
+                "transactional.id": f"{s.group}.{suffix}",
                 "transaction.timeout.ms": int(s.transaction_timeout * 1000),
                 "partitioner": "murmur2_random",
                 "linger.ms": 5,
@@ -585,7 +572,7 @@ class KafkaIO:
         s = self.settings
         session_ms = int(s.session_timeout * 1000)
         config = self._base(_PRODUCER_ONLY) | {
-            "group.id": s.group_id,
+            "group.id": s.group,
             "partition.assignment.strategy": "cooperative-sticky",
             "session.timeout.ms": session_ms,
             "heartbeat.interval.ms": max(100, session_ms // 5),
@@ -599,7 +586,7 @@ class KafkaIO:
     def _tail_config(self) -> dict[str, Any]:
         s = self.settings
         return self._base(_PRODUCER_ONLY) | {
-            "group.id": f"{s.group_id}.tail.{s.runner_id}",  # never joins, never commits
+            "group.id": f"{s.group}.tail.{s.runner_id}",  # never joins, never commits
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "isolation.level": "read_committed",

@@ -20,7 +20,7 @@ import logging
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -40,7 +40,6 @@ from watukuy.store.kafka.io import (
     CommandReceived,
     CommitRequest,
     Crashed,
-    IoSettings,
     KafkaIO,
     Notification,
     Record,
@@ -49,32 +48,15 @@ from watukuy.store.kafka.io import (
 )
 from watukuy.store.kafka.outgoing import Outgoing
 from watukuy.store.kafka.partitioner import partition_for
-from watukuy.store.kafka.topics import TopicInfo, TopicLayout, ensure_topics
+from watukuy.store.kafka.settings import KafkaSettings
+from watukuy.store.kafka.topics import TopicInfo, ensure_topics
 from watukuy.store.memory import LocalFeed
+
+__all__ = ["KafkaSettings", "KafkaStore"]
 
 log = logging.getLogger("watukuy.kafka")
 
 STARTUP_TIMEOUT = 15.0  # seconds to reach the cluster and check the topics before giving up
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaSettings:
-    kafka: Mapping[str, Any]
-    layout: TopicLayout
-    runner_id: str
-    group_id: str | None = None
-    commit_interval: float = 0.1
-    session_timeout: float = 10.0
-    transaction_timeout: float = 10.0
-    static_membership: bool = True
-    use_group: bool = True
-    registry_url: str | None = None  # Confluent wire format through this registry; else
-    registry_auth: str | None = None  # single-object encoding and the schemas topic
-    hold_open: float = 0.0  # fault injection for tests: see IoSettings
-
-    @property
-    def group(self) -> str:
-        return self.group_id or f"{self.layout.prefix}.runners"
 
 
 class KafkaStore:
@@ -123,22 +105,7 @@ class KafkaStore:
         )
         encode = await asyncio.to_thread(self._event_encoder, schemas, event_topics)
         self._outgoing = Outgoing(self.layout, event_topics, max_bytes, "watukuy", encode)
-        s = self.settings
-        io = KafkaIO(
-            IoSettings(
-                kafka=s.kafka,
-                layout=self.layout,
-                group_id=s.group,
-                runner_id=s.runner_id,
-                static_membership=s.static_membership,
-                session_timeout=s.session_timeout,
-                transaction_timeout=s.transaction_timeout,
-                commit_interval=s.commit_interval,
-                use_group=s.use_group,
-                hold_open=s.hold_open,
-            ),
-            self._from_thread,
-        )
+        io = KafkaIO(self.settings, self._from_thread)
         io.start()
         await asyncio.to_thread(io.ready.wait)
         if io.startup_error is not None:

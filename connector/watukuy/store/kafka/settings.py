@@ -1,0 +1,29 @@
+"""What a Kafka store is configured with: one frozen value shared by the store and its thread."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from watukuy.store.kafka.topics import TopicLayout
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSettings:
+    kafka: Mapping[str, Any]
+    layout: TopicLayout
+    runner_id: str
+    group_id: str | None = None
+    commit_interval: float = 0.1
+    session_timeout: float = 10.0
+    transaction_timeout: float = 10.0
+    static_membership: bool = True
+    use_group: bool = True  # False: the CLI, which holds partitions without a group
+    registry_url: str | None = None  # Confluent wire format through this registry; else
+    registry_auth: str | None = None  # single-object encoding and the schemas topic
+    hold_open: float = 0.0  # fault injection only: keep each transaction open this long
+
+    @property
+    def group(self) -> str:
+        return self.group_id or f"{self.layout.prefix}.runners"
