@@ -34,6 +34,7 @@ from watukuy.http import (
     validator_key,
 )
 from watukuy.http.client import TargetCache, build_url
+from watukuy.http.transport import AiohttpTransport, TransportError
 
 pytestmark = pytest.mark.unit
 
@@ -375,7 +376,9 @@ async def test_connection_refused_is_unavailable(client: HttpClient) -> None:
     with pytest.raises(VendorUnavailable) as caught:
         await key_http(client).get(url, query={"token": SECRET})
 
-    assert isinstance(caught.value.__cause__, aiohttp.ClientConnectionError)
+    # The transport translated aiohttp's error at its edge and kept it as the cause.
+    assert isinstance(caught.value.__cause__, TransportError)
+    assert isinstance(caught.value.__cause__.__cause__, aiohttp.ClientConnectionError)
     assert isinstance(caught.value, Retriable)
     assert_no_secret(caught.value)
 
@@ -602,11 +605,11 @@ def test_url_cache_size_is_validated(size: Any) -> None:
 
 
 def test_client_timeouts_are_made_once_per_value() -> None:
-    client = HttpClient()
+    transport = AiohttpTransport()
 
-    assert client.client_timeout(5.0) is client.client_timeout(5.0)
-    assert client.client_timeout(5.0).total == 5.0
-    assert client.client_timeout(7.0).total == 7.0
+    assert transport.client_timeout(5.0) is transport.client_timeout(5.0)
+    assert transport.client_timeout(5.0).total == 5.0
+    assert transport.client_timeout(7.0).total == 7.0
 
 
 def test_redacting_twice_gives_the_same_text() -> None:

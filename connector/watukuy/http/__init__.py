@@ -10,17 +10,26 @@ from watukuy.http.errors import (
     redact_url,
 )
 from watukuy.http.response import Response
+from watukuy.http.scripted import ScriptedTransport, reply
+from watukuy.http.transport import AiohttpTransport, RawResponse, Request, Transport, TransportError
 
 __all__ = [
+    "AiohttpTransport",
     "HttpClient",
     "InvalidResponse",
     "KeyHttp",
     "NotModified",
+    "RawResponse",
+    "Request",
     "Response",
+    "ScriptedTransport",
     "Throttled",
+    "Transport",
+    "TransportError",
     "VendorError",
     "VendorUnavailable",
     "build_url",
     "redact_url",
+    "reply",
     "validator_key",
 ]

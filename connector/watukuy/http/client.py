@@ -1,7 +1,7 @@
-"""The aiohttp client behind ``ctx.http``.
+"""The client behind ``ctx.http``, over a transport seam (aiohttp by default).
 
 Two objects, because their lifetimes differ. :class:`HttpClient` lives as long as the engine
-and owns the one ``aiohttp.ClientSession`` (connection pool, limits, User-Agent). A
+and owns the transport (for aiohttp, the one ``ClientSession``: pool, limits, User-Agent). A
 :class:`KeyHttp` lives for one poll of one key: it is bound to that key's stored validators,
 its poller's budget (``acquire``) and the engine's clock, and it collects what the engine
 must persist or act on after ``fetch`` returns (``validators_changed``, ``throttle_until``,
@@ -20,12 +20,12 @@ Responses are sorted here so that every ``fetch`` gets the same semantics for fr
 from __future__ import annotations
 
 import hashlib
+import json as jsonlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, NamedTuple
 
-import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
@@ -40,6 +40,7 @@ from watukuy.http.errors import (
     redact_url,
 )
 from watukuy.http.response import Response
+from watukuy.http.transport import AiohttpTransport, Request, Transport, TransportError
 
 __all__ = ["HttpClient", "KeyHttp", "Target", "TargetCache", "build_url"]
 
@@ -149,7 +150,7 @@ class TargetCache:
 
 
 class HttpClient:
-    """One per engine: owns the aiohttp ClientSession (connection pooling, limits)."""
+    """One per engine: the request targets cache, over one :class:`Transport` (the pool)."""
 
     def __init__(
         self,
@@ -158,6 +159,7 @@ class HttpClient:
         limit: int = 100,
         user_agent: str = "watukuy/0.1",
         url_cache: int = DEFAULT_URL_CACHE,
+        transport: Transport | None = None,
     ) -> None:
         if timeout <= 0:
             raise ConfigError("timeout must be > 0")
@@ -166,25 +168,19 @@ class HttpClient:
         self.user_agent = user_agent
         self.targets = TargetCache(url_cache)
         """Parsed request URLs, shared by every key (see :class:`TargetCache`)."""
-        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
-        self._session: aiohttp.ClientSession | None = None
-        self._closed = False
+        self.transport: Transport = transport or AiohttpTransport(
+            limit=limit, user_agent=user_agent, timeout=timeout
+        )
 
     async def start(self) -> None:
-        """Open the session if it is not open yet (also reopens a closed client)."""
-        self._closed = False
-        self._ensure_session()
+        """Accept requests (again, after a ``close``); the pool itself opens on first use."""
+        reopen = getattr(self.transport, "reopen", None)
+        if reopen is not None:
+            reopen()
 
     async def close(self) -> None:
-        """Close the session and its pooled connections; later requests raise ``RuntimeError``.
-
-        Refusing instead of silently reopening catches a ``fetch`` still running after the
-        engine shut down, which would otherwise leak a session nobody closes.
-        """
-        self._closed = True
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
+        """Close the transport's pooled connections; later requests raise ``RuntimeError``."""
+        await self.transport.close()
 
     async def __aenter__(self) -> HttpClient:
         await self.start()
@@ -215,35 +211,8 @@ class HttpClient:
             timeout=self.timeout if timeout is None else timeout,
         )
 
-    def session(self) -> aiohttp.ClientSession:
-        """The shared session, opened on first use so ``start()`` is optional."""
-        if self._closed:
-            raise RuntimeError("HttpClient is closed")
-        return self._ensure_session()
-
-    def client_timeout(self, total: float) -> aiohttp.ClientTimeout:
-        """The (immutable, shareable) ``ClientTimeout`` for ``total`` seconds, made once."""
-        found = self._timeouts.get(total)
-        if found is None:
-            if len(self._timeouts) >= 64:  # timeouts come from config: a handful at most
-                self._timeouts.clear()
-            found = self._timeouts[total] = aiohttp.ClientTimeout(total=total)
-        return found
-
-    def _ensure_session(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.limit),
-                # One session serves every tenant: a cookie one tenant's answer sets must never
-                # ride along on another tenant's request to the same host.
-                cookie_jar=aiohttp.DummyCookieJar(),
-                headers={"User-Agent": self.user_agent},
-                timeout=aiohttp.ClientTimeout(total=self.timeout),
-            )
-        return self._session
-
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open" if self._session is not None else "idle"
+        state = getattr(self.transport, "state", type(self.transport).__name__)
         return f"<HttpClient {state} timeout={self.timeout:g}s limit={self.limit}>"
 
 
@@ -265,7 +234,7 @@ class KeyHttp:
         self._validators = dict(validators)
         self._acquire = acquire
         self._now = now
-        self._timeout = client.client_timeout(timeout)
+        self._timeout = timeout
         self.validators_changed: dict[str, Validators] = {}
         """New validators by ``validator_key(full URL)``, from 200 GETs; the engine stores them."""
         self.throttle_until: float | None = None
@@ -319,39 +288,27 @@ class KeyHttp:
     async def _send(
         self, method: str, target: Target, headers: CIMultiDict[str], *, json: Any, data: Any
     ) -> Response:
-        """One round trip with the body read in full, transport failures made
-        :class:`VendorUnavailable`.
+        """One round trip through the transport, its failures made :class:`VendorUnavailable`.
 
-        ``CancelledError`` is a ``BaseException`` and passes through untouched. Errors whose
-        own message embeds the URL (redirect loops, bad redirect targets) are not chained,
-        because a traceback would print the query string they contain.
+        ``CancelledError`` is a ``BaseException`` and passes through untouched.
         """
-        session = self._client.session()
-        redacted = target.redacted
+        body = _body_of(headers, json=json, data=data)
+        request = Request(method, target.url, headers, body, self._timeout)
         try:
-            async with session.request(
-                method, target.url, headers=headers, json=json, data=data, timeout=self._timeout
-            ) as raw:
-                body = await raw.read()
-                status = raw.status
-                return Response(
-                    status=status,
-                    headers=raw.headers,
-                    url=str(raw.url),
-                    body=body,
-                    method=method,
-                    # A 304 never reaches fetch (NotModified): no Content-Type to parse.
-                    charset=raw.charset if status != 304 else None,
-                )
+            raw = await self._client.transport.send(request)
         except TimeoutError as exc:
-            reason = f"timed out after {self._timeout.total:g}s ({exc.__class__.__name__})"
-            raise VendorUnavailable(url=redacted, method=method, reason=reason) from exc
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-            reason = f"connection failed ({exc.__class__.__name__})"
-            raise VendorUnavailable(url=redacted, method=method, reason=reason) from exc
-        except aiohttp.ClientError as exc:
-            reason = f"request failed ({exc.__class__.__name__})"
-            raise VendorUnavailable(url=redacted, method=method, reason=reason) from None
+            reason = f"timed out after {self._timeout:g}s ({exc.__class__.__name__})"
+            raise VendorUnavailable(url=target.redacted, method=method, reason=reason) from exc
+        except TransportError as exc:
+            raise VendorUnavailable(url=target.redacted, method=method, reason=exc.reason) from exc
+        return Response(
+            status=raw.status,
+            headers=raw.headers,
+            url=raw.url or target.full,
+            body=raw.body,
+            method=method,
+            charset=raw.charset,
+        )
 
     def _sort(self, method: str, target: Target, response: Response) -> Response:
         """Raise what the engine handles itself, return what ``fetch`` decides about."""
@@ -396,6 +353,18 @@ class KeyHttp:
             f"<KeyHttp requests={self.requests} throttle_until={self.throttle_until!r} "
             f"validators_changed={len(self.validators_changed)}>"
         )
+
+
+def _body_of(headers: CIMultiDict[str], *, json: Any, data: Any) -> bytes | None:
+    """The request body as bytes; a ``json`` body also sets its Content-Type."""
+    if json is not None:
+        headers.setdefault("Content-Type", "application/json")
+        return jsonlib.dumps(json).encode()
+    if data is None or isinstance(data, bytes):
+        return data
+    if isinstance(data, str):
+        return data.encode()
+    raise TypeError(f"data must be bytes or str, got {type(data).__name__}")
 
 
 def _quota_left(headers: Mapping[str, str]) -> bool:
