@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json as jsonlib
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from types import TracebackType
 from typing import Any, NamedTuple
 
@@ -261,8 +261,16 @@ class KeyHttp:
         headers: Mapping[str, str] | None = None,
         json: Any = None,
         data: Any = None,
+        template: str | None = None,
+        passthrough: Collection[int] = (),
     ) -> Response:
-        """Send one request after taking a token from the budget; see the module docstring."""
+        """Send one request after taking a token from the budget; see the module docstring.
+
+        ``template`` is the URL as the poller wrote it (``https://{partition.data.host}/x``):
+        errors name it instead of the rendered URL, which carries partition data.
+        ``passthrough`` statuses are returned to the caller instead of raised (a declarative
+        poller's ``on_status`` decides them itself); quota headers are still read.
+        """
         method = method.upper()
         target = self._client.targets.get(url, query)
         send_headers = self._headers_for(method, target, headers)
@@ -270,6 +278,9 @@ class KeyHttp:
             await self._acquire()
         self.requests += 1
         response = await self._send(method, target, send_headers, json=json, data=data)
+        if response.status in passthrough:
+            self._note_quota(response.headers, self._now())
+            return response
         return self._sort(method, target, response)
 
     def _headers_for(
