@@ -10,6 +10,8 @@ WORKDIR /src
 # Only what the package build needs (pyproject names README.md as the long description).
 COPY pyproject.toml README.md ./
 COPY connector ./connector
+# The Avro schemas: connector/watukuy/serde/schemas links to them, the wheel carries copies.
+COPY schemas ./schemas
 RUN pip install . && rm -rf /src
 
 RUN useradd --system --uid 10001 --no-create-home watukuy
