@@ -651,16 +651,29 @@ def test_duplicate_poller_names(modules: Modules, pollers_module: str) -> None:
 def test_at_least_one_poller(modules: Modules, pollers: object) -> None:
     error = error_of(minimal("unused", modules, pollers=pollers))
     assert error.path == "pollers"
-    assert str(error) == ("pollers: at least one poller is required, e.g. '- python: module:attr'")
+    assert str(error) == (
+        "pollers: at least one poller is required: '- name: ...' (declarative) or "
+        "'- python: module:attr'"
+    )
 
 
-def test_declarative_pollers_are_not_supported_yet(modules: Modules, pollers_module: str) -> None:
+def test_a_declarative_poller_entry_is_checked_by_its_own_keys(
+    modules: Modules, pollers_module: str
+) -> None:
     pollers = [{"python": f"{pollers_module}:invoices"}, {"name": "tickets", "url": "https://x"}]
     error = error_of(minimal(pollers_module, modules, pollers=pollers))
-    assert error.path == "pollers[1]"
-    assert str(error) == (
-        "pollers[1]: declarative pollers are not supported yet; use python: module:attr"
-    )
+    # `url` belongs under `request:`: the declarative compiler names the key it does not know.
+    assert error.path == "pollers[1].url"
+    assert "unknown key" in str(error)
+
+
+def test_a_poller_entry_is_declarative_or_python_not_both(
+    modules: Modules, pollers_module: str
+) -> None:
+    pollers = [{"python": f"{pollers_module}:invoices", "name": "tickets"}]
+    error = error_of(minimal(pollers_module, modules, pollers=pollers))
+    assert error.path == "pollers[0]"
+    assert "not both" in str(error)
 
 
 def test_unknown_key_in_a_poller_entry(modules: Modules, pollers_module: str) -> None:
@@ -886,15 +899,8 @@ def test_top_level_must_be_a_mapping(tmp_path: Path, text: str, message: str) ->
     assert str(raised.value) == f"{file}: {message}"
 
 
-def test_the_example_config_fails_only_on_its_placeholder_poller() -> None:
-    with pytest.raises(ConfigError) as raised:
-        load_config(Path(__file__).parents[2] / "config" / "example.yaml")
-    assert raised.value.path == "pollers[0].python"
-    assert "module 'mypackage.pollers' not found" in str(raised.value)
-
-
-def test_the_demo_config_loads_the_simulator_poller() -> None:
-    config = load_config(Path(__file__).parents[2] / "config" / "demo.yaml")
+def test_the_python_example_loads_the_simulator_poller() -> None:
+    config = load_config(Path(__file__).parents[2] / "config" / "python.yaml")
     assert [p.name for p in config.pollers] == ["invoices"]
 
 

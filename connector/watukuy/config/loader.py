@@ -96,7 +96,7 @@ def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerC
     budgets = parse_budgets(data.get("budgets"), secrets)
     schema_registry = parse_schema_registry(data.get("schema.registry"), secrets)
     prepend_sys_path(python_path)
-    pollers, refs = load_pollers(data.get("pollers"), secrets)
+    pollers, refs = load_pollers(data.get("pollers"), secrets, base_dir)
     _check_budget_names(pollers, budgets)
     return RunnerConfig(
         kafka=kafka,

@@ -136,7 +136,8 @@ class RunnerConfig:
     budgets: dict[str, dict[str, Any]] = field(default_factory=dict)
     schema_registry: SchemaRegistrySettings = field(default_factory=SchemaRegistrySettings)
     pollers: list[Poller]
-    poller_refs: tuple[str, ...] = ()
+    poller_refs: tuple[str | Mapping[str, Any], ...] = ()
+    """Where each poller came from: ``module:attr``, or a declarative poller's entry."""
     python_path: tuple[Path, ...] = ()
     secrets: frozenset[str] = frozenset()
 
@@ -168,7 +169,7 @@ class RunnerConfig:
             "rest": {"listen": self.rest.listen},
             "budgets": self.budgets,
             "pollers": [
-                {"python": ref, "name": poller.name}
+                {"python": ref, "name": poller.name} if isinstance(ref, str) else dict(ref)
                 for ref, poller in zip(self._refs(), self.pollers, strict=True)
             ],
         }
@@ -181,7 +182,7 @@ class RunnerConfig:
         secret = self.secret_paths()
         return {key: _redact(value, key, secret) for key, value in tree.items()}
 
-    def _refs(self) -> tuple[str, ...]:
+    def _refs(self) -> tuple[str | Mapping[str, Any], ...]:
         if len(self.poller_refs) == len(self.pollers):
             return self.poller_refs
         return tuple(f"(poller {p.name})" for p in self.pollers)

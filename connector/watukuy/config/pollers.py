@@ -1,4 +1,5 @@
-"""``pollers: [{python: module:attr}]`` and ``python_path``: importing the user's pollers."""
+"""``pollers:`` and ``python_path``: a Python poller (``python: module:attr``) is imported, a
+declarative one (``name: ...``) compiled by :mod:`watukuy.declarative`."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from watukuy.core.poller import Poller
 
 _DOTTED = r"[^\W\d]\w*(?:\.[^\W\d]\w*)*"
 _REFERENCE = re.compile(rf"^({_DOTTED}):({_DOTTED})$")
-DECLARATIVE_UNSUPPORTED = "declarative pollers are not supported yet; use python: module:attr"
+
+PollerSource = str | Mapping[str, Any]
+"""Where a poller came from: ``module:attr`` for a Python poller, the entry for a declarative
+one (as resolved; ``describe()`` redacts its secret paths)."""
 
 
 def parse_python_path(raw: object, base_dir: Path, secrets: Secrets) -> tuple[Path, ...]:
@@ -50,38 +54,62 @@ def prepend_sys_path(directories: Sequence[Path]) -> None:
         importlib.invalidate_caches()
 
 
-def load_pollers(raw: object, secrets: Secrets) -> tuple[list[Poller], tuple[str, ...]]:
-    """The pollers and the ``module:attr`` each came from; names must be unique."""
+def load_pollers(
+    raw: object, secrets: Secrets, base_dir: Path
+) -> tuple[list[Poller], tuple[PollerSource, ...]]:
+    """The pollers and where each came from; names must be unique."""
     if raw is None or raw == []:
         raise ConfigError(
-            "at least one poller is required, e.g. '- python: module:attr'", "pollers"
+            "at least one poller is required: '- name: ...' (declarative) or "
+            "'- python: module:attr'",
+            "pollers",
         )
     if not isinstance(raw, list):
         raise ConfigError(f"must be a list of pollers, got {kind(raw)}", "pollers")
     pollers: list[Poller] = []
-    refs: list[str] = []
+    sources: list[PollerSource] = []
     seen: dict[str, int] = {}
     for index, entry in enumerate(raw):
         where = f"pollers[{index}]"
-        ref = _entry_reference(entry, where, secrets)
-        poller = import_poller(ref, f"{where}.python")
+        poller, source = _load_one(entry, where, secrets, base_dir)
         if poller.name in seen:
             raise ConfigError(
                 f"duplicate poller name {poller.name!r} (also pollers[{seen[poller.name]}])", where
             )
         seen[poller.name] = index
         pollers.append(poller)
-        refs.append(ref)
-    return pollers, tuple(refs)
+        sources.append(source)
+    return pollers, tuple(sources)
 
 
-def _entry_reference(entry: object, where: str, secrets: Secrets) -> str:
+def _load_one(
+    entry: object, where: str, secrets: Secrets, base_dir: Path
+) -> tuple[Poller, PollerSource]:
     if not isinstance(entry, Mapping):
-        raise ConfigError(f"must be a mapping like 'python: module:attr', got {kind(entry)}", where)
+        raise ConfigError(
+            f"must be a mapping: '- name: ...' (declarative) or '- python: module:attr', "
+            f"got {kind(entry)}",
+            where,
+        )
     if "name" in entry:
-        raise ConfigError(DECLARATIVE_UNSUPPORTED, where)
+        if "python" in entry:
+            raise ConfigError(
+                "a poller is either declarative (name: ...) or Python (python: module:attr), "
+                "not both",
+                where,
+            )
+        from watukuy.declarative import compile_poller
+
+        return compile_poller(entry, where=where, base_dir=base_dir), entry
     if "python" not in entry:
-        raise ConfigError("needs 'python: module:attr' naming a Poller", where)
+        raise ConfigError(
+            "needs 'name: ...' (a declarative HTTP poller) or 'python: module:attr'", where
+        )
+    ref = _entry_reference(entry, where, secrets)
+    return import_poller(ref, f"{where}.python"), ref
+
+
+def _entry_reference(entry: Mapping[str, Any], where: str, secrets: Secrets) -> str:
     check_keys(entry, ("python",), where)
     ref = entry["python"]
     path = f"{where}.python"
@@ -93,9 +121,13 @@ def _entry_reference(entry: object, where: str, secrets: Secrets) -> str:
     return ref.strip()
 
 
-def import_poller(ref: str, path: str) -> Poller:
-    """The ``Poller`` at ``module:attr``; every failure is one line naming what went wrong."""
-    module_name, _, attribute = ref.partition(":")
+def import_object(ref: str, path: str) -> Any:
+    """The object at ``module:attr`` (``attr`` may be dotted); failures are one line."""
+    if not _REFERENCE.match(ref.strip()):
+        raise ConfigError(
+            f"expected 'module:attribute', e.g. 'mypackage.tenants:load', got {ref!r}", path
+        )
+    module_name, _, attribute = ref.strip().partition(":")
     obj: Any = _import_module(module_name, path)
     walked: list[str] = []
     for part in attribute.split("."):
@@ -108,6 +140,12 @@ def import_poller(ref: str, path: str) -> Poller:
         except Exception as exc:
             raise ConfigError(f"reading {ref!r} failed: {_one_line(exc)}", path) from exc
         walked.append(part)
+    return obj
+
+
+def import_poller(ref: str, path: str) -> Poller:
+    """The ``Poller`` at ``module:attr``; every failure is one line naming what went wrong."""
+    obj = import_object(ref, path)
     if not isinstance(obj, Poller):
         raise ConfigError(
             f"{ref!r} is {kind(obj)}, not a Poller; create it with watukuy.define_poller(...)",
