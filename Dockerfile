@@ -1,4 +1,5 @@
-# The watukuy runner image: `docker compose up` builds it (see docker-compose.yml).
+# The watukuy runner image: `docker compose up` builds it (see docker-compose.yml). It also
+# carries the vendor simulator (integration/simulator, aiohttp only) for the compose demo.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -14,9 +15,13 @@ COPY connector ./connector
 COPY schemas ./schemas
 RUN pip install . && rm -rf /src
 
+# The simulator runs as `python -m integration.simulator` from /opt/watukuy.
+COPY integration/__init__.py /opt/watukuy/integration/__init__.py
+COPY integration/simulator /opt/watukuy/integration/simulator
+
 RUN useradd --system --uid 10001 --no-create-home watukuy
 USER watukuy
-WORKDIR /
+WORKDIR /opt/watukuy
 EXPOSE 8083
 
 CMD ["watukuy-source", "--help"]

@@ -10,8 +10,9 @@ What it starts, all on this machine:
 2. the vendor simulator, ``python -m integration.simulator`` (``--tenants`` accounts of
    ``--items`` invoices each, one random create/update/delete every ``--mutate-every``);
 3. one runner, ``python -m watukuy.cli --config .watukuy/demo/runner.yaml`` (the
-   ``watukuy-source`` command), with the poller ``integration.pollers:invoices`` and a fresh
-   topics prefix per run, so every run starts from the initial cursor; its log goes to
+   ``watukuy-source`` command), with the declarative invoices poller of
+   ``config/invoices.yaml`` (no Python: tenants come from the simulator's ``/tenants``) and a
+   fresh topics prefix per run, so every run starts from the initial cursor; its log goes to
    ``.watukuy/demo/runner.log``.
 
 A read_committed consumer prints every event of ``<prefix>.events.invoices`` as one line
@@ -54,6 +55,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO_DIR = ROOT / ".watukuy" / "demo"
 POLLER = "integration.pollers:invoices"
 POLLER_NAME = "invoices"
+EXAMPLE = ROOT / "config" / "invoices.yaml"
+"""The declarative invoices poller the demo runs (the same one docker-compose runs)."""
 
 
 # -- the pieces, also used by integration/bench ------------------------------------------------
@@ -93,17 +96,40 @@ def start_simulator(*options: str, log: Path | None = None) -> Simulator:
     return Simulator(process, info["base_url"], info["tenants"])
 
 
+def example_config(schedule: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``config/invoices.yaml`` with its relative paths made absolute (the demo writes its own
+    copy elsewhere) and, if given, the pollers' ``schedule`` replaced."""
+    config = yaml.safe_load(EXAMPLE.read_text())
+    for poller in config["pollers"]:
+        if isinstance(poller.get("schema"), str):
+            poller["schema"] = str((EXAMPLE.parent / poller["schema"]).resolve())
+        if schedule is not None:
+            poller["schedule"] = dict(schedule)
+    return config
+
+
 def runner_config(
-    bootstrap: str, prefix: str, runner_id: str, *, partitions: int = 4, **runner: Any
+    bootstrap: str,
+    prefix: str,
+    runner_id: str,
+    *,
+    partitions: int = 4,
+    example: Mapping[str, Any] | None = None,
+    **runner: Any,
 ) -> dict[str, Any]:
-    """A runner config with the simulator's invoices poller (see config/demo.yaml)."""
-    return {
+    """A runner config on this broker and topics prefix: the pollers and budgets of
+    ``example`` (see :func:`example_config`), else the Python poller ``integration.pollers``."""
+    config: dict[str, Any] = {
         "kafka": {"bootstrap.servers": bootstrap},
         "topics": {"prefix": prefix, "partitions": partitions, "replication.factor": 1},
         "runner": {"id": runner_id, "commit.interval": "100ms", **runner},
         "rest": {"listen": "127.0.0.1:0"},  # any free port: the demo does not use REST
         "pollers": [{"python": POLLER}],
     }
+    if example is not None:
+        config["budgets"] = example.get("budgets", {})
+        config["pollers"] = example["pollers"]
+    return config
 
 
 def write_config(path: Path, config: Mapping[str, Any], *comments: str) -> Path:
@@ -376,16 +402,16 @@ def run_demo(args: argparse.Namespace, bootstrap: str) -> bool:
     seen, runner_rc, signalled = Seen(), None, False
     started = time.monotonic()
     try:
+        example = example_config({"min": args.poll_min, "max": args.poll_max})
         config = write_config(
             DEMO_DIR / "runner.yaml",
-            runner_config(bootstrap, prefix, "demo-runner"),
-            "Written by python -m integration.demo; config/demo.yaml explains every key.",
-            f"Run as: WATUKUY_VENDOR_URL={sim.base_url} PYTHONPATH=.:connector \\",
+            runner_config(bootstrap, prefix, "demo-runner", example=example),
+            "Written by python -m integration.demo from config/invoices.yaml (the declarative",
+            "invoices poller), on the demo's broker and topics prefix.",
+            f"Run as: WATUKUY_VENDOR_URL={sim.base_url} \\",
             "  python -m watukuy.cli --config .watukuy/demo/runner.yaml",
         )
-        env = runner_env(
-            sim.base_url, WATUKUY_SCHEDULE_MIN=args.poll_min, WATUKUY_SCHEDULE_MAX=args.poll_max
-        )
+        env = runner_env(sim.base_url)
         print(f"demo: broker {bootstrap}; simulator {sim.base_url} ({args.tenants} tenants)")
         print(
             f"demo: runner: python -m watukuy.cli --config {config.relative_to(ROOT)} "

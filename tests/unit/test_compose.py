@@ -46,14 +46,32 @@ def test_runner_is_built_here_and_waits_for_kafka(services: dict[str, Any]) -> N
     runner = services["watukuy"]
     build = runner["build"]
     assert (REPO / build["context"] / build.get("dockerfile", "Dockerfile")).is_file()
-    assert runner["command"] == ["watukuy-source", "--config", "/etc/watukuy/config.yaml"]
+    assert runner["command"] == [
+        "watukuy-source",
+        "--config",
+        "/etc/watukuy/config/invoices.yaml",
+    ]
     assert "8083:8083" in runner["ports"]
     assert "kafka" in runner["depends_on"]
 
 
+def test_runner_polls_the_vendor_service(services: dict[str, Any]) -> None:
+    vendor = services["vendor"]
+    assert vendor["command"][:3] == ["python", "-m", "integration.simulator"]
+    assert "0.0.0.0" in vendor["command"]  # reachable from the runner's container
+    assert "healthcheck" in vendor
+    runner = services["watukuy"]
+    assert runner["environment"]["WATUKUY_VENDOR_URL"] == "http://vendor:8099"
+    assert runner["depends_on"]["vendor"]["condition"] == "service_healthy"
+    # The runner's config is declarative: no module of the user's is needed to start it.
+    config = load(REPO / "config" / "invoices.yaml")
+    assert all("name" in poller and "python" not in poller for poller in config["pollers"])
+
+
 def test_mounted_files_exist(services: dict[str, Any]) -> None:
     mounts = [volume.split(":") for volume in services["watukuy"]["volumes"]]
-    assert ["./config/example.yaml", "/etc/watukuy/config.yaml", "ro"] in mounts
+    assert ["./config", "/etc/watukuy/config", "ro"] in mounts
+    assert ["./schemas", "/etc/watukuy/schemas", "ro"] in mounts
     for source, *_ in mounts:
         if source.startswith("."):
             assert (REPO / source).exists(), source
@@ -69,7 +87,7 @@ def test_dockerfile_installs_the_project() -> None:
                 assert (REPO / source).exists(), line
 
 
-@pytest.mark.parametrize("name", ["example.yaml", "demo.yaml"])
+@pytest.mark.parametrize("name", ["invoices.yaml", "python.yaml"])
 def test_configs_have_the_contract_keys(name: str) -> None:
     config = load(REPO / "config" / name)
     assert set(config) >= CONTRACT_KEYS
@@ -81,8 +99,8 @@ def test_configs_have_the_contract_keys(name: str) -> None:
     assert config["pollers"]
 
 
-def test_example_config_talks_to_the_compose_broker() -> None:
-    assert load(REPO / "config" / "example.yaml")["kafka"]["bootstrap.servers"] == "kafka:9092"
+def test_compose_config_talks_to_the_compose_broker() -> None:
+    assert load(REPO / "config" / "invoices.yaml")["kafka"]["bootstrap.servers"] == "kafka:9092"
 
 
 def test_docker_compose_accepts_the_file() -> None:
