@@ -1,0 +1,1 @@
+"""Declarative HTTP pollers: a vendor API described as data (see the contract)."""
