@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka import ConsumerGroupState, KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException
 
 from watukuy.config import RunnerConfig
 from watukuy.core.errors import ConfigError, Retriable
@@ -20,22 +19,43 @@ from watukuy.engine.clock import SystemClock
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.operations import change_for
 from watukuy.runner import kafka_store
+from watukuy.store.kafka import clients
+
+_UNREACHABLE = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._RESOLVE,
+        KafkaError._WAIT_COORD,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+    }
+)
 
 
 class GroupActive(Exception):
     """Runners are alive: the change must go through them."""
 
 
-def live_members(config: RunnerConfig, timeout: float = 15.0) -> list[str]:
+def live_members(config: RunnerConfig) -> list[str]:
     """Members of the runner group now; empty when no runner is alive."""
-    admin = AdminClient(dict(config.kafka))
+    timeout = config.runner.startup_timeout
+    admin = clients.admin_client(config.kafka)
     group = config.runner.group_id
     try:
         described = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result(
             timeout=timeout
         )
+    except TimeoutError as exc:  # no answer at all: the usual sign of a wrong address
+        raise clients.unreachable(config.kafka, timeout) from exc
     except KafkaException as exc:
-        raise Retriable(f"cannot describe group '{group}': {exc.args[0].str()}") from exc
+        error: KafkaError = exc.args[0]
+        if error.code() in _UNREACHABLE:
+            raise clients.unreachable(config.kafka, timeout) from exc
+        raise Retriable(f"cannot describe group '{group}': {error.str()}") from exc
+    finally:
+        clients.drain_logs(admin)
     if described.state in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD):
         return []
     return sorted(m.group_instance_id or m.client_id for m in described.members) or [

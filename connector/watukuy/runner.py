@@ -27,13 +27,14 @@ def kafka_store(config: RunnerConfig, *, use_group: bool = True) -> KafkaStore:
     runner = config.runner
     return KafkaStore(
         KafkaSettings(
-            kafka=dict(config.kafka),
+            kafka=config.kafka,  # keeps which properties are secrets, for messages
             layout=TopicLayout(topics.prefix, topics.partitions, topics.replication_factor),
             runner_id=runner.id,
             group_id=runner.group_id,
             commit_interval=runner.commit_interval,
             session_timeout=runner.session_timeout,
             transaction_timeout=runner.session_timeout,
+            startup_timeout=runner.startup_timeout,
             static_membership=runner.static_membership,
             use_group=use_group,
             registry_url=config.schema_registry.url,

@@ -13,6 +13,7 @@ from typing import TextIO
 from watukuy.config import RunnerConfig
 from watukuy.core.errors import ConfigError
 from watukuy.serde.consumer import EventReader, SchemaTopicResolver
+from watukuy.store.kafka import clients
 from watukuy.store.kafka.topics import TopicLayout
 
 
@@ -34,13 +35,14 @@ def tail(
     poller = pollers[poller_name]
     topics = config.topics
     layout = TopicLayout(topics.prefix, topics.partitions, topics.replication_factor)
-    kafka = dict(config.kafka)
+    kafka, timeout = config.kafka, config.runner.startup_timeout
+    clients.probe(kafka, timeout)  # one clear line when the cluster is not there
     registry = None
     if config.schema_registry.url is not None:
         from watukuy.serde.registry import registry_client
 
         registry = registry_client(config.schema_registry.url, config.schema_registry.basic_auth)
-    resolver = SchemaTopicResolver(kafka, layout.schemas)
+    resolver = SchemaTopicResolver(kafka, layout.schemas, timeout=timeout)
     key = partition  # the reader matches it against record keys poller/<partition>
     printed = 0
     try:
@@ -51,6 +53,7 @@ def tail(
             registry=registry,
             from_beginning=from_beginning,
             partition_key=key,
+            timeout=timeout,
         ) as reader:
             for event in reader.read(follow=follow):
                 if event.poller != poller_name:

@@ -24,8 +24,10 @@ from watukuy.config import (
     load_config,
     parse_config,
 )
+from watukuy.config.model import is_sensitive_kafka_key
 from watukuy.config.properties import parse_properties
 from watukuy.core.poller import Poller
+from watukuy.store.kafka.clients import OWNED_PROPERTIES
 
 pytestmark = pytest.mark.unit
 
@@ -144,6 +146,7 @@ def test_minimal_file_gets_every_default(
             "max.concurrency": 256,
             "session.timeout": "10s",
             "static.membership": True,
+            "startup.timeout": "15s",
         },
         "rest": {"listen": "127.0.0.1:8083"},
         "budgets": {},
@@ -158,7 +161,7 @@ def test_every_key_set(modules: Modules, pollers_module: str) -> None:
             "python_path": [str(modules.directory)],
             "kafka": {
                 "bootstrap.servers": "k1:9092,k2:9092",
-                "linger.ms": 5,
+                "batch.size": 65536,
                 "compression.type": "zstd",
                 "socket.keepalive.enable": True,
                 "retry.backoff.ms": 100.5,
@@ -171,6 +174,7 @@ def test_every_key_set(modules: Modules, pollers_module: str) -> None:
                 "max.concurrency": 64,
                 "session.timeout": "45s",
                 "static.membership": False,
+                "startup.timeout": "1m",
             },
             "rest": {"listen": "0.0.0.0:9090"},
             "budgets": {"vendor": {"rate": "10/s", "burst": 20, "fairness": "weighted"}},
@@ -180,7 +184,7 @@ def test_every_key_set(modules: Modules, pollers_module: str) -> None:
             ],
         }
     )
-    assert cfg.kafka["linger.ms"] == 5
+    assert cfg.kafka["batch.size"] == 65536
     assert cfg.kafka["socket.keepalive.enable"] is True
     assert cfg.kafka["retry.backoff.ms"] == 100.5
     assert cfg.topics == TopicsConfig(prefix="acme.prod", partitions=12, replication_factor=3)
@@ -191,11 +195,13 @@ def test_every_key_set(modules: Modules, pollers_module: str) -> None:
         max_concurrency=64,
         session_timeout=45.0,
         static_membership=False,
+        startup_timeout=60.0,
     )
     assert cfg.rest == RestSettings(host="0.0.0.0", port=9090)
     assert cfg.budgets == {"vendor": {"rate": "10/s", "burst": 20, "fairness": "weighted"}}
     assert [p.name for p in cfg.pollers] == ["invoices", "tickets"]
     assert cfg.describe()["runner"]["session.timeout"] == "45s"
+    assert cfg.describe()["runner"]["startup.timeout"] == "1m"
 
 
 def test_group_id_defaults_to_prefix_runners(modules: Modules, pollers_module: str) -> None:
@@ -311,25 +317,152 @@ def test_bootstrap_servers_must_be_a_non_empty_string(
     assert str(error) == f"kafka.bootstrap.servers: {message}"
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "transactional.id",
-        "enable.idempotence",
-        "isolation.level",
-        "enable.auto.commit",
-        "group.id",
-        "group.instance.id",
-        "partition.assignment.strategy",
-    ],
-)
+@pytest.mark.parametrize("name", sorted(OWNED_PROPERTIES))
 def test_kafka_properties_watukuy_owns_are_rejected(
     modules: Modules, pollers_module: str, name: str
 ) -> None:
     kafka = {"bootstrap.servers": "b:9092", name: "x"}
     error = error_of(minimal(pollers_module, modules, kafka=kafka))
     assert error.path == f"kafka.{name}"
-    assert str(error).startswith(f"kafka.{name}: is managed by watukuy and cannot be set (")
+    assert str(error) == (
+        f"kafka.{name}: is managed by watukuy and cannot be set ({OWNED_PROPERTIES[name]})"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "names"),
+    [
+        ("session.timeout.ms", "set runner.session.timeout instead"),
+        ("transaction.timeout.ms", "set runner.session.timeout instead"),
+        ("heartbeat.interval.ms", "derived from runner.session.timeout"),
+        ("group.instance.id", "set runner.id and runner.static.membership instead"),
+        ("linger.ms", "fixed at 5ms"),
+        ("partitioner", "fixed to murmur2_random"),
+        ("fetch.wait.max.ms", "fixed at 50ms"),
+        ("enable.partition.eof", "fixed on"),
+        ("auto.offset.reset", "fixed to earliest"),
+    ],
+)
+def test_an_owned_property_says_what_to_set_instead_or_why_it_is_fixed(
+    modules: Modules, pollers_module: str, name: str, names: str
+) -> None:
+    kafka = {"bootstrap.servers": "b:9092", name: 1}
+    assert names in str(error_of(minimal(pollers_module, modules, kafka=kafka)))
+
+
+@pytest.mark.parametrize(
+    ("given", "path", "message"),
+    [
+        (
+            {"linger.msx": 5},
+            "kafka.linger.msx",
+            "is not a librdkafka property; did you mean 'linger.ms'?",
+        ),
+        (
+            {"sasl.pasword": "x"},
+            "kafka.sasl.pasword",
+            "is not a librdkafka property; did you mean 'sasl.password'?",
+        ),
+        ({"zzz.qqq": 1}, "kafka.zzz.qqq", "is not a librdkafka property"),
+        ({"batch.size": "big"}, "kafka.batch.size", "librdkafka refuses the value 'big'"),
+        # librdkafka names the canonical property (request.required.acks); the path is the user's
+        ({"acks": "most"}, "kafka.acks", "librdkafka refuses the value 'most'"),
+        (
+            {"compression.type": "zip"},
+            "kafka.compression.type",
+            "librdkafka refuses the value 'zip'",
+        ),
+        (
+            {"security.protocol": "sasl_plain"},
+            "kafka.security.protocol",
+            "librdkafka refuses the value 'sasl_plain'",
+        ),
+        (
+            {"acks": 0},
+            "kafka.acks",
+            "librdkafka refuses it: `acks` must be set to `all` when `enable.idempotence` is true "
+            "(watukuy sets enable.idempotence; fixed on: transactions need it)",
+        ),
+        # consumer-only: a producer ignores it, the consumers refuse it
+        (
+            {"fetch.max.bytes": 1000},
+            "kafka.fetch.max.bytes",
+            "librdkafka refuses it: `fetch.max.bytes` must be >= `message.max.bytes`",
+        ),
+        (
+            {"max.poll.interval.ms": 9000},
+            "kafka.max.poll.interval.ms",
+            "librdkafka refuses it: `max.poll.interval.ms`must be >= `session.timeout.ms` "
+            "(watukuy sets session.timeout.ms; set runner.session.timeout instead)",
+        ),
+        (
+            {"message.timeout.ms": 30000},
+            "kafka.message.timeout.ms",
+            "librdkafka refuses it: `message.timeout.ms` must be set <= `transaction.timeout.ms` "
+            "(watukuy sets transaction.timeout.ms; set runner.session.timeout instead: a "
+            "transaction may last as long as a session)",
+        ),
+        (
+            {"security.protocol": "sasl_ssl", "sasl.mechanism": "PLAIN"},
+            "kafka",
+            "librdkafka refuses it: sasl.username and sasl.password must be set",
+        ),
+        (
+            {"error_cb": "print"},
+            "kafka.error_cb",
+            "librdkafka refuses it: expected error_cb property as a callable function",
+        ),
+    ],
+)
+def test_librdkafka_checks_the_kafka_properties_at_load(
+    modules: Modules, pollers_module: str, given: dict[str, Any], path: str, message: str
+) -> None:
+    kafka = {"bootstrap.servers": "127.0.0.1:1", **given}
+    error = error_of(minimal(pollers_module, modules, kafka=kafka))
+    assert error.path == path
+    assert str(error) == f"{path}: {message}"
+
+
+def test_a_refused_secret_value_is_not_echoed(
+    modules: Modules, pollers_module: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WK_PROTOCOL", "sasl-sekrit-protocol")
+    kafka = {"bootstrap.servers": "b:9092", "security.protocol": "${env:WK_PROTOCOL}"}
+    error = error_of(minimal(pollers_module, modules, kafka=kafka))
+    assert str(error) == "kafka.security.protocol: librdkafka refuses the value [redacted]"
+
+
+def test_the_max_poll_interval_is_checked_against_the_runner_session_timeout(
+    modules: Modules, pollers_module: str
+) -> None:
+    kafka = {"bootstrap.servers": "b:9092", "max.poll.interval.ms": 5000}
+    cfg = parse_config(
+        minimal(pollers_module, modules, kafka=kafka, runner={"id": "r", "session.timeout": "5s"})
+    )
+    assert cfg.kafka["max.poll.interval.ms"] == 5000
+
+
+def test_properties_users_need_pass(modules: Modules, pollers_module: str) -> None:
+    kafka = {
+        "bootstrap.servers": "b1:9092,b2:9092",
+        "client.id": "acme-watukuy",
+        "security.protocol": "sasl_plaintext",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "svc",
+        "sasl.password": "pw",
+        "ssl.endpoint.identification.algorithm": "https",
+        "enable.ssl.certificate.verification": True,
+        "socket.keepalive.enable": True,
+        "compression.type": "zstd",
+        "batch.size": 131072,
+        "acks": "all",
+        "fetch.max.bytes": 104857600,
+        "message.timeout.ms": 10000,
+        "statistics.interval.ms": 0,
+        "debug": "broker,topic",
+    }
+    cfg = parse_config(minimal(pollers_module, modules, kafka=kafka))
+    assert dict(cfg.kafka) == kafka
 
 
 def test_group_id_rejection_points_at_the_runner_key(modules: Modules, pollers_module: str) -> None:
@@ -450,6 +583,37 @@ def test_bad_runner_settings(
     error = error_of(minimal(pollers_module, modules, runner=runner))
     assert error.path == path
     assert str(error) == f"{path}: {message}"
+
+
+@pytest.mark.parametrize("key", ["commit.interval", "session.timeout", "startup.timeout"])
+@pytest.mark.parametrize(
+    ("value", "like"),
+    [
+        (1000, "'1000ms' or '1s'"),
+        (30000, "'30000ms' or '30s'"),
+        (5, "'5ms' or '5s'"),
+        (2.5, "'1000ms' or '1s'"),
+        (0, "'1000ms' or '1s'"),
+    ],
+)
+def test_a_bare_number_is_not_a_duration(
+    modules: Modules, pollers_module: str, key: str, value: object, like: str
+) -> None:
+    error = error_of(minimal(pollers_module, modules, runner={"id": "r", key: value}))
+    assert error.path == f"runner.{key}"
+    assert str(error) == (
+        f"runner.{key}: must be a duration like {like}, got {value} (a bare number; Connect "
+        "users mean milliseconds)"
+    )
+
+
+def test_startup_timeout(modules: Modules, pollers_module: str) -> None:
+    cfg = parse_config(
+        minimal(pollers_module, modules, runner={"id": "r", "startup.timeout": "2m"})
+    )
+    assert cfg.runner.startup_timeout == 120.0
+    error = error_of(minimal(pollers_module, modules, runner={"id": "r", "startup.timeout": "0s"}))
+    assert str(error) == "runner.startup.timeout: duration must be positive, got '0s'"
 
 
 @pytest.mark.parametrize(("value", "seconds"), [("1s", 1.0), ("300s", 300.0), ("5m", 300.0)])
@@ -724,7 +888,7 @@ def test_env_and_file_references_resolve(
         "sasl.oauthbearer.config": "token=${file:token.txt} extra",
         "client.id": "${env:WK_CLIENT}",
         "ssl.key.password": "literal-key-password",
-        "linger.ms": 5,
+        "batch.size": 5,
     }
     cfg = parse_config(minimal(pollers_module, modules, kafka=kafka), base_dir=tmp_path)
 
@@ -742,9 +906,73 @@ def test_env_and_file_references_resolve(
         "sasl.oauthbearer.config": "[redacted]",
         "client.id": "[redacted]",
         "ssl.key.password": "[redacted]",
-        "linger.ms": 5,
+        "batch.size": 5,
     }
     assert {"kafka.sasl.password", "kafka.client.id"} <= cfg.secrets
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("sasl.password", True),
+        ("ssl.key.password", True),
+        ("ssl.keystore.password", True),
+        ("ssl.truststore.password", True),
+        ("sasl.oauthbearer.client.secret", True),
+        ("sasl.oauthbearer.assertion.private.key.passphrase", True),
+        ("sasl.oauthbearer.assertion.private.key.pem", True),
+        ("ssl.key.pem", True),
+        ("sasl.jaas.config", True),
+        ("sasl.oauthbearer.config", True),
+        ("basic.auth.user.info", True),
+        ("some.future.token", True),
+        ("SASL.Password", True),
+        ("sasl.username", False),
+        ("sasl.mechanism", False),
+        ("sasl.mechanisms", False),
+        ("security.protocol", False),
+        ("sasl.oauthbearer.client.id", False),
+        ("sasl.oauthbearer.method", False),
+        ("sasl.oauthbearer.token.endpoint.url", False),
+        ("sasl.oauthbearer.assertion.private.key.file", False),
+        ("sasl.kerberos.keytab", False),
+        ("sasl.kerberos.principal", False),
+        ("ssl.key.location", False),
+        ("ssl.keystore.location", False),
+        ("ssl.certificate.location", False),
+        ("ssl.certificate.pem", False),
+        ("ssl.ca.pem", False),
+        ("client.id", False),
+        ("bootstrap.servers", False),
+    ],
+)
+def test_which_kafka_properties_are_secrets(name: str, secret: bool) -> None:
+    assert is_sensitive_kafka_key(name) is secret
+
+
+def test_who_and_how_are_shown_the_credentials_are_not(
+    modules: Modules, pollers_module: str
+) -> None:
+    kafka = {
+        "bootstrap.servers": "b:9092",
+        "security.protocol": "sasl_plaintext",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": "svc-watukuy",
+        "sasl.password": "pw-canary-1",
+        "ssl.key.location": "/etc/kafka/client.key",
+        "ssl.key.password": "pw-canary-2",
+    }
+    cfg = parse_config(minimal(pollers_module, modules, kafka=kafka))
+    assert cfg.describe()["kafka"] == {
+        "bootstrap.servers": "b:9092",
+        "security.protocol": "sasl_plaintext",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": "svc-watukuy",
+        "sasl.password": "[redacted]",
+        "ssl.key.location": "/etc/kafka/client.key",
+        "ssl.key.password": "[redacted]",
+    }
+    assert_hidden(repr(cfg), "pw-canary-1", "pw-canary-2")
 
 
 def test_secrets_outside_kafka_are_redacted_too(

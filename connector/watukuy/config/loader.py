@@ -14,6 +14,7 @@ from watukuy.config.model import RunnerConfig
 from watukuy.config.pollers import load_pollers, parse_python_path, prepend_sys_path
 from watukuy.config.references import Secrets, resolve_references
 from watukuy.config.sections import (
+    check_kafka_clients,
     parse_budgets,
     parse_kafka,
     parse_rest,
@@ -92,6 +93,7 @@ def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerC
     kafka = parse_kafka(data.get("kafka"), secrets)
     topics = parse_topics(data.get("topics"), secrets)
     runner = parse_runner(data.get("runner"), topics.prefix, secrets)
+    check_kafka_clients(kafka, runner, secrets)
     rest = parse_rest(data.get("rest"), secrets)
     budgets = parse_budgets(data.get("budgets"), secrets)
     schema_registry = parse_schema_registry(data.get("schema.registry"), secrets)

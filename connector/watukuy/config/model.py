@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -14,14 +15,28 @@ from watukuy.core.poller import Poller
 
 KafkaValue = str | int | float | bool
 
-_SENSITIVE_WORDS = ("password", "secret", "token", "key")
+# A property holds a credential when its name says the value is one: a password, passphrase
+# or secret anywhere in the name (ssl.key.password, sasl.oauthbearer.client.secret); a name
+# ending in the credential itself (a .token, a .key); inline private key material (ssl.key.pem);
+# or a config string that carries one (sasl.jaas.config, sasl.oauthbearer.config).
+# Not secrets: who (sasl.username, sasl.oauthbearer.client.id), how (sasl.mechanism,
+# security.protocol), where (ssl.key.location, sasl.oauthbearer.token.endpoint.url) and
+# public material (ssl.certificate.pem, ssl.ca.pem).
+_SECRET_WORDS = frozenset({"password", "passwd", "passphrase", "secret", "credentials"})
+_SECRET_LAST_WORDS = frozenset({"token", "key"})
+_SECRET_NAMES = frozenset({"sasl.jaas.config", "sasl.oauthbearer.config", "basic.auth.user.info"})
 
 
 def is_sensitive_kafka_key(name: str) -> bool:
-    """Whether a librdkafka property holds (or may hold) a credential: ``sasl.*``, ``*password*``,
-    ``*secret*``, ``*token*``, ``*key*``."""
-    lowered = name.lower()
-    return lowered.startswith("sasl.") or any(word in lowered for word in _SENSITIVE_WORDS)
+    """Whether a librdkafka property holds (or may hold) a credential, judged by its name."""
+    lowered = name.strip().lower()
+    words = re.split(r"[._-]", lowered)
+    return (
+        lowered in _SECRET_NAMES
+        or not _SECRET_WORDS.isdisjoint(words)
+        or words[-1] in _SECRET_LAST_WORDS
+        or (words[-1] == "pem" and "key" in words)
+    )
 
 
 class KafkaProperties(dict[str, KafkaValue]):
@@ -85,6 +100,7 @@ class RunnerSettings:
     max_concurrency: int = 256
     session_timeout: float = 10.0
     static_membership: bool = True
+    startup_timeout: float = 15.0
     secret_fields: frozenset[str] = _secret_field()
 
     __repr__ = _redacting_repr
@@ -165,6 +181,7 @@ class RunnerConfig:
                 "max.concurrency": runner.max_concurrency,
                 "session.timeout": format_duration(runner.session_timeout),
                 "static.membership": runner.static_membership,
+                "startup.timeout": format_duration(runner.startup_timeout),
             },
             "rest": {"listen": self.rest.listen},
             "budgets": self.budgets,

@@ -25,26 +25,16 @@ from watukuy.config.model import (
     SchemaRegistrySettings,
     TopicsConfig,
 )
-from watukuy.config.references import Secrets
-from watukuy.core.durations import parse_duration
+from watukuy.config.references import REDACTED, Secrets
+from watukuy.core.durations import format_duration, parse_duration
 from watukuy.core.errors import ConfigError
 from watukuy.engine.budgets import build_budgets
+from watukuy.store.kafka.clients import check_properties, owned_reason
 
 NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 PREFIX_MAX_LENGTH = 200
 RUNNER_ID_MAX_LENGTH = 249  # Kafka's limit on group.instance.id
 SESSION_TIMEOUT_RANGE = (1.0, 300.0)
-
-# librdkafka properties watukuy sets itself: exactly-once depends on them.
-KAFKA_OWNED = {
-    "transactional.id": "watukuy derives it from runner.id",
-    "enable.idempotence": "transactions need it on",
-    "isolation.level": "watukuy always reads read_committed",
-    "enable.auto.commit": "offsets are committed inside transactions",
-    "group.id": "set runner.group.id instead",
-    "group.instance.id": "set runner.id and runner.static.membership instead",
-    "partition.assignment.strategy": "watukuy uses cooperative rebalancing",
-}
 
 TOPICS_KEYS = {
     "prefix": "prefix",
@@ -58,6 +48,7 @@ RUNNER_KEYS = {
     "max.concurrency": "max_concurrency",
     "session.timeout": "session_timeout",
     "static.membership": "static_membership",
+    "startup.timeout": "startup_timeout",
 }
 REST_KEYS = {"listen": ("host", "port")}
 BUDGET_KEYS = ("rate", "burst", "fairness")
@@ -80,8 +71,8 @@ def parse_kafka(raw: object, secrets: Secrets) -> KafkaProperties:
     values: dict[str, KafkaValue] = {}
     for key, value in given.items():
         where = join("kafka", key)
-        if key.strip().lower() in KAFKA_OWNED:
-            reason = KAFKA_OWNED[key.strip().lower()]
+        reason = owned_reason(key)
+        if reason is not None:
             raise ConfigError(f"is managed by watukuy and cannot be set ({reason})", where)
         if isinstance(value, Mapping | list) or value is None:
             raise ConfigError(
@@ -97,6 +88,19 @@ def parse_kafka(raw: object, secrets: Secrets) -> KafkaProperties:
     non_empty_string(values["bootstrap.servers"], "kafka.bootstrap.servers", "127.0.0.1:9092")
     secret = {key for key in values if secrets.covers(join("kafka", key))}
     return KafkaProperties(values, secret_keys=secret)
+
+
+def check_kafka_clients(kafka: KafkaProperties, runner: RunnerSettings, secrets: Secrets) -> None:
+    """librdkafka's own check of the ``kafka`` properties, with the runner's settings (some
+    depend on each other: ``max.poll.interval.ms`` must not be below the session timeout)."""
+
+    def shown(key: str) -> str:
+        value = kafka[key]
+        if key in kafka.secret_keys:
+            return REDACTED
+        return secrets.show(value, join("kafka", key))
+
+    check_properties(kafka, session_timeout=runner.session_timeout, shown=shown)
 
 
 def parse_topics(raw: object, secrets: Secrets) -> TopicsConfig:
@@ -131,11 +135,10 @@ def parse_runner(raw: object, prefix: str, secrets: Secrets) -> RunnerSettings:
     check_keys(given, RUNNER_KEYS, "runner")
     if "group.id" not in given and secrets.covers("topics.prefix"):
         secrets.paths.add("runner.group.id")  # the default is built from a secret prefix
-    raw_timeout = given.get("session.timeout", "10s")
-    timeout = parse_duration(raw_timeout, "runner.session.timeout")
+    timeout = _duration(given, "runner.session.timeout", "10s", secrets)
     low, high = SESSION_TIMEOUT_RANGE
     if not low <= timeout <= high:
-        shown = secrets.show(raw_timeout, "runner.session.timeout")
+        shown = secrets.show(given.get("session.timeout"), "runner.session.timeout")
         raise ConfigError(f"must be between 1s and 300s, got {shown}", "runner.session.timeout")
     static = given.get("static.membership", True)
     if not isinstance(static, bool):
@@ -145,14 +148,32 @@ def parse_runner(raw: object, prefix: str, secrets: Secrets) -> RunnerSettings:
         group_id=non_empty_string(
             given.get("group.id", f"{prefix}.runners"), "runner.group.id", "watukuy.runners"
         ),
-        commit_interval=parse_duration(
-            given.get("commit.interval", "100ms"), "runner.commit.interval"
-        ),
+        commit_interval=_duration(given, "runner.commit.interval", "100ms", secrets),
         max_concurrency=_count(given, "runner.max.concurrency", 256, secrets),
         session_timeout=timeout,
         static_membership=static,
+        startup_timeout=_duration(given, "runner.startup.timeout", "15s", secrets),
         secret_fields=frozenset(_secret_fields(secrets, "runner", RUNNER_KEYS)),
     )
+
+
+def _duration(given: Mapping[str, Any], path: str, default: str, secrets: Secrets) -> float:
+    """A duration of the config file: a bare number is refused, not guessed at (Kafka Connect
+    writes milliseconds, watukuy's Python API seconds)."""
+    value = given.get(path.partition(".")[2], default)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        shown = secrets.show(value, path)
+        if shown == str(value) and value > 0 and value == int(value):
+            ms, seconds = f"{int(value)}ms", format_duration(value / 1000)
+            like = f"{ms!r} or {seconds!r}" if seconds != ms else f"{ms!r} or '{int(value)}s'"
+        else:
+            like = "'1000ms' or '1s'"
+        raise ConfigError(
+            f"must be a duration like {like}, got {shown} (a bare number; Connect users mean "
+            "milliseconds)",
+            path,
+        )
+    return parse_duration(value, path)
 
 
 def _runner_id(given: Mapping[str, Any], secrets: Secrets) -> str:

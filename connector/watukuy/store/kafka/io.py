@@ -30,7 +30,7 @@ from confluent_kafka import (
 
 from watukuy.core.errors import Fenced, Retriable
 from watukuy.store.base import Command
-from watukuy.store.kafka import records
+from watukuy.store.kafka import clients, records
 from watukuy.store.kafka.lease import Lease, Leases, LeaseState
 from watukuy.store.kafka.restore import RestoredKeys
 from watukuy.store.kafka.settings import KafkaSettings
@@ -47,8 +47,6 @@ _GENERATION_ERRORS = frozenset(
         KafkaError.REBALANCE_IN_PROGRESS,
     }
 )
-_PRODUCER_ONLY = ("linger.ms", "batch.", "compression.", "acks", "transaction.", "message.timeout")
-_CONSUMER_ONLY = ("session.timeout", "heartbeat.", "fetch.", "auto.offset", "max.poll.")
 
 
 def _co_partitioned(layout: TopicLayout) -> tuple[str, str, str]:
@@ -546,54 +544,31 @@ class KafkaIO:
 
     # -- clients ----------------------------------------------------------------------------
 
-    def _base(self, drop: Sequence[str]) -> dict[str, Any]:
-        return {
-            key: value
-            for key, value in self.settings.kafka.items()
-            if not key.startswith(tuple(drop))
-        } | {"logger": logging.getLogger("watukuy.librdkafka")}
-
     def _new_producer(self) -> Producer:
         s = self.settings
         suffix = s.runner_id if s.use_group else f"{s.runner_id}.cli"
         producer = Producer(
-            self._base(_CONSUMER_ONLY)
-            | {
-                "transactional.id": f"{s.group}.{suffix}",
-                "transaction.timeout.ms": int(s.transaction_timeout * 1000),
-                "partitioner": "murmur2_random",
-                "linger.ms": 5,
-            }
+            clients.producer_config(
+                s.kafka,
+                transactional_id=f"{s.group}.{suffix}",
+                transaction_timeout=s.transaction_timeout,
+            )
         )
         producer.init_transactions(max(30.0, s.transaction_timeout * 3))
         return producer
 
     def _group_config(self) -> dict[str, Any]:
         s = self.settings
-        session_ms = int(s.session_timeout * 1000)
-        config = self._base(_PRODUCER_ONLY) | {
-            "group.id": s.group,
-            "partition.assignment.strategy": "cooperative-sticky",
-            "session.timeout.ms": session_ms,
-            "heartbeat.interval.ms": max(100, session_ms // 5),
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
-        if s.static_membership:
-            config["group.instance.id"] = s.runner_id
-        return config
+        return clients.group_config(
+            s.kafka,
+            group=s.group,
+            session_timeout=s.session_timeout,
+            instance_id=s.runner_id if s.static_membership else None,
+        )
 
     def _tail_config(self) -> dict[str, Any]:
         s = self.settings
-        return self._base(_PRODUCER_ONLY) | {
-            "group.id": f"{s.group}.tail.{s.runner_id}",  # never joins, never commits
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest",
-            # A restore is on the failover path: do not let the broker sit on a fetch.
-            "fetch.wait.max.ms": 50,
-        }
+        return clients.tail_config(s.kafka, group=f"{s.group}.tail.{s.runner_id}")
 
     def _close_clients(self) -> None:
         if self._group is not None:

@@ -18,6 +18,7 @@ class KafkaSettings:
     commit_interval: float = 0.1
     session_timeout: float = 10.0
     transaction_timeout: float = 10.0
+    startup_timeout: float = 15.0  # to reach the cluster and check the topics at start
     static_membership: bool = True
     use_group: bool = True  # False: the CLI, which holds partitions without a group
     registry_url: str | None = None  # Confluent wire format through this registry; else

@@ -24,8 +24,6 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from confluent_kafka.admin import AdminClient
-
 from watukuy.core.errors import ConfigError, Fenced, Retriable
 from watukuy.core.events import Event
 from watukuy.core.poller import Poller
@@ -35,7 +33,7 @@ from watukuy.serde.data import DataSchema
 from watukuy.serde.events import EventSchemas, dlq_schema, encode_event
 from watukuy.serde.registry import ConfluentEventEncoder, registry_client
 from watukuy.store.base import Command, KeyCommit, StoredKey
-from watukuy.store.kafka import records
+from watukuy.store.kafka import clients, records
 from watukuy.store.kafka.io import (
     CommandReceived,
     CommitRequest,
@@ -49,14 +47,12 @@ from watukuy.store.kafka.io import (
 from watukuy.store.kafka.outgoing import Outgoing
 from watukuy.store.kafka.partitioner import partition_for
 from watukuy.store.kafka.settings import KafkaSettings
-from watukuy.store.kafka.topics import TopicInfo, ensure_topics
+from watukuy.store.kafka.topics import BrokerUnavailable, TopicInfo, ensure_topics
 from watukuy.store.memory import LocalFeed
 
 __all__ = ["KafkaSettings", "KafkaStore"]
 
 log = logging.getLogger("watukuy.kafka")
-
-STARTUP_TIMEOUT = 15.0  # seconds to reach the cluster and check the topics before giving up
 
 
 class KafkaStore:
@@ -87,15 +83,21 @@ class KafkaStore:
         event_topics = {
             name: self.layout.events(name, poller.topic) for name, poller in self._pollers.items()
         }
-        admin = AdminClient(dict(self.settings.kafka))
-        self.topics = await asyncio.to_thread(
-            ensure_topics,
-            admin,
-            self.layout,
-            [(n, p.topic) for n, p in self._pollers.items()],
-            bootstrap=str(self.settings.kafka.get("bootstrap.servers", "")),
-            timeout=STARTUP_TIMEOUT,
-        )
+        kafka, timeout = self.settings.kafka, self.settings.startup_timeout
+        admin = clients.admin_client(kafka)
+        try:
+            self.topics = await asyncio.to_thread(
+                ensure_topics,
+                admin,
+                self.layout,
+                [(n, p.topic) for n, p in self._pollers.items()],
+                bootstrap=clients.bootstrap_of(kafka),
+                timeout=timeout,
+            )
+        except BrokerUnavailable as exc:
+            raise clients.unreachable(kafka, timeout) from exc
+        finally:
+            clients.drain_logs(admin)  # why it could not connect, if it could not
         max_bytes = {name: info.max_message_bytes for name, info in self.topics.items()}
         schemas = EventSchemas(
             {
