@@ -262,6 +262,8 @@ async def test_a_failure_mid_poll_keeps_the_committed_pages_and_resumes_after_th
     failed_cursor = env.sim.log(tenant)[-1].query["cursor"]
     assert store.states[key(tenant)].live.cursor == failed_cursor
     assert store.states[key(tenant)].sequence == 3
+    # The rendered URL carries the tenant's slug: with no template given, it is withheld.
+    assert store.states[key(tenant)].last_error == "VendorError: GET <url withheld> -> 503"
     assert [len(recorder.of(t)) for t in (env.tid(1), env.tid(2))] == [10, 10]
 
     if restart:  # the process died: another engine takes over from the store

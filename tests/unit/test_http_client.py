@@ -188,6 +188,10 @@ def assert_no_secret(exc: BaseException) -> None:
         assert SECRET not in text
         assert "Bearer" not in text
         assert "?" not in text
+    # The host and path may be the tenant's: without a template the text has neither.
+    for text in (str(exc), repr(exc), repr(exc.args)):
+        assert "127.0.0.1" not in text
+        assert "/status/" not in text and "/garbage" not in text and "/slow" not in text
 
 
 # --- validators -------------------------------------------------------------------------
@@ -351,8 +355,9 @@ async def test_500_is_vendor_error_without_secrets(vendor: Vendor, client: HttpC
             headers={"Authorization": f"Bearer {SECRET}"},
         )
 
-    assert str(caught.value) == f"GET {vendor.url('/status/500')} -> 500"
+    assert str(caught.value) == "GET <url withheld> -> 500"
     assert caught.value.status == 500
+    assert caught.value.url == vendor.url("/status/500")  # in-process only, for a debugger
     assert_no_secret(caught.value)
 
 
@@ -412,9 +417,79 @@ async def test_malformed_json_is_invalid_response(vendor: Vendor, client: HttpCl
         await response.json()
 
     assert isinstance(caught.value, WatukuyError)
-    assert vendor.url("/garbage") in str(caught.value)
+    assert str(caught.value).startswith("GET <url withheld>: malformed JSON (")
     assert_no_secret(caught.value)
     assert await response.text() == '{"items": [1, '
+
+
+TEMPLATE = "http://{partition.data.host}/{partition.data.slug}/items"
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/status/500", f"GET {TEMPLATE} -> 500"),
+        ("/status/503", f"GET {TEMPLATE} -> 503"),
+        ("/retry-after/429", f"GET {TEMPLATE} -> 429, throttled until {NOW + 7:.3f}"),
+        ("/etag", f"GET {TEMPLATE} -> 304"),
+    ],
+)
+async def test_errors_name_the_template_never_the_rendered_url(
+    vendor: Vendor, client: HttpClient, path: str, expected: str
+) -> None:
+    sent = build_url(vendor.url(path), {"token": SECRET})
+    key = key_http(client, validators={validator_key(str(sent)): Validators(etag=ETAG)})
+
+    with pytest.raises(WatukuyError) as caught:
+        await key.get(vendor.url(path), query={"token": SECRET}, template=TEMPLATE)
+
+    assert str(caught.value) == expected
+    assert caught.value.template == TEMPLATE  # type: ignore[attr-defined]
+    assert_no_secret(caught.value)
+
+
+async def test_body_and_status_errors_of_a_response_name_its_template(
+    vendor: Vendor, client: HttpClient
+) -> None:
+    key = key_http(client)
+    garbage = await key.request("GET", vendor.url("/garbage"), template=TEMPLATE)
+    missing = await key.request("GET", vendor.url("/status/404"), template=TEMPLATE)
+
+    with pytest.raises(InvalidResponse) as bad_json:
+        await garbage.json()
+    with pytest.raises(VendorError) as not_found:
+        missing.raise_for_status()
+
+    assert str(bad_json.value).startswith(f"GET {TEMPLATE}: malformed JSON (")
+    assert str(not_found.value) == f"GET {TEMPLATE} -> 404"
+    assert repr(missing) == f"<Response 404 GET {TEMPLATE}>"
+    assert repr(await key.get(vendor.url("/status/404"))) == "<Response 404 GET <url withheld>>"
+
+
+async def test_a_timeout_names_the_template(vendor: Vendor, client: HttpClient) -> None:
+    key = key_http(client, timeout=0.2)
+
+    with pytest.raises(VendorUnavailable) as caught:
+        await key.get(vendor.url("/slow"), query={"token": SECRET}, template=TEMPLATE)
+
+    assert str(caught.value) == f"GET {TEMPLATE}: timed out after 0.2s (TimeoutError)"
+    assert_no_secret(caught.value)
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        f"https://api.example.com/{{partition.data.slug}}/items?api_key={SECRET}",
+        f"https://api.example.com/{{partition.data.slug}}/items#{SECRET}",
+        f"https://me:{SECRET}@api.example.com/{{partition.data.slug}}/items",
+    ],
+    ids=["query", "fragment", "userinfo"],
+)
+def test_a_literal_secret_written_into_a_template_is_not_shown(template: str) -> None:
+    error = VendorError(status=500, template=template)
+
+    assert str(error) == "GET https://api.example.com/{partition.data.slug}/items -> 500"
+    assert SECRET not in repr(error)
 
 
 # --- request shape ----------------------------------------------------------------------
@@ -620,7 +695,8 @@ def test_redacting_twice_gives_the_same_text() -> None:
     assert once == "https://vendor.example:8443/a%20b/items"
     assert redact_url(once) == once
     assert redact_url(str(once)) == once
-    assert str(NotModified(once)) == f"GET {once} -> 304"
+    assert str(NotModified(once)) == "GET <url withheld> -> 304"
+    assert NotModified(once).url == once
 
 
 async def test_a_cookie_set_for_one_tenant_never_reaches_another(

@@ -2,6 +2,10 @@
 
 Whatever ``fetch`` does — return a page, raise, hang, return garbage — comes back as a
 ``Page`` or a ``Failure`` for the core to decide on. Cancellation is never swallowed.
+
+A ``Failure``'s error becomes ``last_error`` (the state topic, ``inspect()``) and log lines,
+so it is made safe here, once per failure: the partition's ``data`` values and rendered URLs
+are taken out, the type name and status stay (:func:`watukuy.core.redaction.failure_text`).
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ from typing import Any
 
 from watukuy.core.poll import Failure, Page, PollPlan
 from watukuy.core.poller import FetchResult, Partition, Poller
+from watukuy.core.redaction import failure_text
 from watukuy.core.state import Validators
 from watukuy.http import HttpClient, KeyHttp, NotModified, Throttled
+from watukuy.http.errors import ERRORS as HTTP_ERRORS
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +76,14 @@ async def execute(
             throttle_until=key_http.throttle_until,
         )
     except Throttled as exc:
-        return Failure(error=str(exc), throttle_until=exc.until)
+        return Failure(
+            error=failure_text(exc, partition.data, trusted=True), throttle_until=exc.until
+        )
     except TimeoutError:
         return Failure(error=f"fetch timed out after {poller.fetch_timeout:g}s")
     except Exception as exc:  # any failure of user code or the vendor is the core's to judge
-        return Failure(error=f"{type(exc).__name__}: {exc}")
+        trusted = isinstance(exc, HTTP_ERRORS)
+        return Failure(error=failure_text(exc, partition.data, trusted=trusted))
     return Page(
         result=result,
         validators=key_http.validators_changed,

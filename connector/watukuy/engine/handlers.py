@@ -17,6 +17,7 @@ from typing import Any
 
 from watukuy.core.events import Event
 from watukuy.core.poller import Partition, Poller
+from watukuy.core.redaction import failure_text
 from watukuy.engine.clock import Clock
 from watukuy.store.base import EventFeed
 
@@ -152,5 +153,5 @@ class Dispatcher:
                 if inspect.isawaitable(returned):
                     await returned
             except Exception as exc:  # the handler's failure is recorded, never fatal
-                return f"{type(exc).__name__}: {exc}"
+                return failure_text(exc, partition.data)  # parked: no tenant data in it
         return None

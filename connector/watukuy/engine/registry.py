@@ -18,8 +18,10 @@ from watukuy.core.errors import ConfigError, Fenced, Retriable
 from watukuy.core.partitions import SINGLE, diff, normalise
 from watukuy.core.poll import due_at, fresh_state
 from watukuy.core.poller import Partition, Poller
+from watukuy.core.redaction import failure_text
 from watukuy.engine.clock import Clock
 from watukuy.engine.keys import KeyRuntime
+from watukuy.http.errors import ERRORS as HTTP_ERRORS
 from watukuy.store.base import Command, KeyCommit, Store
 
 log = logging.getLogger("watukuy.partitions")
@@ -68,12 +70,14 @@ class Registry:
             table.refreshed_at = self.clock.now()
             if force:
                 raise
+            # The listing may quote tenant data: what the previous list holds is taken out.
+            data = [partition.data for partition in table.current.values()]
+            trusted = isinstance(exc, HTTP_ERRORS)
             log.warning(
-                "poller '%s': partitions() failed, keeping the previous %d partition(s): %s: %s",
+                "poller '%s': partitions() failed, keeping the previous %d partition(s): %s",
                 name,
                 len(table.current),
-                type(exc).__name__,
-                exc,
+                failure_text(exc, data, trusted=trusted),
             )
             return list(table.current.values())
         changes = diff(table.current, latest)

@@ -242,15 +242,23 @@ class KeyHttp:
         self.requests = 0
         """Requests sent (attempted) during this poll, failed ones included."""
 
+    def now(self) -> float:
+        """The engine's clock (epoch seconds): what a ``fetch`` judges expiries and waits by."""
+        return self._now()
+
     async def get(
         self,
         url: str,
         *,
         query: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        template: str | None = None,
     ) -> Response:
-        """A conditional GET: sends the stored validators of the full URL, records new ones."""
-        return await self.request("GET", url, query=query, headers=headers)
+        """A conditional GET: sends the stored validators of the full URL, records new ones.
+
+        ``template`` names the URL in errors (see :meth:`request`); without it they withhold it.
+        """
+        return await self.request("GET", url, query=query, headers=headers, template=template)
 
     async def request(
         self,
@@ -267,7 +275,8 @@ class KeyHttp:
         """Send one request after taking a token from the budget; see the module docstring.
 
         ``template`` is the URL as the poller wrote it (``https://{partition.data.host}/x``):
-        errors name it instead of the rendered URL, which carries partition data.
+        errors name it instead of the rendered URL, which carries partition data; without a
+        template errors withhold the URL (see :mod:`watukuy.http.errors`).
         ``passthrough`` statuses are returned to the caller instead of raised (a declarative
         poller's ``on_status`` decides them itself); quota headers are still read.
         """
@@ -277,11 +286,13 @@ class KeyHttp:
         if self._acquire is not None:
             await self._acquire()
         self.requests += 1
-        response = await self._send(method, target, send_headers, json=json, data=data)
+        response = await self._send(
+            method, target, send_headers, json=json, data=data, template=template
+        )
         if response.status in passthrough:
             self._note_quota(response.headers, self._now())
             return response
-        return self._sort(method, target, response)
+        return self._sort(method, target, response, template)
 
     def _headers_for(
         self, method: str, target: Target, headers: Mapping[str, str] | None
@@ -297,7 +308,14 @@ class KeyHttp:
         return merged
 
     async def _send(
-        self, method: str, target: Target, headers: CIMultiDict[str], *, json: Any, data: Any
+        self,
+        method: str,
+        target: Target,
+        headers: CIMultiDict[str],
+        *,
+        json: Any,
+        data: Any,
+        template: str | None,
     ) -> Response:
         """One round trip through the transport, its failures made :class:`VendorUnavailable`.
 
@@ -309,9 +327,13 @@ class KeyHttp:
             raw = await self._client.transport.send(request)
         except TimeoutError as exc:
             reason = f"timed out after {self._timeout:g}s ({exc.__class__.__name__})"
-            raise VendorUnavailable(url=target.redacted, method=method, reason=reason) from exc
+            raise VendorUnavailable(
+                url=target.redacted, method=method, reason=reason, template=template
+            ) from exc
         except TransportError as exc:
-            raise VendorUnavailable(url=target.redacted, method=method, reason=exc.reason) from exc
+            raise VendorUnavailable(
+                url=target.redacted, method=method, reason=exc.reason, template=template
+            ) from exc
         return Response(
             status=raw.status,
             headers=raw.headers,
@@ -319,22 +341,31 @@ class KeyHttp:
             body=raw.body,
             method=method,
             charset=raw.charset,
+            template=template,
         )
 
-    def _sort(self, method: str, target: Target, response: Response) -> Response:
+    def _sort(
+        self, method: str, target: Target, response: Response, template: str | None
+    ) -> Response:
         """Raise what the engine handles itself, return what ``fetch`` decides about."""
         now = self._now()
         self._note_quota(response.headers, now)
         status = response.status
         if status == 304:
-            raise NotModified(target.redacted, method)
+            raise NotModified(target.redacted, method, template=template)
         if status in (429, 503):
             until = throttle_until(status, response.headers, now, wall=now)
             if until is not None:
                 self._note_throttle(until)
-                raise Throttled(until=until, status=status, url=target.redacted, method=method)
+                raise Throttled(
+                    until=until,
+                    status=status,
+                    url=target.redacted,
+                    method=method,
+                    template=template,
+                )
         if status >= 500:
-            raise VendorError(status=status, url=target.redacted, method=method)
+            raise VendorError(status=status, url=target.redacted, method=method, template=template)
         if method == "GET" and status == 200:
             self._note_validators(target.key, response.headers)
         return response

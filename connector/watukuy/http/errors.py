@@ -1,26 +1,48 @@
 """What a vendor call can end in, named by what the engine does about it.
 
-Vendor URLs routinely carry credentials in the query string (``?api_key=...``) or userinfo,
-and requests carry them in headers. Exceptions end up in logs, inspect output and DLQ
-records, so every exception here stores and prints only :func:`redact_url` of the URL
-(scheme, host, port, path) and never a header: the redaction happens in the constructors, so
-even a ``fetch`` that raises these itself with a full URL cannot leak.
+What the text of these exceptions shows, and why:
+
+- A rendered request is tenant data. Its path carries slugs and account ids, its host may be
+  the tenant's own (``acme.vendor.com``), its query and userinfo carry tokens, its headers
+  credentials. Exception texts end up in ``last_error`` (the compacted state topic),
+  ``inspect()``, logs and DLQ records, where partition data must never go.
+- So ``str()`` and ``repr()`` show the method, the URL **template** when the caller gave one
+  (``GET https://api.example.com/{partition.data.slug}/items -> 500``: config, not data) and
+  the status or reason. The template loses its query, fragment and userinfo too, in case a
+  literal key was written into it.
+- Without a template the URL is withheld entirely: ``GET <url withheld> -> 500``. Showing
+  only scheme and host would not do, since the host can be the tenant's.
+- In-process, ``exc.url`` keeps :func:`redact_url` of the URL (scheme, host, port, path) for a
+  debugger or a test; it is in neither ``str()`` nor ``repr()`` nor ``args``. Redaction
+  happens in the constructors, so even a ``fetch`` that raises these itself with a full URL
+  cannot leak through the text.
 """
 
 from __future__ import annotations
+
+import re
 
 from yarl import URL
 
 from watukuy.core.errors import Retriable, WatukuyError
 
 __all__ = [
+    "ERRORS",
+    "WITHHELD",
     "InvalidResponse",
     "NotModified",
     "Throttled",
     "VendorError",
     "VendorUnavailable",
     "redact_url",
+    "request_line",
 ]
+
+WITHHELD = "<url withheld>"
+"""What stands for the URL in an error text when no template is known."""
+
+# scheme://user:password@ -> scheme://
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@]*@")
 
 
 class _Redacted(str):
@@ -31,7 +53,8 @@ class _Redacted(str):
 
 
 def redact_url(url: str | URL) -> str:
-    """``url`` without query string, fragment, user or password: safe to log."""
+    """``url`` without query string, fragment, user or password (in-process use only: its
+    host and path may still be tenant data)."""
     if type(url) is _Redacted:
         return url
     try:
@@ -41,13 +64,29 @@ def redact_url(url: str | URL) -> str:
         return "<unparseable url>"
 
 
+def request_line(method: str, template: str | None) -> str:
+    """``GET <template>`` (without query, fragment or userinfo), or ``GET <url withheld>``."""
+    if not template:
+        return f"{method} {WITHHELD}"
+    shown = re.split(r"[?#]", template, maxsplit=1)[0]
+    shown = _USERINFO.sub(r"\1", shown)
+    return f"{method} {shown}"
+
+
+def _kept(url: str | URL | None) -> str | None:
+    return None if url is None else redact_url(url)
+
+
 class NotModified(WatukuyError):
     """304: nothing changed since the validators we sent; the engine records an idle poll."""
 
-    def __init__(self, url: str | URL, method: str = "GET") -> None:
-        self.url = redact_url(url)
+    def __init__(
+        self, url: str | URL | None = None, method: str = "GET", *, template: str | None = None
+    ) -> None:
+        self.url = _kept(url)
         self.method = method
-        super().__init__(f"{method} {self.url} -> 304")
+        self.template = template
+        super().__init__(f"{request_line(method, template)} -> 304")
 
 
 class Throttled(Retriable):
@@ -57,12 +96,22 @@ class Throttled(Retriable):
     given; the scheduler must not poll the key before it.
     """
 
-    def __init__(self, *, until: float, status: int, url: str | URL, method: str = "GET") -> None:
+    def __init__(
+        self,
+        *,
+        until: float,
+        status: int,
+        url: str | URL | None = None,
+        method: str = "GET",
+        template: str | None = None,
+    ) -> None:
         self.until = until
         self.status = status
-        self.url = redact_url(url)
+        self.url = _kept(url)
         self.method = method
-        super().__init__(f"{method} {self.url} -> {status}, throttled until {until:.3f}")
+        self.template = template
+        line = request_line(method, template)
+        super().__init__(f"{line} -> {status}, throttled until {until:.3f}")
 
 
 class VendorError(Retriable):
@@ -72,29 +121,61 @@ class VendorError(Retriable):
     that considers a 4xx permanent should raise something else.
     """
 
-    def __init__(self, *, status: int, url: str | URL, method: str = "GET") -> None:
+    def __init__(
+        self,
+        *,
+        status: int,
+        url: str | URL | None = None,
+        method: str = "GET",
+        template: str | None = None,
+    ) -> None:
         self.status = status
-        self.url = redact_url(url)
+        self.url = _kept(url)
         self.method = method
-        super().__init__(f"{method} {self.url} -> {status}")
+        self.template = template
+        super().__init__(f"{request_line(method, template)} -> {status}")
 
 
 class VendorUnavailable(Retriable):
-    """No usable answer at all: connection refused or dropped, timeout, broken body."""
+    """No usable answer at all: connection refused or dropped, timeout, broken body.
 
-    def __init__(self, *, url: str | URL, reason: str, method: str = "GET") -> None:
-        self.url = redact_url(url)
+    ``reason`` is the client's or the transport's own words, never a library's message (those
+    quote URLs).
+    """
+
+    def __init__(
+        self,
+        *,
+        reason: str,
+        url: str | URL | None = None,
+        method: str = "GET",
+        template: str | None = None,
+    ) -> None:
+        self.url = _kept(url)
         self.method = method
+        self.template = template
         self.reason = reason
-        super().__init__(f"{method} {self.url}: {reason}")
+        super().__init__(f"{request_line(method, template)}: {reason}")
 
 
 class InvalidResponse(WatukuyError):
     """The vendor answered 2xx-ish but the body is not what it claims (malformed JSON, bad
     charset). Not :class:`Retriable` by itself: the engine's circuit and parking decide."""
 
-    def __init__(self, *, url: str | URL, reason: str, method: str = "GET") -> None:
-        self.url = redact_url(url)
+    def __init__(
+        self,
+        *,
+        reason: str,
+        url: str | URL | None = None,
+        method: str = "GET",
+        template: str | None = None,
+    ) -> None:
+        self.url = _kept(url)
         self.method = method
+        self.template = template
         self.reason = reason
-        super().__init__(f"{method} {self.url}: {reason}")
+        super().__init__(f"{request_line(method, template)}: {reason}")
+
+
+ERRORS = (InvalidResponse, NotModified, Throttled, VendorError, VendorUnavailable)
+"""The exceptions above: their text shows a URL template at most, never a rendered URL."""

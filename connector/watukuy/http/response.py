@@ -12,7 +12,7 @@ import json as jsonlib
 from collections.abc import Mapping
 from typing import Any
 
-from watukuy.http.errors import InvalidResponse, VendorError, redact_url
+from watukuy.http.errors import InvalidResponse, VendorError, request_line
 
 __all__ = ["Response"]
 
@@ -22,7 +22,7 @@ _DEFAULT_CHARSET = "utf-8"
 class Response:
     """Status, case-insensitive headers, final URL and the full body of one vendor answer."""
 
-    __slots__ = ("_body", "_charset", "headers", "method", "status", "url")
+    __slots__ = ("_body", "_charset", "headers", "method", "status", "template", "url")
 
     def __init__(
         self,
@@ -33,8 +33,11 @@ class Response:
         body: bytes,
         method: str = "GET",
         charset: str | None = None,
+        template: str | None = None,
     ) -> None:
         self.status = status
+        self.template = template
+        """The URL as the poller wrote it, if the caller said: what errors and ``repr`` show."""
         self.headers = headers
         self.url = url
         self.method = method
@@ -51,7 +54,9 @@ class Response:
             return self._body.decode(self._charset or _DEFAULT_CHARSET)
         except (LookupError, UnicodeDecodeError) as exc:
             reason = f"undecodable body ({exc.__class__.__name__})"
-            raise InvalidResponse(url=self.url, method=self.method, reason=reason) from exc
+            raise InvalidResponse(
+                url=self.url, method=self.method, reason=reason, template=self.template
+            ) from exc
 
     async def json(self) -> Any:
         """The body parsed as JSON, whatever the Content-Type says (vendors mislabel it).
@@ -63,15 +68,21 @@ class Response:
             return jsonlib.loads(self._body)
         except jsonlib.JSONDecodeError as exc:
             reason = f"malformed JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
-            raise InvalidResponse(url=self.url, method=self.method, reason=reason) from exc
+            raise InvalidResponse(
+                url=self.url, method=self.method, reason=reason, template=self.template
+            ) from exc
         except UnicodeDecodeError as exc:
             reason = f"malformed JSON (not UTF-8/16/32: {exc.reason})"
-            raise InvalidResponse(url=self.url, method=self.method, reason=reason) from exc
+            raise InvalidResponse(
+                url=self.url, method=self.method, reason=reason, template=self.template
+            ) from exc
 
     def raise_for_status(self) -> None:
         """Raise :class:`VendorError` for a 4xx/5xx, for a ``fetch`` that treats them as faults."""
         if self.status >= 400:
-            raise VendorError(status=self.status, url=self.url, method=self.method)
+            raise VendorError(
+                status=self.status, url=self.url, method=self.method, template=self.template
+            )
 
     @property
     def ok(self) -> bool:
@@ -79,4 +90,5 @@ class Response:
         return self.status < 400
 
     def __repr__(self) -> str:
-        return f"<Response {self.status} {self.method} {redact_url(self.url)}>"
+        # Not the URL: its host and path may be tenant data (see watukuy.http.errors).
+        return f"<Response {self.status} {request_line(self.method, self.template)}>"
