@@ -1,4 +1,4 @@
-"""``watukuy-source``: run a runner instance, validate a config, reset or replay a key.
+"""``watukuy-source``: run a runner instance, validate a config, reset or replay a key, tail.
 
 Every failure a user can fix ends in one line naming the problem and a non-zero exit code:
 2 for a bad config or argument, 1 for everything else. ``--debug`` adds the traceback.
@@ -10,32 +10,64 @@ import argparse
 import asyncio
 import json
 import logging
+import re
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any, NoReturn
 
 from watukuy import __version__
+from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError, WatukuyError
 
 EXIT_CONFIG = 2
 EXIT_FAILED = 1
 
+_AGO = re.compile(r"\d+(?:\.\d+)?\s*(?:ms|s|m|h|d)")
+FROM_USAGE = (
+    "must be an ISO-8601 time with a zone like '2026-09-01T00:00:00Z', a date like "
+    "'2026-09-01' (midnight UTC), or a duration ago like '2h' or '7d'"
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors on one line like every other error (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_CONFIG, f"watukuy-source: {message}; see '{self.prog} --help'\n")
+
+
+def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """``--config`` and ``--debug``, accepted before and after the subcommand.
+
+    The subcommands' copies default to SUPPRESS: a subparser writes its defaults over the
+    namespace, which would drop ``--config X`` given before the subcommand.
+    """
+    default: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {}
+    parser.add_argument("--config", help="path of the runner's YAML config", **default)
+    parser.add_argument(
+        "--debug", action="store_true", help="show tracebacks and debug logs", **default
+    )
+
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", help="path of the runner's YAML config")
-    common.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="watukuy-source",
         description="Poll vendor APIs per tenant and publish what changed to Kafka.",
-        parents=[common],
     )
+    _common(parser, suppress=False)
     parser.add_argument("--version", action="version", version=f"watukuy {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_parser("run", parents=[common], help="run a runner instance (the default)")
-    commands.add_parser("validate", parents=[common], help="check the config and its pollers")
-    tail = commands.add_parser("tail", parents=[common], help="print a poller's events as JSON")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help)
+        _common(sub, suppress=True)
+        return sub
+
+    command("run", "run a runner instance (the default)")
+    command("validate", "check the config and its pollers")
+    tail = command("tail", "print a poller's events as JSON")
     tail.add_argument("--poller", required=True)
     tail.add_argument("--partition", help="only this partition key's events")
     tail.add_argument("--from-beginning", action="store_true", help="start at the oldest event")
@@ -44,15 +76,54 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tail.add_argument("--max-messages", type=int, help="stop after this many events")
     for name, what in (("reset", "reset a key's cursor"), ("replay", "replay a key from a time")):
-        sub = commands.add_parser(name, parents=[common], help=f"{what} (no runner alive)")
+        sub = command(name, f"{what} (no runner alive)")
         sub.add_argument("--poller", required=True)
         sub.add_argument("--partition", help="the partition key (partitioned pollers)")
         if name == "reset":
             sub.add_argument("--to", help="the new cursor (JSON, else a string); default: none")
             sub.add_argument("--clear-snapshot", action="store_true")
         else:
-            sub.add_argument("--from", dest="from_", required=True, help="ISO-8601 timestamp")
+            sub.add_argument(
+                "--from",
+                dest="from_",
+                required=True,
+                help="ISO-8601 time with a zone, a date (midnight UTC) or a duration ago (2h, 7d)",
+            )
     return parser
+
+
+def parse_from(text: str, now: datetime) -> str:
+    """``replay --from``: the instant as ISO-8601 UTC (``2026-09-01T00:00:00Z``).
+
+    Accepts an ISO-8601 time with a zone, a date alone (midnight UTC) or a duration ago
+    (``2h``, ``7d``: ``now`` minus that). A time without a zone is refused, not guessed at.
+    """
+    value = text.strip()
+    if _AGO.fullmatch(value):
+        instant = now - timedelta(seconds=parse_duration(value, "--from"))
+    else:
+        instant = _instant(value, text)
+    if instant > now:
+        raise ConfigError(f"is in the future: {text!r}", "--from")
+    utc = instant.astimezone(UTC)
+    spec = "seconds" if utc.microsecond == 0 else "microseconds"
+    return utc.replace(tzinfo=None).isoformat(timespec=spec) + "Z"
+
+
+def _instant(value: str, text: str) -> datetime:
+    try:
+        return datetime.combine(date.fromisoformat(value), time(), UTC)
+    except ValueError:
+        pass  # not a date alone: a date and time
+    try:
+        instant = datetime.fromisoformat(value)
+    except ValueError:
+        raise ConfigError(f"{FROM_USAGE}, got {text!r}", "--from") from None
+    if instant.tzinfo is None:
+        raise ConfigError(
+            f"needs a time zone, e.g. {value}Z or {value}+02:00; got {text!r}", "--from"
+        )
+    return instant
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -61,12 +132,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.debug else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from watukuy.store.kafka.clients import librdkafka_logger
+
+    # Every client logs here, each message at most once per period (readers included).
+    librdkafka = librdkafka_logger()
     if not args.debug:
-        logging.getLogger("watukuy.librdkafka").setLevel(logging.ERROR)
+        librdkafka.setLevel(logging.ERROR)
     try:
         if args.config is None:
             raise ConfigError("is required", "--config")
-        return _dispatch(args)
+        operation = _check_arguments(args, datetime.now(UTC))
+        return _dispatch(args, operation)
     except ConfigError as exc:
         return _fail(args, exc, EXIT_CONFIG)
     except KeyboardInterrupt:
@@ -75,7 +151,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args, exc, EXIT_FAILED)
 
 
-def _dispatch(args: argparse.Namespace) -> int:
+def _check_arguments(args: argparse.Namespace, now: datetime) -> tuple[str, dict[str, Any]]:
+    """The arguments argparse cannot check, before anything is loaded; for reset and replay,
+    the engine operation they ask for."""
+    if args.command == "tail" and args.max_messages is not None and args.max_messages < 1:
+        raise ConfigError("must be a positive integer", "--max-messages")
+    if args.command == "replay":
+        return "replay", {"from_": parse_from(args.from_, now)}
+    if args.command == "reset":
+        to: Any = None
+        if args.to is not None:
+            try:
+                to = json.loads(args.to)
+            except json.JSONDecodeError:
+                to = args.to
+        return "reset_cursor", {"to": to, "clear_snapshot": args.clear_snapshot}
+    return "", {}
+
+
+def _dispatch(args: argparse.Namespace, operation: tuple[str, dict[str, Any]]) -> int:
     from watukuy.config import load_config
 
     config = load_config(args.config)
@@ -92,8 +186,6 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command == "tail":
         from watukuy.tail import tail
 
-        if args.max_messages is not None and args.max_messages < 1:
-            raise ConfigError("must be a positive integer", "--max-messages")
         tail(
             config,
             args.poller,
@@ -105,30 +197,19 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     from watukuy import offline
 
-    op, op_args = _operation(args)
+    op, op_args = operation
     key = asyncio.run(offline.apply(config, args.poller, args.partition, op, op_args))
     print(f"watukuy-source: {command} applied to {key}", file=sys.stderr)
     return 0
 
 
-def _operation(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    if args.command == "replay":
-        return "replay", {"from_": args.from_}
-    to: Any = None
-    if args.to is not None:
-        try:
-            to = json.loads(args.to)
-        except json.JSONDecodeError:
-            to = args.to
-    return "reset_cursor", {"to": to, "clear_snapshot": args.clear_snapshot}
-
-
 def _fail(args: argparse.Namespace, exc: BaseException, code: int) -> int:
     if args.debug:
         traceback.print_exception(exc)
-    kind = "" if isinstance(exc, WatukuyError) else f"{type(exc).__name__}: "
     message = " ".join(str(exc).split())  # one line, whatever the library wrote
-    print(f"watukuy-source: {kind}{message}", file=sys.stderr)
+    if not isinstance(exc, WatukuyError):
+        message = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    print(f"watukuy-source: {message}", file=sys.stderr)
     return code
 
 

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.integration.kafka_support import delete_prefix, unique_prefix
@@ -63,13 +64,71 @@ def test_a_poller_module_that_does_not_import_is_named(
     assert "pollers[0].python" in line and "nowhere" in line
 
 
+def _unreachable_line(timeout: str) -> str:
+    return (
+        f"watukuy-source: cannot reach Kafka at 127.0.0.1:1 within {timeout}; "
+        "check kafka.bootstrap.servers (runner.startup.timeout)"
+    )
+
+
+def _few_lines_ending_with(stderr: str, last: str) -> None:
+    lines = stderr.splitlines()
+    assert 1 <= len(lines) <= 3, stderr  # librdkafka's reason once, then ours
+    assert lines[-1] == last, stderr
+    assert "Traceback" not in stderr
+
+
 def test_an_unreachable_broker_ends_the_start_with_one_line(tmp_path: Path) -> None:
-    config = _config(tmp_path, "127.0.0.1:1")
+    config = _config(tmp_path, "127.0.0.1:1")  # runner.startup.timeout: the default 15s
     started = time.monotonic()
     done = _run(config, timeout=90)
     assert done.returncode == 1
-    assert "cannot reach Kafka at 127.0.0.1:1" in _one_line(done.stderr)
-    assert time.monotonic() - started < 60
+    _few_lines_ending_with(done.stderr, _unreachable_line("15s"))
+    assert "Connection refused" in done.stderr  # why, from librdkafka, once
+    assert time.monotonic() - started < 40
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["reset", "--poller", "invoices", "--partition", "acme"],
+        ["replay", "--poller", "invoices", "--partition", "acme", "--from", "2h"],
+        ["tail", "--poller", "invoices"],
+    ],
+    ids=lambda command: command[0],
+)
+def test_an_unreachable_broker_ends_each_command_with_one_line(
+    tmp_path: Path, command: list[str]
+) -> None:
+    config = _config(tmp_path, "127.0.0.1:1", runner={"id": "cli-test", "startup.timeout": "3s"})
+    started = time.monotonic()
+    done = _run(config, *command, timeout=60)
+    assert done.returncode == 1, done.stderr
+    _few_lines_ending_with(done.stderr, _unreachable_line("3s"))
+    assert time.monotonic() - started < 30
+
+
+def test_an_unknown_kafka_property_fails_validate(tmp_path: Path, kafka_bootstrap: str) -> None:
+    kafka = {"bootstrap.servers": kafka_bootstrap, "linger.msx": 5}
+    done = _run(_config(tmp_path, kafka_bootstrap, kafka=kafka), "validate")
+    assert done.returncode == 2
+    assert _one_line(done.stderr) == (
+        "watukuy-source: kafka.linger.msx: is not a librdkafka property; did you mean 'linger.ms'?"
+    )
+
+
+def test_options_go_before_the_subcommand_too(tmp_path: Path, kafka_bootstrap: str) -> None:
+    config = _config(tmp_path, kafka_bootstrap)
+    done = subprocess.run(
+        [sys.executable, "-m", "watukuy.cli", "--config", str(config), "validate"],
+        cwd=ROOT,
+        env=runner_env("http://127.0.0.1:9"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1] == f"watukuy-source: {config} is valid"
 
 
 def test_validate_prints_the_config_without_secrets(tmp_path: Path, kafka_bootstrap: str) -> None:
