@@ -1,1 +1,23 @@
-"""Declarative HTTP pollers: a vendor API described as data (see the contract)."""
+"""Declarative HTTP pollers: a vendor API described as data (YAML), no Python.
+
+A ``pollers:`` entry with ``name:`` is compiled by :func:`compile_poller` into the same
+:class:`~watukuy.core.poller.Poller` that ``define_poller`` makes, so the engine runs it
+unchanged. Where each part is described:
+
+- :mod:`~watukuy.declarative.templates`: ``{partition.key}``, ``{partition.data.NAME}``,
+  ``{cursor}`` in ``url``, ``query``, ``headers``, ``body`` and ``auth`` values;
+- :mod:`~watukuy.declarative.paths`: ``data.items``, ``results[0].id`` in ``records``,
+  ``identity``, ``version``, ``path``, ``field``, ``key``;
+- :mod:`~watukuy.declarative.request` and :mod:`~watukuy.declarative.auth`: the request;
+- :mod:`~watukuy.declarative.paging`: ``paginate`` (pages within a poll);
+- :mod:`~watukuy.declarative.cursors`: ``cursor`` (between polls);
+- :mod:`~watukuy.declarative.status`: ``on_status``;
+- :mod:`~watukuy.declarative.tenants`: the ``http`` partition source;
+- :mod:`~watukuy.declarative.keys`: every key (:data:`DECLARATIVE_KEYS`), rendered for the
+  README by :func:`~watukuy.declarative.reference.reference_markdown`.
+"""
+
+from watukuy.declarative.compiler import compile_poller
+from watukuy.declarative.keys import DECLARATIVE_KEYS, KeyDoc
+
+__all__ = ["DECLARATIVE_KEYS", "KeyDoc", "compile_poller"]

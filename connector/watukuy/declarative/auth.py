@@ -1,0 +1,324 @@
+"""``auth``: how a declarative request authenticates. Exactly one of::
+
+    bearer: "{partition.data.token}"                     Authorization: Bearer <token>
+    basic: {username: "...", password: "..."}            HTTP basic
+    api_key: {header: X-Api-Key, value: "..."}           a header ...
+    api_key: {query: api_key, value: "..."}              ... or a query parameter
+    oauth2: {token_url, client_id, client_secret, scope, client_auth: basic | body}
+
+Every value is a template (see :mod:`watukuy.declarative.templates`), so each tenant may have
+its own credentials.
+
+OAuth2 is the client-credentials grant (RFC 6749 section 4.4): a form POST of
+``grant_type=client_credentials`` (and ``scope``) to ``token_url``, the client authenticating
+with HTTP basic (default) or with ``client_id``/``client_secret`` in the form
+(``client_auth: body``). The token is cached in memory per rendered (token URL, client id,
+scope, secret) until ``expires_in`` minus a small margin, shared by the partitions that render
+the same values, and fetched again when the API answers 401 (the request is then retried
+once). A token endpoint failure fails the poll with a message naming "oauth2 token request"
+and the status, never the URL, the client secret or the answer.
+
+Hand-written rather than through authlib: the token request must go through the poll's
+``ctx.http`` (its budget, clock and transport), which authlib's clients cannot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import quote, urlencode
+
+from watukuy.core.errors import ConfigError
+from watukuy.declarative.errors import OAuthError, OAuthUnavailable, RenderError
+from watukuy.declarative.templates import Scope, Template
+from watukuy.declarative.values import choice, one_of, section, string
+from watukuy.http import InvalidResponse, KeyHttp, VendorUnavailable
+
+__all__ = ["Auth", "Credentials", "TokenCache", "parse_auth"]
+
+Compile = Callable[[object, str], Template]
+"""Compiles one template value at a config path (the caller decides which names exist)."""
+
+ALL_STATUSES = range(100, 600)
+"""Passthrough for the token request: it judges every status itself."""
+
+_ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """What to add to one request; ``token`` is the OAuth2 token used, for a renewal."""
+
+    headers: Mapping[str, str] = field(default_factory=dict)
+    query: Mapping[str, str] = field(default_factory=dict)
+    token: str | None = None
+
+
+class Auth(Protocol):
+    @property
+    def renewable(self) -> bool:
+        """Whether a 401 is worth one retry with fresh credentials (OAuth2)."""
+
+    @property
+    def templates(self) -> tuple[Template, ...]: ...
+
+    async def credentials(
+        self, scope: Scope, http: KeyHttp, *, stale: str | None = None
+    ) -> Credentials: ...
+
+
+def basic_header(user: str, password: str) -> str:
+    """``Basic base64(user:password)``, UTF-8 (RFC 7617). Two lines of stdlib: aiohttp's
+    ``BasicAuth`` is deprecated and its replacement is missing from the aiohttp versions we
+    support."""
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
+def _rendered(template: Template, scope: Scope) -> str:
+    text = template.render(scope)
+    if text is None or text == "":
+        raise RenderError(f"{template.where}: renders nothing")
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Bearer:
+    token: Template
+    renewable: bool = False
+
+    @property
+    def templates(self) -> tuple[Template, ...]:
+        return (self.token,)
+
+    async def credentials(
+        self, scope: Scope, http: KeyHttp, *, stale: str | None = None
+    ) -> Credentials:
+        return Credentials(headers={"Authorization": f"Bearer {_rendered(self.token, scope)}"})
+
+
+@dataclass(frozen=True, slots=True)
+class Basic:
+    username: Template
+    password: Template
+    renewable: bool = False
+
+    @property
+    def templates(self) -> tuple[Template, ...]:
+        return (self.username, self.password)
+
+    async def credentials(
+        self, scope: Scope, http: KeyHttp, *, stale: str | None = None
+    ) -> Credentials:
+        user = _rendered(self.username, scope)
+        if ":" in user:
+            raise RenderError(f"{self.username.where}: a user name must not contain ':'")
+        password = self.password.render(scope) or ""
+        return Credentials(headers={"Authorization": basic_header(user, password)})
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    value: Template
+    header: str | None = None
+    query: str | None = None
+    renewable: bool = False
+
+    @property
+    def templates(self) -> tuple[Template, ...]:
+        return (self.value,)
+
+    async def credentials(
+        self, scope: Scope, http: KeyHttp, *, stale: str | None = None
+    ) -> Credentials:
+        key = _rendered(self.value, scope)
+        if self.header is not None:
+            return Credentials(headers={self.header: key})
+        assert self.query is not None
+        return Credentials(query={self.query: key})
+
+
+@dataclass(slots=True)
+class _Cached:
+    token: str
+    expires_at: float | None
+
+
+class TokenCache:
+    """OAuth2 tokens in memory by (token URL, client id, scope, secret digest).
+
+    One lock per entry, so partitions sharing a client fetch one token between them instead
+    of one each when it expires.
+    """
+
+    def __init__(self) -> None:
+        self._tokens: dict[tuple[str, ...], _Cached] = {}
+        self._locks: dict[tuple[str, ...], asyncio.Lock] = {}
+
+    async def token(
+        self,
+        key: tuple[str, ...],
+        fetch: Callable[[], Awaitable[tuple[str, float | None]]],
+        now: Callable[[], float],
+        *,
+        stale: str | None = None,
+    ) -> str:
+        """The cached token, or a new one if there is none, it expired, or it is ``stale``
+        (refused by the API; another request may already have replaced it)."""
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            cached = self._tokens.get(key)
+            if (
+                cached is not None
+                and cached.token != stale
+                and (cached.expires_at is None or now() < cached.expires_at)
+            ):
+                return cached.token
+            token, expires_in = await fetch()
+            expires_at = None if expires_in is None else now() + expires_in - _margin(expires_in)
+            self._tokens[key] = _Cached(token, expires_at)
+            return token
+
+
+def _margin(expires_in: float) -> float:
+    """Renew a little early, so a token does not expire between the check and the request."""
+    return min(30.0, expires_in / 10)
+
+
+@dataclass(frozen=True, slots=True)
+class OAuth2:
+    token_url: Template
+    client_id: Template
+    client_secret: Template
+    scope: Template | None
+    client_auth: str
+    cache: TokenCache
+    renewable: bool = True
+
+    @property
+    def templates(self) -> tuple[Template, ...]:
+        optional = () if self.scope is None else (self.scope,)
+        return (self.token_url, self.client_id, self.client_secret, *optional)
+
+    async def credentials(
+        self, scope: Scope, http: KeyHttp, *, stale: str | None = None
+    ) -> Credentials:
+        url = _rendered(self.token_url, scope)
+        client_id = _rendered(self.client_id, scope)
+        secret = _rendered(self.client_secret, scope)
+        wanted = None if self.scope is None else self.scope.render(scope) or None
+        digest = hashlib.sha256(secret.encode()).hexdigest()
+        key = (url, client_id, wanted or "", digest)
+
+        async def fetch() -> tuple[str, float | None]:
+            return await self._request(http, url, client_id, secret, wanted)
+
+        token = await self.cache.token(key, fetch, http.now, stale=stale)
+        return Credentials(headers={"Authorization": f"Bearer {token}"}, token=token)
+
+    async def _request(
+        self, http: KeyHttp, url: str, client_id: str, secret: str, wanted: str | None
+    ) -> tuple[str, float | None]:
+        form = {"grant_type": "client_credentials"}
+        if wanted:
+            form["scope"] = wanted
+        headers = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Accept": "application/json",
+        }
+        if self.client_auth == "body":
+            form |= {"client_id": client_id, "client_secret": secret}
+        else:  # RFC 6749 2.3.1: both form-encoded before the basic scheme
+            headers["Authorization"] = basic_header(
+                quote(client_id, safe=""), quote(secret, safe="")
+            )
+        try:
+            response = await http.request(
+                "POST",
+                url,
+                headers=headers,
+                data=urlencode(form),
+                template=self.token_url.text,
+                passthrough=ALL_STATUSES,
+            )
+        except VendorUnavailable as exc:  # its text names the rendered URL: not ours to show
+            raise OAuthUnavailable(f"oauth2 token request failed: {exc.reason}") from None
+        status = response.status
+        body = await _json_or_none(response)
+        if status == 429 or status >= 500:
+            raise OAuthUnavailable(f"oauth2 token request -> {status}")
+        if not 200 <= status < 300:
+            code = body.get("error") if isinstance(body, Mapping) else None
+            detail = f" ({code})" if isinstance(code, str) and _ERROR_CODE.match(code) else ""
+            raise OAuthError(f"oauth2 token request -> {status}{detail}")
+        if not isinstance(body, Mapping):
+            raise OAuthError(f"oauth2 token request -> {status}: the answer is not a JSON object")
+        token = body.get("access_token")
+        if not isinstance(token, str) or not token:
+            raise OAuthError(f"oauth2 token request -> {status}: the answer has no access_token")
+        kind = body.get("token_type", "bearer")
+        if not isinstance(kind, str) or kind.lower() != "bearer":
+            raise OAuthError(f"oauth2 token request -> {status}: the token type is not bearer")
+        return token, _expires_in(body.get("expires_in"))
+
+
+async def _json_or_none(response: Any) -> Any:
+    try:
+        return await response.json()
+    except InvalidResponse:
+        return None
+
+
+def _expires_in(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float) and value > 0:
+        return float(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return float(value.strip())
+    return None
+
+
+def parse_auth(raw: object, path: str, where: str, compile_value: Compile) -> Auth:
+    """The ``auth`` section at ``path`` in the key table (``request.auth`` or
+    ``partitions.http.auth``), reported at ``where``."""
+    kind, given = one_of(raw, path, where)
+    at, sub = f"{where}.{kind}", f"{path}.{kind}"
+    if kind == "bearer":
+        return Bearer(compile_value(given, at))
+    if kind == "basic":
+        values = section(given, sub, at)
+        return Basic(
+            compile_value(values["username"], f"{at}.username"),
+            compile_value(values.get("password", ""), f"{at}.password"),
+        )
+    if kind == "api_key":
+        values = section(given, sub, at)
+        places = [name for name in ("header", "query") if name in values]
+        if len(places) != 1:
+            found = f"; found {' and '.join(places)}" if places else ""
+            raise ConfigError(f"set exactly one of: header, query{found}", at)
+        place = places[0]
+        name = string(values[place], f"{at}.{place}", "X-Api-Key" if place == "header" else "key")
+        value = compile_value(values["value"], f"{at}.value")
+        return (
+            ApiKey(value, header=name, query=None)
+            if place == "header"
+            else ApiKey(value, header=None, query=name)
+        )
+    values = section(given, sub, at)
+    scope = values.get("scope")
+    return OAuth2(
+        token_url=compile_value(values["token_url"], f"{at}.token_url"),
+        client_id=compile_value(values["client_id"], f"{at}.client_id"),
+        client_secret=compile_value(values["client_secret"], f"{at}.client_secret"),
+        scope=None if scope is None else compile_value(scope, f"{at}.scope"),
+        client_auth=choice(
+            values.get("client_auth"), f"{at}.client_auth", f"{sub}.client_auth", ("basic", "body")
+        ),
+        cache=TokenCache(),
+    )

@@ -1,0 +1,173 @@
+"""``compile_poller``: a declarative poller entry (a ``pollers:`` mapping with ``name``) to the
+same :class:`~watukuy.core.poller.Poller` that ``define_poller`` makes, run by the engine
+unchanged.
+
+Everything is checked here, once, at load: unknown keys (with "did you mean"), two of an
+"exactly one of", templates (unknown names, ``{partition.data...}`` without partitions), paths,
+durations (``"30s"``; a bare number is refused), ``on_status`` codes and actions. Each
+``ConfigError`` names the path of the bad field under ``where`` (``pollers[2].paginate.page.size``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from watukuy.core.errors import ConfigError
+from watukuy.core.poller import NAME_PATTERN, Poller, define_poller
+from watukuy.declarative import cursors
+from watukuy.declarative.fetch import PollSpec, make_fetch
+from watukuy.declarative.paging import parse_paginate
+from watukuy.declarative.paths import Path as ItemPath
+from watukuy.declarative.paths import parse_path
+from watukuy.declarative.request import parse_request
+from watukuy.declarative.status import parse_on_status
+from watukuy.declarative.templates import Template, compile_template
+from watukuy.declarative.values import duration, positive_int, section
+from watukuy.http import Transport
+
+__all__ = ["compile_poller"]
+
+
+def compile_poller(
+    spec: Mapping[str, Any],
+    *,
+    where: str,
+    base_dir: Path,
+    transport: Transport | None = None,
+) -> Poller:
+    """The poller ``spec`` describes; a ``ConfigError`` names the first bad field.
+
+    ``where`` prefixes error paths (``pollers[2]``); ``base_dir`` is the config file's
+    directory (``schema`` and ``partitions.file`` are relative to it); ``transport`` is used
+    by an ``http`` partition source only (the polls go through the engine's ``ctx.http``).
+    """
+    given = section(spec, "", where)
+    name = given["name"]
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise ConfigError(f"must match [A-Za-z0-9._-]+, got {name!r}", f"{where}.name")
+
+    partitions: Callable[[], Any] | None = None
+    refresh: float | None = None
+    if given.get("partitions") is not None:
+        from watukuy.declarative.sources import parse_partitions
+
+        partitions, refresh = parse_partitions(
+            given["partitions"], where=f"{where}.partitions", base_dir=base_dir, transport=transport
+        )
+
+    cursor = cursors.parse_cursor(given.get("cursor"), f"{where}.cursor")
+    partitioned = partitions is not None
+    has_cursor = not isinstance(cursor, cursors.NoCursor)
+
+    def compile_value(raw: object, at: str) -> Template:
+        return compile_template(raw, at, partitioned=partitioned, cursor=has_cursor)
+
+    request = parse_request(given["request"], "request", f"{where}.request", compile_value)
+    cursors.check_sent(
+        cursor,
+        any(p.kind == "cursor" for t in request.templates for p in t.placeholders),
+        f"{where}.cursor",
+    )
+    schedule = _schedule(given.get("schedule"), f"{where}.schedule")
+    status = parse_on_status(given.get("on_status"), f"{where}.on_status")
+    paginate = given.get("paginate")
+    poll = PollSpec(
+        request=request,
+        records=parse_path(given.get("records", ""), f"{where}.records", allow_empty=True),
+        paginate=None
+        if paginate is None
+        else parse_paginate(paginate, "paginate", f"{where}.paginate"),
+        cursor=cursor,
+        status=status,
+        throttle_default=schedule["min"],
+        passthrough=status.passthrough(),
+    )
+    identity = parse_path(given["identity"], f"{where}.identity")
+    version = given.get("version")
+    options: dict[str, Any] = {
+        "name": name,
+        "fetch": make_fetch(poll),
+        "identity": _getter(identity, "identity"),
+        "version": None
+        if version is None
+        else _getter(parse_path(version, f"{where}.version"), "version"),
+        "partitions": partitions,
+        "cursor": {"strategy": cursors.strategy(cursor), "initial": None},
+        "schedule": schedule,
+        "schema": _schema(given.get("schema"), f"{where}.schema", base_dir),
+    }
+    if refresh is not None:
+        options["partitions_refresh"] = refresh
+    if request.timeout is not None:
+        options["fetch_timeout"] = request.timeout
+    for key in ("budget", "budget_weight", "topic", "schema_version"):
+        if key in given:
+            options[key] = given[key]
+    if "max_pages" in given:
+        options["max_pages"] = positive_int(given["max_pages"], f"{where}.max_pages")
+    for key in ("retain", "reconcile"):
+        if given.get(key) is not None:
+            options[key] = duration(given[key], f"{where}.{key}")
+    if given.get("circuit") is not None:
+        options["circuit"] = _circuit(given["circuit"], f"{where}.circuit")
+    return _define(options, where)
+
+
+def _getter(path: ItemPath, what: str) -> Callable[[Any], Any]:
+    """identity / version of an item by path. Floats become text (the core takes str or int);
+    a missing value raises, which parks the item ``invalid`` with a message naming the path."""
+
+    def get(item: Any) -> Any:
+        found = path.get(item, what)
+        return repr(found) if isinstance(found, float) else found
+
+    get.__qualname__ = get.__name__ = f"{what}_at_{path.text or 'body'}"
+    return get
+
+
+def _schedule(raw: object, where: str) -> dict[str, float]:
+    given = {} if raw is None else section(raw, "schedule", where)
+    low = duration(given.get("min", "30s"), f"{where}.min")
+    high = duration(given.get("max", "15m"), f"{where}.max") if "max" in given else max(low, 900.0)
+    if low > high:
+        raise ConfigError("min is greater than max", f"{where}.min")
+    return {"min": low, "max": high}
+
+
+def _circuit(raw: object, where: str) -> dict[str, Any]:
+    given = section(raw, "circuit", where)
+    out = dict(given)
+    for key in ("cooldown", "max_cooldown"):
+        if key in given:
+            out[key] = duration(given[key], f"{where}.{key}")
+    return out
+
+
+def _schema(raw: object, where: str, base_dir: Path) -> Any:
+    """Load it now (relative to the config file), so a bad schema fails at load naming the
+    field; the poller carries the parsed JSON form."""
+    if raw is None:
+        return None
+    from watukuy.serde.data import DataSchema  # fastavro only when a poller declares a schema
+
+    if not isinstance(raw, str | Mapping):
+        raise ConfigError("must be the path of an .avsc file or an Avro record mapping", where)
+    return DataSchema.load(raw, where, base=base_dir).schema
+
+
+def _define(options: dict[str, Any], where: str) -> Poller:
+    """``define_poller``, its errors re-pathed from ``poller 'name'.x`` to ``where.x``."""
+    try:
+        return define_poller(**options)
+    except ConfigError as exc:
+        prefix = f"poller '{options['name']}'"
+        path = exc.path or ""
+        if path.startswith(prefix):
+            path = where + path[len(prefix) :]
+        elif path == "name":
+            path = f"{where}.name"
+        text = str(exc)
+        message = text[len(f"{exc.path}: ") :] if exc.path else text
+        raise ConfigError(message, path or where) from None

@@ -1,0 +1,162 @@
+"""``request``: the HTTP request of each page, compiled once and rendered per partition.
+
+    request:
+      url: "https://api.example.com/{partition.data.slug}/tickets"
+      method: GET                  # GET | POST
+      query: {limit: 100}          # template values
+      headers: {Accept: application/json}
+      body: {filter: {since: "{cursor}"}}   # JSON, POST only; template strings anywhere
+      timeout: 30s
+      auth: {bearer: "{partition.data.token}"}
+
+Also used, without placeholders, by the ``http`` partition source
+(:mod:`watukuy.declarative.tenants`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from watukuy.config.checks import kind
+from watukuy.core.errors import ConfigError
+from watukuy.declarative.auth import Auth, parse_auth
+from watukuy.declarative.errors import RenderError
+from watukuy.declarative.templates import Scope, Template
+from watukuy.declarative.values import choice, duration, section
+
+__all__ = ["Body", "Rendered", "RequestSpec", "parse_request"]
+
+Compile = Callable[[object, str], Template]
+
+Body = Template | Mapping[str, "Body"] | list["Body"] | int | float | bool | None
+"""A JSON body with its strings compiled as templates."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    url: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    json: Any
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    url: Template
+    method: str
+    query: tuple[tuple[str, Template], ...]
+    headers: tuple[tuple[str, Template], ...]
+    body: Body
+    timeout: float | None
+    auth: Auth | None
+
+    @property
+    def templates(self) -> list[Template]:
+        """Every template of the request, auth's included."""
+        out = [self.url, *(t for _, t in self.query), *(t for _, t in self.headers)]
+        out.extend(_body_templates(self.body))
+        if self.auth is not None:
+            out.extend(self.auth.templates)
+        return out
+
+    def render(self, scope: Scope) -> Rendered:
+        url = self.url.render(scope)
+        if not url:
+            raise RenderError(f"{self.url.where}: renders nothing")
+        return Rendered(
+            url=url,
+            query=_pairs(self.query, scope),
+            headers=_pairs(self.headers, scope),
+            json=None if self.body is None else _render_body(self.body, scope),
+        )
+
+
+def parse_request(raw: object, path: str, where: str, compile_value: Compile) -> RequestSpec:
+    """The ``request`` section (``path`` in the key table: ``request`` or ``partitions.http``)."""
+    given = section(raw, path, where)
+    method = choice(given.get("method"), f"{where}.method", f"{path}.method", ("GET", "POST"))
+    body_raw = given.get("body")
+    if method != "POST" and body_raw is not None:
+        if body_raw != {}:  # an empty one is harmless: the contract's example shows body: {}
+            raise ConfigError("a body needs method: POST", f"{where}.body")
+        body_raw = None
+    timeout = given.get("timeout")
+    auth = given.get("auth")
+    return RequestSpec(
+        url=compile_value(given["url"], f"{where}.url"),
+        method=method,
+        query=_named(given.get("query"), f"{where}.query", compile_value),
+        headers=_named(given.get("headers"), f"{where}.headers", compile_value),
+        body=None if body_raw is None else _compile_body(body_raw, f"{where}.body", compile_value),
+        timeout=None if timeout is None else duration(timeout, f"{where}.timeout"),
+        auth=None
+        if auth is None
+        else parse_auth(auth, f"{path}.auth", f"{where}.auth", compile_value),
+    )
+
+
+def _named(raw: object, where: str, compile_value: Compile) -> tuple[tuple[str, Template], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"must be a mapping of names to values, got {kind(raw)}", where)
+    out: list[tuple[str, Template]] = []
+    for name, value in raw.items():
+        at = f"{where}.{name}"
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError("names must be non-empty strings", at)
+        if value is None or isinstance(value, Mapping | list):
+            raise ConfigError(f"must be a string or a number, got {kind(value)}", at)
+        out.append((name, compile_value(value, at)))
+    return tuple(out)
+
+
+def _compile_body(raw: object, where: str, compile_value: Compile) -> Body:
+    if isinstance(raw, str):
+        return compile_value(raw, where)
+    if isinstance(raw, Mapping):
+        out: dict[str, Body] = {}
+        for name, value in raw.items():
+            if not isinstance(name, str):
+                raise ConfigError(f"JSON keys must be strings, got {kind(name)}", f"{where}.{name}")
+            out[name] = _compile_body(value, f"{where}.{name}", compile_value)
+        return out
+    if isinstance(raw, list):
+        return [_compile_body(value, f"{where}[{i}]", compile_value) for i, value in enumerate(raw)]
+    if raw is None or isinstance(raw, bool | int | float):
+        return raw
+    raise ConfigError(
+        f"must be JSON (mapping, list, string, number, boolean, null), got {kind(raw)}", where
+    )
+
+
+def _body_templates(body: Body) -> list[Template]:
+    if isinstance(body, Template):
+        return [body]
+    if isinstance(body, Mapping):
+        return [t for value in body.values() for t in _body_templates(value)]
+    if isinstance(body, list):
+        return [t for value in body for t in _body_templates(value)]
+    return []
+
+
+def _render_body(body: Body, scope: Scope) -> Any:
+    if isinstance(body, Template):
+        return body.value(scope)
+    if isinstance(body, Mapping):
+        return {name: _render_body(value, scope) for name, value in body.items()}
+    if isinstance(body, list):
+        return [_render_body(value, scope) for value in body]
+    return body
+
+
+def _pairs(pairs: tuple[tuple[str, Template], ...], scope: Scope) -> dict[str, str]:
+    """Rendered name -> value; a value that is one placeholder rendering nothing is left out."""
+    out: dict[str, str] = {}
+    for name, template in pairs:
+        text = template.render(scope)
+        if text is not None:
+            out[name] = text
+    return out

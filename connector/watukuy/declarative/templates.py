@@ -1,0 +1,238 @@
+"""Templates in ``url``, ``query``, ``headers``, ``body`` and ``auth`` values.
+
+Placeholders::
+
+    {partition.key}          the partition's key ('' on a poller without partitions)
+    {partition.data.NAME}    a value of the partition's data; NAME is a path (see
+                             watukuy.declarative.paths): {partition.data.auth.token},
+                             {partition.data.hosts[0]}
+    {cursor}                 the cursor sent this poll (the resume token, or the ISO-8601
+                             timestamp minus lookback); empty on the first poll
+    {{  }}                   a literal { and }
+
+Nothing is evaluated: no expressions, format specs (``{cursor:>10}``) or conversions
+(``{cursor!r}``). Templates are compiled once, at load: an unknown name is a ``ConfigError``
+naming the field, and so is ``{partition.data.NAME}`` on a poller without ``partitions`` or
+``{cursor}`` with ``cursor: {none: true}``.
+
+Rendering:
+
+- A value is text as JSON would write it: strings as they are, numbers as digits, booleans
+  ``true``/``false``; a mapping or a list inside text is an error.
+- A query parameter or header whose template is exactly one placeholder that renders nothing
+  (no cursor yet, a null data value) is left out of the request.
+- In a JSON ``body``, a string that is exactly one placeholder takes the value's own type
+  (``"{partition.data.limit}"`` sends ``50``, not ``"50"``); other strings are text.
+- A data name the partition lacks fails the poll with an error naming the template's field,
+  never the partition's data.
+"""
+
+from __future__ import annotations
+
+import difflib
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from watukuy.core.errors import ConfigError
+from watukuy.core.poller import Partition
+from watukuy.declarative.errors import RenderError
+from watukuy.declarative.paths import MISSING, Path, parse_path
+
+__all__ = ["Placeholder", "Scope", "Template", "compile_template", "constant"]
+
+_FORMATTER = string.Formatter()
+_KNOWN = ("partition.key", "partition.data.NAME", "cursor")
+_DATA = "partition.data."
+
+
+@dataclass(frozen=True, slots=True)
+class Placeholder:
+    kind: Literal["key", "data", "cursor"]
+    path: Path | None = None  # for ``data``: the path into the partition's data
+
+    @property
+    def text(self) -> str:
+        if self.kind == "data":
+            assert self.path is not None
+            return "{" + _DATA + self.path.text + "}"
+        return "{partition.key}" if self.kind == "key" else "{cursor}"
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What placeholders render from: one partition and the cursor of this poll."""
+
+    partition: Partition
+    cursor: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A compiled template: literal text and placeholders, in order."""
+
+    text: str
+    """As written in the config (after ``${env:...}`` resolution)."""
+    where: str
+    """The config path of the field, for render errors."""
+    parts: tuple[str | Placeholder, ...]
+
+    @property
+    def placeholders(self) -> tuple[Placeholder, ...]:
+        return tuple(part for part in self.parts if isinstance(part, Placeholder))
+
+    @property
+    def single(self) -> Placeholder | None:
+        """The placeholder, when the template is exactly one placeholder and nothing else."""
+        if len(self.parts) == 1 and isinstance(self.parts[0], Placeholder):
+            return self.parts[0]
+        return None
+
+    @property
+    def is_constant(self) -> bool:
+        return not self.placeholders
+
+    def value(self, scope: Scope) -> Any:
+        """The raw value of a single-placeholder template, else the rendered text."""
+        single = self.single
+        if single is None:
+            return self.render(scope)
+        return _lookup(single, scope, self.where)
+
+    def render(self, scope: Scope) -> str | None:
+        """The text; ``None`` when the template is one placeholder that renders nothing."""
+        single = self.single
+        if single is not None:
+            found = _lookup(single, scope, self.where)
+            return None if found is None else _text(found, single, self.where)
+        out: list[str] = []
+        for part in self.parts:
+            if isinstance(part, str):
+                out.append(part)
+            else:
+                found = _lookup(part, scope, self.where)
+                out.append("" if found is None else _text(found, part, self.where))
+        return "".join(out)
+
+
+def constant(value: str, where: str) -> Template:
+    """A template of literal text only (no parsing: braces are just characters)."""
+    return Template(text=value, where=where, parts=(value,) if value else ())
+
+
+def compile_template(
+    text: object,
+    where: str,
+    *,
+    partitioned: bool,
+    cursor: bool,
+    allow_placeholders: bool = True,
+) -> Template:
+    """Compile ``text``; ``partitioned`` and ``cursor`` say which names exist here.
+
+    Numbers and booleans are accepted as their JSON text (``limit: 100``).
+    ``allow_placeholders=False`` (a tenants listing, which has no partition or cursor) still
+    reads ``{{``/``}}`` but refuses every placeholder.
+    """
+    if isinstance(text, bool):
+        text = "true" if text else "false"
+    elif isinstance(text, int | float):
+        text = str(text)
+    if not isinstance(text, str):
+        from watukuy.config.checks import kind
+
+        raise ConfigError(f"must be a string, got {kind(text)}", where)
+    try:
+        pieces = list(_FORMATTER.parse(text))
+    except ValueError as exc:  # the stdlib's messages quote no part of the text
+        raise ConfigError(
+            f"bad template: {exc}; write {{{{ and }}}} for literal braces", where
+        ) from None
+    parts: list[str | Placeholder] = []
+    for literal, name, spec, conversion in pieces:
+        if literal:
+            if parts and isinstance(parts[-1], str):
+                parts[-1] += literal
+            else:
+                parts.append(literal)
+        if name is None:
+            continue
+        if spec or conversion:
+            raise ConfigError(
+                "placeholders take no format spec or conversion (':...', '!r'); "
+                "nothing in a template is evaluated",
+                where,
+            )
+        if not allow_placeholders:
+            raise ConfigError(
+                "no placeholders here: this request has no partition or cursor "
+                "(write {{ and }} for literal braces)",
+                where,
+            )
+        parts.append(_placeholder(name, where, partitioned=partitioned, cursor=cursor))
+    return Template(text=text, where=where, parts=tuple(parts))
+
+
+def _placeholder(name: str, where: str, *, partitioned: bool, cursor: bool) -> Placeholder:
+    name = name.strip()
+    if name == "cursor":
+        if not cursor:
+            raise ConfigError(
+                "{cursor} is always empty with cursor: {none: true}; "
+                "choose a token or timestamp cursor",
+                where,
+            )
+        return Placeholder("cursor")
+    if name == "partition.key":
+        return Placeholder("key")
+    if name.startswith(_DATA):
+        if not partitioned:
+            raise ConfigError("{partition.data...} needs partitions: this poller has none", where)
+        rest = name[len(_DATA) :]
+        if not rest:
+            raise ConfigError("name a data field: {partition.data.NAME}", where)
+        path = parse_path(rest, where)
+        return Placeholder("data", path)
+    raise ConfigError(_unknown(name), where)
+
+
+def _unknown(name: str) -> str:
+    known = ", ".join("{" + n + "}" for n in _KNOWN)
+    close = difflib.get_close_matches(name, ["partition.key", "partition.data", "cursor"], n=1)
+    # Echo the name only when it is plainly a placeholder gone wrong: braces in a resolved
+    # secret (${env:...}) also land here, and the secret must not reach the message.
+    if close or name.startswith(("partition", "cursor")):
+        return f"unknown placeholder {{{name}}}; known: {known}"
+    return (
+        f"unknown placeholder ({len(name)} character{'s' if len(name) != 1 else ''}); "
+        f"known: {known}; "
+        "write {{ and }} for literal braces"
+    )
+
+
+def _lookup(placeholder: Placeholder, scope: Scope, where: str) -> Any:
+    if placeholder.kind == "cursor":
+        return scope.cursor
+    if placeholder.kind == "key":
+        return scope.partition.key
+    assert placeholder.path is not None
+    data = scope.partition.data
+    found = placeholder.path.find(data) if isinstance(data, Mapping | list) else MISSING
+    if found is MISSING:
+        raise RenderError(
+            f"{where}: the partition's data has no {placeholder.path.text!r} "
+            f"(for {placeholder.text})"
+        )
+    return found
+
+
+def _text(value: Any, placeholder: Placeholder, where: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    what = "a mapping" if isinstance(value, Mapping) else f"a {type(value).__name__}"
+    raise RenderError(f"{where}: {placeholder.text} is {what}, not text")

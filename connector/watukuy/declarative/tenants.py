@@ -1,0 +1,195 @@
+"""The ``http`` partition source: the tenants of a poller listed by an endpoint of their own.
+
+    partitions:
+      http:
+        url: https://api.example.com/tenants
+        auth: {bearer: "${env:ADMIN_TOKEN}"}     # bearer | basic | api_key | oauth2, as in request
+        records: tenants                         # path of the list in the body; '' = the body
+        key: id                                  # path of the partition key in each record
+        data: {slug: slug, token: token}         # name -> path; omitted: the whole record
+        paginate: {next_token: {path: next, param: page_token}}   # if the endpoint pages
+      refresh: 5m
+
+There is no partition or cursor here, so values take no placeholders (``{{``/``}}`` still
+write braces). Each refresh opens a client (aiohttp, or the given transport), reads every
+page and closes it; OAuth2 tokens are kept between refreshes. A key must be a non-empty
+string; a record without it, or without a ``data`` path, fails the refresh (the engine keeps
+the previous list and logs the error). Errors name the source (its config path), the method,
+the URL without its query, and the status: never a query string, a token or a record.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from yarl import URL
+
+from watukuy.config.checks import kind
+from watukuy.core.errors import ConfigError, WatukuyError
+from watukuy.core.poller import Partition
+from watukuy.declarative.auth import ALL_STATUSES
+from watukuy.declarative.errors import PartitionSourceError
+from watukuy.declarative.fetch import read_records, send_request
+from watukuy.declarative.paging import (
+    LinkHeader,
+    Paginate,
+    follow_link,
+    next_position,
+    page_query,
+    parse_paginate,
+)
+from watukuy.declarative.paths import MISSING, Path, parse_path
+from watukuy.declarative.request import RequestSpec, parse_request
+from watukuy.declarative.templates import Scope, Template, compile_template
+from watukuy.declarative.values import section
+from watukuy.http import (
+    HttpClient,
+    InvalidResponse,
+    KeyHttp,
+    Transport,
+    VendorUnavailable,
+    build_url,
+)
+from watukuy.http.errors import request_line
+
+__all__ = ["MAX_PAGES", "parse_http_source"]
+
+_TABLE = "partitions.http"
+MAX_PAGES = 1000
+"""Pages one refresh reads at most: a tenants endpoint that never ends is an error."""
+
+_NO_PARTITION = Scope(partition=Partition(key=""))
+
+
+def parse_http_source(
+    raw: object, *, where: str, transport: Transport | None = None
+) -> Callable[[], Awaitable[list[dict[str, Any]]]]:
+    """A ``partitions`` callable listing ``{"key", "data"}`` from the endpoint ``raw`` describes.
+
+    ``where`` is the config path of the ``http`` mapping (``pollers[0].partitions.http``).
+    """
+    given = section(raw, _TABLE, where)
+
+    def compile_value(value: object, at: str) -> Template:
+        return compile_template(
+            value, at, partitioned=False, cursor=False, allow_placeholders=False
+        )
+
+    request = parse_request(given, _TABLE, where, compile_value)  # reads its own keys only
+    records = parse_path(given.get("records", ""), f"{where}.records", allow_empty=True)
+    key = parse_path(given["key"], f"{where}.key")
+    data = _data_paths(given.get("data"), f"{where}.data")
+    paginate = given.get("paginate")
+    pages = (
+        None
+        if paginate is None
+        else parse_paginate(paginate, f"{_TABLE}.paginate", f"{where}.paginate")
+    )
+    try:
+        build_url(request.url.text)
+    except ConfigError as exc:
+        raise ConfigError(str(exc), f"{where}.url") from None
+    source = _Source(where, request, records, key, data, pages, transport)
+    return source.list
+
+
+def _data_paths(raw: object, where: str) -> tuple[tuple[str, Path], ...] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or not raw:
+        raise ConfigError(f"must be a mapping of names to paths, got {kind(raw)}", where)
+    out: list[tuple[str, Path]] = []
+    for name, path in raw.items():
+        if not isinstance(name, str) or not name:
+            raise ConfigError("names must be non-empty strings", f"{where}.{name}")
+        out.append((name, parse_path(path, f"{where}.{name}")))
+    return tuple(out)
+
+
+class _Source:
+    def __init__(
+        self,
+        where: str,
+        request: RequestSpec,
+        records: Path,
+        key: Path,
+        data: tuple[tuple[str, Path], ...] | None,
+        paginate: Paginate | None,
+        transport: Transport | None,
+    ) -> None:
+        self.where = where
+        self.request = request
+        self.records = records
+        self.key = key
+        self.data = data
+        self.paginate = paginate
+        self.transport = transport
+        self.shown = request_line(request.method, request.url.text)
+
+    async def list(self) -> list[dict[str, Any]]:
+        """Every tenant, all pages read; raises :class:`PartitionSourceError`."""
+        timeout = self.request.timeout or 30.0
+        client = HttpClient(transport=self.transport, timeout=timeout, url_cache=0)
+        try:
+            http = client.for_key(validators={}, acquire=None, now=time.time, timeout=timeout)
+            out: list[dict[str, Any]] = []
+            position: Any = None
+            for _ in range(MAX_PAGES):
+                body, headers, url = await self._page(http, position)
+                found = read_records(self.records, body, f"{self.where}: {self.shown}")
+                out.extend(
+                    self._partition(record, len(out) + at) for at, record in enumerate(found)
+                )
+                position = next_position(
+                    self.paginate, position, body=body, headers=headers, count=len(found), url=url
+                )
+                if position is None:
+                    return out
+            raise PartitionSourceError(f"{self.where}: more than {MAX_PAGES} pages; not followed")
+        except PartitionSourceError:
+            raise
+        except WatukuyError as exc:  # BadBody, PathMissing, OAuth errors: name the source
+            raise PartitionSourceError(f"{self.where}: {exc}") from None
+        finally:
+            await client.close()
+
+    async def _page(self, http: KeyHttp, position: Any) -> tuple[Any, Mapping[str, str], URL]:
+        rendered = self.request.render(_NO_PARTITION)
+        url, query = rendered.url, dict(rendered.query)
+        if isinstance(self.paginate, LinkHeader) and position is not None:
+            url, query = str(follow_link(str(position), build_url(rendered.url))), {}
+        else:
+            query.update(page_query(self.paginate, position))
+        try:
+            response = await send_request(
+                self.request, http, _NO_PARTITION, rendered, url, query, ALL_STATUSES
+            )
+        except VendorUnavailable as exc:
+            raise PartitionSourceError(f"{self.where}: {self.shown}: {exc.reason}") from None
+        if not 200 <= response.status < 300:
+            raise PartitionSourceError(f"{self.where}: {self.shown} -> {response.status}")
+        try:
+            body = await response.json()
+        except InvalidResponse as exc:
+            raise PartitionSourceError(f"{self.where}: {self.shown}: {exc.reason}") from None
+        return body, response.headers, URL(response.url) if response.url else build_url(url, query)
+
+    def _partition(self, record: Any, index: int) -> dict[str, Any]:
+        key = self.key.find(record)
+        if not isinstance(key, str) or not key:
+            raise PartitionSourceError(
+                f"{self.where}: record {index} has no non-empty string at key {self.key.text!r}"
+            )
+        if self.data is None:
+            return {"key": key, "data": record}
+        data: dict[str, Any] = {}
+        for name, path in self.data:
+            found = path.find(record)
+            if found is MISSING:
+                raise PartitionSourceError(
+                    f"{self.where}: record {index} has no value at data.{name} ({path.text!r})"
+                )
+            data[name] = found
+        return {"key": key, "data": data}

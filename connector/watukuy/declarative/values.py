@@ -1,0 +1,102 @@
+"""Validators for declarative poller values: each failure is a ``ConfigError`` naming the path.
+
+Durations here are strings with a unit (``"30s"``, ``"500ms"``): a bare number is refused,
+because people coming from Kafka Connect write milliseconds where the Python API reads seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from watukuy.config.checks import kind
+from watukuy.core.durations import parse_duration
+from watukuy.core.errors import ConfigError
+from watukuy.declarative.keys import check_section, children, key_doc
+
+__all__ = [
+    "duration",
+    "one_of",
+    "optional_string",
+    "positive_int",
+    "section",
+    "string",
+    "true_flag",
+]
+
+
+def section(raw: object, path: str, where: str) -> Mapping[str, Any]:
+    """A mapping whose keys are those of ``path`` in the key table."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"must be a mapping, got {kind(raw)}", where)
+    for name in raw:
+        if not isinstance(name, str):
+            raise ConfigError(f"keys must be strings, got {kind(name)}", f"{where}.{name}")
+    check_section(raw, path, where)
+    return raw
+
+
+def one_of(raw: object, path: str, where: str) -> tuple[str, Any]:
+    """The one alternative set in a ``one_of`` mapping, and its value."""
+    given = section(raw, path, where)
+    options = children(path)
+    chosen = [name for name in options if name in given]
+    if not chosen:
+        raise ConfigError(f"set exactly one of: {', '.join(options)}", where)
+    if len(chosen) > 1:
+        raise ConfigError(
+            f"set exactly one of: {', '.join(options)}; found {' and '.join(chosen)}", where
+        )
+    return chosen[0], given[chosen[0]]
+
+
+def duration(raw: object, where: str, *, allow_zero: bool = False) -> float:
+    """Seconds in ``"30s"``-like text; a bare number is refused with a hint."""
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        raise ConfigError(
+            f"a duration needs a unit: write 30s or 500ms (got the bare number {raw!r})", where
+        )
+    return parse_duration(raw, where, allow_zero=allow_zero)
+
+
+def string(raw: object, where: str, example: str) -> str:
+    if not isinstance(raw, str):
+        raise ConfigError(f"must be a string like {example!r}, got {kind(raw)}", where)
+    if not raw.strip():
+        raise ConfigError(f"must not be empty; e.g. {example!r}", where)
+    return raw
+
+
+def optional_string(raw: object, where: str, example: str) -> str | None:
+    return None if raw is None else string(raw, where, example)
+
+
+def positive_int(raw: object, where: str) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise ConfigError(f"must be a positive integer, got {kind(raw)}", where)
+    if raw < 1:
+        raise ConfigError(f"must be a positive integer, got {raw}", where)
+    return raw
+
+
+def non_negative_int(raw: object, where: str) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise ConfigError(f"must be an integer >= 0, got {kind(raw)}", where)
+    if raw < 0:
+        raise ConfigError(f"must be an integer >= 0, got {raw}", where)
+    return raw
+
+
+def true_flag(raw: object, where: str) -> None:
+    """A switch such as ``link_header: true``: anything but ``true`` is refused."""
+    if raw is not True:
+        raise ConfigError(f"must be true (remove the key to turn it off), got {raw!r}", where)
+
+
+def choice(raw: object, where: str, path: str, options: tuple[str, ...]) -> str:
+    """One of ``options``; absent (``None``) is the key table's default for ``path``."""
+    value = key_doc(path).default if raw is None else raw
+    if value not in options:
+        shown = repr(value) if isinstance(value, str | int | float) else kind(value)
+        raise ConfigError(f"must be one of: {', '.join(options)}; got {shown}", where)
+    return str(value)
