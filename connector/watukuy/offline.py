@@ -10,28 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException
+from confluent_kafka import ConsumerGroupState, KafkaException
 
 from watukuy.config import RunnerConfig
-from watukuy.core.errors import ConfigError, Retriable
+from watukuy.core.errors import ConfigError
 from watukuy.core.poller import Partition
 from watukuy.engine.clock import SystemClock
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.operations import change_for
 from watukuy.runner import kafka_store
 from watukuy.store.kafka import clients
-
-_UNREACHABLE = frozenset(
-    {
-        KafkaError._TRANSPORT,
-        KafkaError._TIMED_OUT,
-        KafkaError._ALL_BROKERS_DOWN,
-        KafkaError._RESOLVE,
-        KafkaError._WAIT_COORD,
-        KafkaError.REQUEST_TIMED_OUT,
-        KafkaError.NETWORK_EXCEPTION,
-    }
-)
 
 
 class GroupActive(Exception):
@@ -50,10 +38,7 @@ def live_members(config: RunnerConfig) -> list[str]:
     except TimeoutError as exc:  # no answer at all: the usual sign of a wrong address
         raise clients.unreachable(config.kafka, timeout) from exc
     except KafkaException as exc:
-        error: KafkaError = exc.args[0]
-        if error.code() in _UNREACHABLE:
-            raise clients.unreachable(config.kafka, timeout) from exc
-        raise Retriable(f"cannot describe group '{group}': {error.str()}") from exc
+        raise clients.translated(exc, config.kafka, timeout, f"describing group '{group}'") from exc
     finally:
         clients.drain_logs(admin)
     if described.state in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from watukuy.config import KafkaProperties
 from watukuy.store.kafka.clients import (
@@ -17,6 +17,7 @@ from watukuy.store.kafka.clients import (
     librdkafka_logger,
     producer_config,
     tail_config,
+    translated,
     unreachable,
 )
 
@@ -153,3 +154,13 @@ def test_unreachable_hides_an_address_that_came_from_a_secret() -> None:
     )
     assert "secret-host" not in str(unreachable(kafka, 15.0))
     assert "at [redacted] within 15s" in str(unreachable(kafka, 15.0))
+
+
+def test_a_refusal_that_is_not_about_reaching_kafka_says_what_kafka_said() -> None:
+    refused = KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED, "denied by ACL"))
+    error = translated(refused, {"bootstrap.servers": "b:9092"}, 15.0, "describing group 'g'")
+    assert str(error) == "Kafka at b:9092 failed describing group 'g': denied by ACL"
+    timed_out = KafkaException(KafkaError(KafkaError._TIMED_OUT))
+    assert "cannot reach Kafka at b:9092 within 15s" in str(
+        translated(timed_out, {"bootstrap.servers": "b:9092"}, 15.0, "listing topics")
+    )

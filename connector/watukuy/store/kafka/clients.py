@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from watukuy.core.durations import format_duration
-from watukuy.core.errors import ConfigError
+from watukuy.core.errors import ConfigError, WatukuyError
 from watukuy.store.kafka.topics import BrokerUnavailable
 
 __all__ = [
@@ -249,13 +249,37 @@ def unreachable(kafka: Mapping[str, Any], timeout: float) -> BrokerUnavailable:
     )
 
 
+# What librdkafka answers when no broker could be talked to.
+UNREACHABLE_CODES = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._RESOLVE,
+        KafkaError._WAIT_COORD,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+    }
+)
+
+
+def translated(
+    exc: KafkaException, kafka: Mapping[str, Any], timeout: float, doing: str
+) -> WatukuyError:
+    """:func:`unreachable` when no broker answered, else what the cluster said to ``doing``."""
+    error = exc.args[0] if exc.args else None
+    if not isinstance(error, KafkaError) or error.code() in UNREACHABLE_CODES:
+        return unreachable(kafka, timeout)
+    return WatukuyError(f"Kafka at {bootstrap_of(kafka)} failed {doing}: {error.str()}")
+
+
 def probe(kafka: Mapping[str, Any], timeout: float) -> None:
     """Ask the cluster for its metadata; :func:`unreachable` when it does not answer."""
     admin = admin_client(kafka)
     try:
         admin.list_topics(timeout=timeout)
     except KafkaException as exc:
-        raise unreachable(kafka, timeout) from exc
+        raise translated(exc, kafka, timeout, "listing topics") from exc
     finally:
         drain_logs(admin)
 
