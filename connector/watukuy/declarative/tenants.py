@@ -131,29 +131,30 @@ class _Source:
     async def list(self) -> list[dict[str, Any]]:
         """Every tenant, all pages read; raises :class:`PartitionSourceError`."""
         timeout = self.request.timeout or 30.0
-        client = HttpClient(transport=self.transport, timeout=timeout, url_cache=0)
-        try:
+        # ``async with`` reopens a transport an earlier refresh closed (one given by a test).
+        async with HttpClient(transport=self.transport, timeout=timeout, url_cache=0) as client:
             http = client.for_key(validators={}, acquire=None, now=time.time, timeout=timeout)
-            out: list[dict[str, Any]] = []
-            position: Any = None
-            for _ in range(MAX_PAGES):
-                body, headers, url = await self._page(http, position)
-                found = read_records(self.records, body, f"{self.where}: {self.shown}")
-                out.extend(
-                    self._partition(record, len(out) + at) for at, record in enumerate(found)
-                )
-                position = next_position(
-                    self.paginate, position, body=body, headers=headers, count=len(found), url=url
-                )
-                if position is None:
-                    return out
-            raise PartitionSourceError(f"{self.where}: more than {MAX_PAGES} pages; not followed")
-        except PartitionSourceError:
-            raise
-        except WatukuyError as exc:  # BadBody, PathMissing, OAuth errors: name the source
-            raise PartitionSourceError(f"{self.where}: {exc}") from None
-        finally:
-            await client.close()
+            try:
+                return await self._all_pages(http)
+            except PartitionSourceError:
+                raise
+            except WatukuyError as exc:  # BadBody, PathMissing, OAuth errors: name the source
+                raise PartitionSourceError(f"{self.where}: {exc}") from None
+
+    async def _all_pages(self, http: KeyHttp) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        position: Any = None
+        for _ in range(MAX_PAGES):
+            body, headers, url = await self._page(http, position)
+            found = read_records(self.records, body, self.shown)
+            first = len(out)
+            out.extend(self._partition(record, first + at) for at, record in enumerate(found))
+            position = next_position(
+                self.paginate, position, body=body, headers=headers, count=len(found), url=url
+            )
+            if position is None:
+                return out
+        raise PartitionSourceError(f"{self.where}: more than {MAX_PAGES} pages; not followed")
 
     async def _page(self, http: KeyHttp, position: Any) -> tuple[Any, Mapping[str, str], URL]:
         rendered = self.request.render(_NO_PARTITION)
