@@ -3,11 +3,13 @@ receives on each page and each poll, and what the engine is given to store."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from tests.declarative.helpers import API, Driver, compile_spec, spec
+from watukuy import Partition
 from watukuy.declarative.errors import BadBody
 from watukuy.http import reply
 
@@ -123,8 +125,6 @@ async def test_link_header_is_followed_and_stored_without_the_host() -> None:
         paginate={"link_header": True},
     )
     driver = Driver(compile_spec(entry))
-    from watukuy import Partition
-
     driver.partition = Partition("acme", {"host": "acme.api.test"})
     base = "https://acme.api.test/v1/items"
     driver.transport.add(
@@ -334,13 +334,53 @@ async def test_timestamp_cursor_in_a_post_body_keeps_its_type() -> None:
     driver.cursor = "2026-01-02T03:04:05.5Z"
     driver.transport.add("POST", ITEMS, json={"data": []})
     await driver.poll()
-    import json
-
     sent = json.loads(driver.transport.requests[0].body or b"")
     assert sent == {
         "since": "2026-01-02T03:04:05.500000Z",
         "filter": "from 2026-01-02T03:04:05.500000Z",
         "limit": 50,
+    }
+
+
+async def test_a_parameter_that_is_only_the_cursor_is_left_out_until_there_is_one() -> None:
+    driver = Driver(
+        compile_spec(
+            spec(
+                request={"url": ITEMS, "query": {"since": "{cursor}", "q": "x{cursor}"}},
+                cursor={"token": {"path": "sync"}},  # sent by the template, not a param
+            )
+        )
+    )
+    driver.transport.add(
+        "GET", ITEMS, reply(json={"data": [], "sync": "s1"}), reply(json={"data": []})
+    )
+    await driver.poll()
+    await driver.poll()
+    assert driver.queries() == [{"q": "x"}, {"since": "s1", "q": "xs1"}]
+
+
+async def test_a_body_placeholder_alone_keeps_the_datas_type() -> None:
+    entry = spec(
+        partitions={"static": [{"key": "acme", "data": {"n": 1}}]},
+        request={
+            "url": ITEMS,
+            "method": "POST",
+            "body": {
+                "limit": "{partition.data.limit}",
+                "tags": "{partition.data.tags}",
+                "label": "n={partition.data.limit}",
+                "key": "{partition.key}",
+            },
+        },
+    )
+    driver = Driver(compile_spec(entry), partition=Partition("acme", {"limit": 50, "tags": ["a"]}))
+    driver.transport.add("POST", ITEMS, json={"data": []})
+    await driver.poll()
+    assert json.loads(driver.transport.requests[0].body or b"") == {
+        "limit": 50,
+        "tags": ["a"],
+        "label": "n=50",
+        "key": "acme",
     }
 
 

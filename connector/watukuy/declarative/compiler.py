@@ -18,6 +18,7 @@ from watukuy.core.errors import ConfigError
 from watukuy.core.poller import NAME_PATTERN, Poller, define_poller
 from watukuy.declarative import cursors
 from watukuy.declarative.fetch import PollSpec, make_fetch
+from watukuy.declarative.keys import default_of
 from watukuy.declarative.paging import parse_paginate
 from watukuy.declarative.paths import Path as ItemPath
 from watukuy.declarative.paths import parse_path
@@ -75,7 +76,9 @@ def compile_poller(
     paginate = given.get("paginate")
     poll = PollSpec(
         request=request,
-        records=parse_path(given.get("records", ""), f"{where}.records", allow_empty=True),
+        records=parse_path(
+            given.get("records", default_of("records")), f"{where}.records", allow_empty=True
+        ),
         paginate=None
         if paginate is None
         else parse_paginate(paginate, "paginate", f"{where}.paginate"),
@@ -129,8 +132,9 @@ def _getter(path: ItemPath, what: str) -> Callable[[Any], Any]:
 
 def _schedule(raw: object, where: str) -> dict[str, float]:
     given = {} if raw is None else section(raw, "schedule", where)
-    low = duration(given.get("min", "30s"), f"{where}.min")
-    high = duration(given.get("max", "15m"), f"{where}.max") if "max" in given else max(low, 900.0)
+    low = duration(given.get("min", default_of("schedule.min")), f"{where}.min")
+    longest = duration(default_of("schedule.max"), f"{where}.max")
+    high = duration(given["max"], f"{where}.max") if "max" in given else max(low, longest)
     if low > high:
         raise ConfigError("min is greater than max", f"{where}.min")
     return {"min": low, "max": high}

@@ -24,7 +24,7 @@ from yarl import URL
 from watukuy.core.poller import FetchResult
 from watukuy.core.ratelimit import throttle_until
 from watukuy.declarative import cursors
-from watukuy.declarative.auth import Credentials
+from watukuy.declarative.auth import ApiKey, Credentials
 from watukuy.declarative.errors import BadBody, StatusFailed
 from watukuy.declarative.paging import LinkHeader, Paginate, follow_link, next_position, page_query
 from watukuy.declarative.paths import MISSING, Path
@@ -51,8 +51,9 @@ class PollSpec:
 
     @property
     def secret_params(self) -> tuple[str, ...]:
-        query = getattr(self.request.auth, "query", None)
-        return (query,) if isinstance(query, str) else ()
+        """An API key's query parameter: never stored with a ``Link`` position."""
+        auth = self.request.auth
+        return (auth.query,) if isinstance(auth, ApiKey) and auth.query is not None else ()
 
 
 def make_fetch(spec: PollSpec) -> Callable[[Any], Awaitable[FetchResult]]:
@@ -93,14 +94,15 @@ async def fetch_page(spec: PollSpec, partition: Any, value: Any, http: KeyHttp) 
         raise Throttled(until=until, status=response.status, method=method, template=template)
     body = await response.json()  # InvalidResponse names the template, as the client's errors
     items = read_records(spec.records, body, request_line(method, template))
+    links = isinstance(spec.paginate, LinkHeader)  # only Link targets resolve against URLs
     following = next_position(
         spec.paginate,
         position.page,
         body=body,
         headers=response.headers,
         count=len(items),
-        url=URL(response.url) if response.url else build_url(url, query),
-        base=build_url(rendered.url),
+        url=(URL(response.url) if response.url else build_url(url, query)) if links else None,
+        base=build_url(rendered.url) if links else None,
         secret_params=spec.secret_params,
     )
     high = cursors.highest(spec.cursor, position.high, items)

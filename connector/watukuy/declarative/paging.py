@@ -120,7 +120,7 @@ def next_position(
     body: Any,
     headers: Mapping[str, str],
     count: int,
-    url: URL,
+    url: URL | None = None,
     base: URL | None = None,
     secret_params: Collection[str] = (),
 ) -> Any:
@@ -141,6 +141,8 @@ def next_position(
             raise BadBody(f"next_token at {spec.path.text!r} is not a string or a number")
         return token
     if isinstance(spec, LinkHeader):
+        if url is None:
+            raise ValueError("link_header paging needs the URL the page came from")
         return _next_link(headers, url, base or url, secret_params)
     if count < spec.size:
         return None

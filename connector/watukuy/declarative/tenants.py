@@ -92,7 +92,7 @@ def parse_http_source(
     except ConfigError as exc:
         raise ConfigError(str(exc), f"{where}.url") from None
     source = _Source(where, request, records, key, data, pages, transport)
-    return source.list
+    return source.listing
 
 
 def _data_paths(raw: object, where: str) -> tuple[tuple[str, Path], ...] | None:
@@ -128,7 +128,7 @@ class _Source:
         self.transport = transport
         self.shown = request_line(request.method, request.url.text)
 
-    async def list(self) -> list[dict[str, Any]]:
+    async def listing(self) -> list[dict[str, Any]]:
         """Every tenant, all pages read; raises :class:`PartitionSourceError`."""
         timeout = self.request.timeout or 30.0
         # ``async with`` reopens a transport an earlier refresh closed (one given by a test).
