@@ -100,7 +100,8 @@ def _load_one(
             )
         from watukuy.declarative import compile_poller
 
-        return compile_poller(entry, where=where, base_dir=base_dir), entry
+        compiled = compile_poller(entry, where=where, base_dir=base_dir, written=secrets.written)
+        return compiled, entry
     if "python" not in entry:
         raise ConfigError(
             "needs 'name: ...' (a declarative HTTP poller) or 'python: module:attr'", where

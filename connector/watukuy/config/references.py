@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,32 @@ _SYNTAX = "use ${env:NAME}, ${file:PATH} or ${file:PATH:KEY}"
 _SCRUB_MIN_LENGTH = 4  # shorter values are scrubbed only where they appear quoted
 
 
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A config string that held ``${...}`` references: as written, and in resolved pieces.
+
+    Templates use it so that braces inside a resolved secret stay literal text, and so that
+    what an error shows of a URL is the reference (``${env:VENDOR_URL}/{partition.key}``), never
+    its value.
+    """
+
+    raw: str
+    pieces: tuple[tuple[str, bool], ...]
+    """``(text, from_reference)`` in order; joined, the resolved string."""
+
+    @property
+    def resolved(self) -> str:
+        return "".join(text for text, _ in self.pieces)
+
+
 class Secrets:
     """Config paths whose values are secret, and the secret values themselves."""
 
     def __init__(self) -> None:
         self.paths: set[str] = set()
         self.values: set[str] = set()
+        self.written: dict[str, Written] = {}
+        """The strings that held references, by config path (``pollers[0].request.url``)."""
 
     def covers(self, path: str) -> bool:
         """Whether ``path`` or a section holding it is secret."""
@@ -76,20 +97,24 @@ class _Resolver:
     def substitute(self, text: str, path: str) -> str:
         if "${" not in text:
             return text
-        found = False
-
-        def replace(match: re.Match[str]) -> str:
-            nonlocal found
-            found = True
+        pieces: list[tuple[str, bool]] = []
+        done = 0
+        for match in _REFERENCE.finditer(text):
+            if match.start() > done:
+                pieces.append((text[done : match.start()], False))
             value = self.lookup(match.group(1), match.group(2), path)
             self.secrets.values.add(value)
-            return value
-
-        result = _REFERENCE.sub(replace, text)
-        if found:
-            self.secrets.paths.add(path)
-            self.secrets.values.add(result)
-        return result
+            pieces.append((value, True))
+            done = match.end()
+        if not pieces:
+            return text
+        if done < len(text):
+            pieces.append((text[done:], False))
+        written = Written(text, tuple(pieces))
+        self.secrets.paths.add(path)
+        self.secrets.values.add(written.resolved)
+        self.secrets.written[path] = written
+        return written.resolved
 
     def lookup(self, provider: str, argument: str, path: str) -> str:
         if provider == "env":

@@ -242,7 +242,7 @@ class OAuth2:
                 url,
                 headers=headers,
                 data=urlencode(form),
-                template=self.token_url.text,
+                template=self.token_url.shown,
                 passthrough=ALL_STATUSES,
             )
         except VendorUnavailable as exc:  # its text names the rendered URL: not ours to show

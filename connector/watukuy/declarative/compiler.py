@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from watukuy.config.references import Written
 from watukuy.core.errors import ConfigError
 from watukuy.core.poller import NAME_PATTERN, Poller, define_poller
 from watukuy.declarative import cursors
@@ -37,13 +38,18 @@ def compile_poller(
     where: str,
     base_dir: Path,
     transport: Transport | None = None,
+    written: Mapping[str, Written] | None = None,
 ) -> Poller:
     """The poller ``spec`` describes; a ``ConfigError`` names the first bad field.
 
     ``where`` prefixes error paths (``pollers[2]``); ``base_dir`` is the config file's
     directory (``schema`` and ``partitions.file`` are relative to it); ``transport`` is used
-    by an ``http`` partition source only (the polls go through the engine's ``ctx.http``).
+    by an ``http`` partition source only (the polls go through the engine's ``ctx.http``);
+    ``written`` holds, by config path, the strings that held ``${...}`` references (see
+    :class:`~watukuy.config.references.Written`), so templates keep their values literal and
+    show only the references.
     """
+    written = written or {}
     given = section(spec, "", where)
     name = given["name"]
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
@@ -55,7 +61,11 @@ def compile_poller(
         from watukuy.declarative.sources import parse_partitions
 
         partitions, refresh = parse_partitions(
-            given["partitions"], where=f"{where}.partitions", base_dir=base_dir, transport=transport
+            given["partitions"],
+            where=f"{where}.partitions",
+            base_dir=base_dir,
+            transport=transport,
+            written=written,
         )
 
     cursor = cursors.parse_cursor(given.get("cursor"), f"{where}.cursor")
@@ -63,7 +73,9 @@ def compile_poller(
     has_cursor = not isinstance(cursor, cursors.NoCursor)
 
     def compile_value(raw: object, at: str) -> Template:
-        return compile_template(raw, at, partitioned=partitioned, cursor=has_cursor)
+        return compile_template(
+            raw, at, partitioned=partitioned, cursor=has_cursor, written=written.get(at)
+        )
 
     request = parse_request(given["request"], "request", f"{where}.request", compile_value)
     cursors.check_sent(

@@ -73,7 +73,7 @@ async def fetch_page(spec: PollSpec, partition: Any, value: Any, http: KeyHttp) 
     rendered = spec.request.render(scope)
     url, query = _page_target(spec, rendered, position, sent)
     response = await send_request(spec.request, http, scope, rendered, url, query, spec.passthrough)
-    template = spec.request.url.text
+    template = spec.request.url.shown
     method = spec.request.method
     action = spec.status.action(response.status)
     if action == "ignore":
@@ -182,6 +182,6 @@ async def _request(
         query={**query, **credentials.query},
         headers=headers,
         json=rendered.json,
-        template=request.url.text,
+        template=request.url.shown,
         passthrough=passthrough,
     )

@@ -30,6 +30,7 @@ import yaml
 
 from watukuy.config.checks import check_keys, join, kind
 from watukuy.config.pollers import import_object
+from watukuy.config.references import Written
 from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError
 from watukuy.core.poller import Partition
@@ -45,7 +46,12 @@ _EXACTLY_ONE = "exactly one of static, file, http, python"
 
 
 def parse_partitions(
-    raw: object, *, where: str, base_dir: Path, transport: Transport | None = None
+    raw: object,
+    *,
+    where: str,
+    base_dir: Path,
+    transport: Transport | None = None,
+    written: Mapping[str, Written] | None = None,
 ) -> tuple[Callable[[], Any] | None, float]:
     """``partitions:`` of a declarative poller -> (the Poller's partitions callable, refresh
     seconds). ``where`` is the path of the mapping, e.g. ``pollers[0].partitions``."""
@@ -69,7 +75,7 @@ def parse_partitions(
     # Imported here: the tenants endpoint needs the request machinery of the whole package.
     from watukuy.declarative.tenants import parse_http_source
 
-    return parse_http_source(value, where=path, transport=transport), refresh
+    return parse_http_source(value, where=path, transport=transport, written=written), refresh
 
 
 def _check_source_keys(raw: Mapping[Any, Any], where: str) -> None:

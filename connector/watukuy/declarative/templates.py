@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from watukuy.config.references import Written
 from watukuy.core.errors import ConfigError
 from watukuy.core.poller import Partition
 from watukuy.declarative.errors import RenderError
@@ -73,10 +74,17 @@ class Template:
     """A compiled template: literal text and placeholders, in order."""
 
     text: str
-    """As written in the config (after ``${env:...}`` resolution)."""
+    """As written in the config, after ``${env:...}`` resolution."""
     where: str
     """The config path of the field, for render errors."""
     parts: tuple[str | Placeholder, ...]
+    shown: str = ""
+    """What errors may show of it: as written, ``${...}`` references unresolved (their values
+    are secrets); ``text`` when it held none."""
+
+    def __post_init__(self) -> None:
+        if not self.shown:
+            object.__setattr__(self, "shown", self.text)
 
     @property
     def placeholders(self) -> tuple[Placeholder, ...]:
@@ -128,12 +136,15 @@ def compile_template(
     partitioned: bool,
     cursor: bool,
     allow_placeholders: bool = True,
+    written: Written | None = None,
 ) -> Template:
     """Compile ``text``; ``partitioned`` and ``cursor`` say which names exist here.
 
     Numbers and booleans are accepted as their JSON text (``limit: 100``).
     ``allow_placeholders=False`` (a tenants listing, which has no partition or cursor) still
-    reads ``{{``/``}}`` but refuses every placeholder.
+    reads ``{{``/``}}`` but refuses every placeholder. ``written``: how the config wrote
+    ``text`` when it held ``${...}`` references; their values are literal text, never parsed
+    for placeholders, and the template shows the references instead of the values.
     """
     if isinstance(text, bool):
         text = "true" if text else "false"
@@ -143,19 +154,45 @@ def compile_template(
         from watukuy.config.checks import kind
 
         raise ConfigError(f"must be a string, got {kind(text)}", where)
+    if written is None or written.resolved != text:
+        chunks: tuple[tuple[str, bool], ...] = ((text, False),)
+        shown = text
+    else:
+        chunks, shown = written.pieces, written.raw
+    parts: list[str | Placeholder] = []
+    for chunk, secret in chunks:
+        if secret:
+            _append_literal(parts, chunk)
+            continue
+        _compile_chunk(chunk, where, parts, partitioned, cursor, allow_placeholders)
+    return Template(text=text, where=where, parts=tuple(parts), shown=shown)
+
+
+def _append_literal(parts: list[str | Placeholder], literal: str) -> None:
+    if not literal:
+        return
+    if parts and isinstance(parts[-1], str):
+        parts[-1] += literal
+    else:
+        parts.append(literal)
+
+
+def _compile_chunk(
+    text: str,
+    where: str,
+    parts: list[str | Placeholder],
+    partitioned: bool,
+    cursor: bool,
+    allow_placeholders: bool,
+) -> None:
     try:
         pieces = list(_FORMATTER.parse(text))
     except ValueError as exc:  # the stdlib's messages quote no part of the text
         raise ConfigError(
             f"bad template: {exc}; write {{{{ and }}}} for literal braces", where
         ) from None
-    parts: list[str | Placeholder] = []
     for literal, name, spec, conversion in pieces:
-        if literal:
-            if parts and isinstance(parts[-1], str):
-                parts[-1] += literal
-            else:
-                parts.append(literal)
+        _append_literal(parts, literal)
         if name is None:
             continue
         if spec or conversion:
@@ -171,7 +208,6 @@ def compile_template(
                 where,
             )
         parts.append(_placeholder(name, where, partitioned=partitioned, cursor=cursor))
-    return Template(text=text, where=where, parts=tuple(parts))
 
 
 def _placeholder(name: str, where: str, *, partitioned: bool, cursor: bool) -> Placeholder:

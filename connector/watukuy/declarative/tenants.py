@@ -27,6 +27,7 @@ from typing import Any
 from yarl import URL
 
 from watukuy.config.checks import kind
+from watukuy.config.references import Written
 from watukuy.core.errors import ConfigError, WatukuyError
 from watukuy.core.poller import Partition
 from watukuy.declarative.auth import ALL_STATUSES
@@ -64,17 +65,27 @@ _NO_PARTITION = Scope(partition=Partition(key=""))
 
 
 def parse_http_source(
-    raw: object, *, where: str, transport: Transport | None = None
+    raw: object,
+    *,
+    where: str,
+    transport: Transport | None = None,
+    written: Mapping[str, Written] | None = None,
 ) -> Callable[[], Awaitable[list[dict[str, Any]]]]:
     """A ``partitions`` callable listing ``{"key", "data"}`` from the endpoint ``raw`` describes.
 
     ``where`` is the config path of the ``http`` mapping (``pollers[0].partitions.http``).
     """
     given = section(raw, _TABLE, where)
+    written = written or {}
 
     def compile_value(value: object, at: str) -> Template:
         return compile_template(
-            value, at, partitioned=False, cursor=False, allow_placeholders=False
+            value,
+            at,
+            partitioned=False,
+            cursor=False,
+            allow_placeholders=False,
+            written=written.get(at),
         )
 
     request = parse_request(given, _TABLE, where, compile_value)  # reads its own keys only
@@ -126,7 +137,7 @@ class _Source:
         self.data = data
         self.paginate = paginate
         self.transport = transport
-        self.shown = request_line(request.method, request.url.text)
+        self.shown = request_line(request.method, request.url.shown)
 
     async def listing(self) -> list[dict[str, Any]]:
         """Every tenant, all pages read; raises :class:`PartitionSourceError`."""
