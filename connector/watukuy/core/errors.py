@@ -27,5 +27,10 @@ class Retriable(WatukuyError):
     """A passing fault (network, broker, vendor): try again later."""
 
 
+class ShowsConfigOnly:
+    """Mixin of errors whose text names config (a URL template, a path, a field, a status) and
+    never a rendered request or partition data: their text may be stored and logged as is."""
+
+
 class IllegalTransition(WatukuyError):
     """A state machine was asked for a move its transition table does not allow."""

@@ -9,7 +9,7 @@ answers. A ``retry`` status raises :class:`watukuy.http.VendorError` and a ``rat
 
 from __future__ import annotations
 
-from watukuy.core.errors import Retriable, WatukuyError
+from watukuy.core.errors import Retriable, ShowsConfigOnly, WatukuyError
 from watukuy.http.errors import request_line
 
 __all__ = [
@@ -23,19 +23,19 @@ __all__ = [
 ]
 
 
-class PathMissing(WatukuyError, LookupError):
+class PathMissing(WatukuyError, LookupError, ShowsConfigOnly):
     """A configured path found nothing in a body or an item. Names the path, never values."""
 
 
-class RenderError(WatukuyError):
+class RenderError(WatukuyError, ShowsConfigOnly):
     """A template could not be rendered for a partition (e.g. its data lacks a name)."""
 
 
-class BadBody(WatukuyError):
+class BadBody(WatukuyError, ShowsConfigOnly):
     """The vendor answered 2xx, but the body is not what the poller describes."""
 
 
-class StatusFailed(WatukuyError):
+class StatusFailed(WatukuyError, ShowsConfigOnly):
     """A status ``on_status`` maps to ``fail`` (by default: a 4xx other than 429)."""
 
     def __init__(self, *, method: str, template: str, status: int) -> None:
@@ -46,7 +46,7 @@ class StatusFailed(WatukuyError):
         super().__init__(f"{request_line(method, template)} -> {status}{hint}")
 
 
-class OAuthError(WatukuyError):
+class OAuthError(WatukuyError, ShowsConfigOnly):
     """The OAuth2 token endpoint refused (4xx) or answered something unusable."""
 
 
@@ -54,6 +54,6 @@ class OAuthUnavailable(OAuthError, Retriable):
     """The OAuth2 token endpoint was unreachable, timed out, throttled or failed (5xx)."""
 
 
-class PartitionSourceError(WatukuyError):
+class PartitionSourceError(WatukuyError, ShowsConfigOnly):
     """An ``http`` partition source could not list the partitions; the engine keeps the
     previous list and logs this."""

@@ -16,12 +16,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from watukuy.core.errors import ShowsConfigOnly
 from watukuy.core.poll import Failure, Page, PollPlan
 from watukuy.core.poller import FetchResult, Partition, Poller
 from watukuy.core.redaction import failure_text
 from watukuy.core.state import Validators
 from watukuy.http import HttpClient, KeyHttp, NotModified, Throttled
-from watukuy.http.errors import ERRORS as HTTP_ERRORS
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +82,7 @@ async def execute(
     except TimeoutError:
         return Failure(error=f"fetch timed out after {poller.fetch_timeout:g}s")
     except Exception as exc:  # any failure of user code or the vendor is the core's to judge
-        trusted = isinstance(exc, HTTP_ERRORS)
+        trusted = isinstance(exc, ShowsConfigOnly)
         return Failure(error=failure_text(exc, partition.data, trusted=trusted))
     return Page(
         result=result,

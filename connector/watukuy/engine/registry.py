@@ -14,14 +14,13 @@ from dataclasses import dataclass, field, replace
 
 from watukuy.core import schedule as schedules
 from watukuy.core.due import DueQueue
-from watukuy.core.errors import ConfigError, Fenced, Retriable
+from watukuy.core.errors import ConfigError, Fenced, Retriable, ShowsConfigOnly
 from watukuy.core.partitions import SINGLE, diff, normalise
 from watukuy.core.poll import due_at, fresh_state
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.redaction import failure_text
 from watukuy.engine.clock import Clock
 from watukuy.engine.keys import KeyRuntime
-from watukuy.http.errors import ERRORS as HTTP_ERRORS
 from watukuy.store.base import Command, KeyCommit, Store
 
 log = logging.getLogger("watukuy.partitions")
@@ -72,7 +71,7 @@ class Registry:
                 raise
             # The listing may quote tenant data: what the previous list holds is taken out.
             data = [partition.data for partition in table.current.values()]
-            trusted = isinstance(exc, HTTP_ERRORS)
+            trusted = isinstance(exc, ShowsConfigOnly)
             log.warning(
                 "poller '%s': partitions() failed, keeping the previous %d partition(s): %s",
                 name,

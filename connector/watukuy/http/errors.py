@@ -24,7 +24,7 @@ import re
 
 from yarl import URL
 
-from watukuy.core.errors import Retriable, WatukuyError
+from watukuy.core.errors import Retriable, ShowsConfigOnly, WatukuyError
 
 __all__ = [
     "ERRORS",
@@ -77,7 +77,7 @@ def _kept(url: str | URL | None) -> str | None:
     return None if url is None else redact_url(url)
 
 
-class NotModified(WatukuyError):
+class NotModified(WatukuyError, ShowsConfigOnly):
     """304: nothing changed since the validators we sent; the engine records an idle poll."""
 
     def __init__(
@@ -89,7 +89,7 @@ class NotModified(WatukuyError):
         super().__init__(f"{request_line(method, template)} -> 304")
 
 
-class Throttled(Retriable):
+class Throttled(Retriable, ShowsConfigOnly):
     """The vendor asked us to slow down (429, or 503 with Retry-After) until ``until``.
 
     ``until`` is absolute epoch seconds on the clock the :class:`~watukuy.http.KeyHttp` was
@@ -114,7 +114,7 @@ class Throttled(Retriable):
         super().__init__(f"{line} -> {status}, throttled until {until:.3f}")
 
 
-class VendorError(Retriable):
+class VendorError(Retriable, ShowsConfigOnly):
     """The vendor answered with an error status (5xx, or any >= 400 via ``raise_for_status``).
 
     Retriable because most are: a 5xx is an outage the circuit breaker paces, and a ``fetch``
@@ -136,7 +136,7 @@ class VendorError(Retriable):
         super().__init__(f"{request_line(method, template)} -> {status}")
 
 
-class VendorUnavailable(Retriable):
+class VendorUnavailable(Retriable, ShowsConfigOnly):
     """No usable answer at all: connection refused or dropped, timeout, broken body.
 
     ``reason`` is the client's or the transport's own words, never a library's message (those
@@ -158,7 +158,7 @@ class VendorUnavailable(Retriable):
         super().__init__(f"{request_line(method, template)}: {reason}")
 
 
-class InvalidResponse(WatukuyError):
+class InvalidResponse(WatukuyError, ShowsConfigOnly):
     """The vendor answered 2xx-ish but the body is not what it claims (malformed JSON, bad
     charset). Not :class:`Retriable` by itself: the engine's circuit and parking decide."""
 
@@ -178,4 +178,5 @@ class InvalidResponse(WatukuyError):
 
 
 ERRORS = (InvalidResponse, NotModified, Throttled, VendorError, VendorUnavailable)
-"""The exceptions above: their text shows a URL template at most, never a rendered URL."""
+"""The exceptions above: their text shows a URL template at most, never a rendered URL
+(each is a :class:`~watukuy.core.errors.ShowsConfigOnly`)."""
