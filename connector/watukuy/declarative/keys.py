@@ -1,5 +1,6 @@
 """Every key of a declarative poller, as data: the parser's known keys, defaults and the README's
 config reference (:func:`watukuy.declarative.reference.reference_markdown`) all come from here.
+:class:`~watukuy.config.reference.KeyDoc` is the runner config's too.
 
 A :class:`KeyDoc` per key, by dotted path from the poller entry (``paginate.page.size``). A
 mapping whose children are listed here accepts only those keys (an unknown one is a
@@ -12,27 +13,13 @@ under ``partitions.http``: both are generated from one description.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from watukuy.config.checks import check_keys
+from watukuy.config.reference import KeyDoc
 from watukuy.core.errors import ConfigError
 
 __all__ = ["DECLARATIVE_KEYS", "KeyDoc", "children", "default_of", "key_doc"]
-
-
-@dataclass(frozen=True, slots=True)
-class KeyDoc:
-    path: str
-    """Dotted path from the poller entry, e.g. ``paginate.page.size``."""
-    kind: str
-    """What the value is: ``string``, ``template``, ``path``, ``duration``, ``mapping``..."""
-    default: Any = None
-    """The value when the key is absent (``None``: no default)."""
-    doc: str = ""
-    required: bool = False
-    one_of: bool = False
-    """A mapping of alternatives: exactly one child is set."""
 
 
 def _auth(prefix: str, templates: bool) -> list[KeyDoc]:
