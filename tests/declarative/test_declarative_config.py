@@ -131,6 +131,18 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "{partition.data.NAME}, {cursor}",
     ),
     (
+        "url without an http(s) scheme",
+        {"request": request(url="htps://api.test/items")},
+        "pollers[0].request.url",
+        "must be an absolute http:// or https:// URL",
+    ),
+    (
+        "relative url",
+        {"request": request(url="/items")},
+        "pollers[0].request.url",
+        "must be an absolute http:// or https:// URL",
+    ),
+    (
         "data without partitions",
         {"request": request(url=f"{API}/{{partition.data.slug}}/items")},
         "pollers[0].request.url",

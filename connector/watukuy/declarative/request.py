@@ -84,8 +84,10 @@ def parse_request(raw: object, path: str, where: str, compile_value: Compile) ->
         body_raw = None
     timeout = given.get("timeout")
     auth = given.get("auth")
+    url = compile_value(given["url"], f"{where}.url")
+    _check_scheme(url, f"{where}.url")
     return RequestSpec(
-        url=compile_value(given["url"], f"{where}.url"),
+        url=url,
         method=method,
         query=_named(given.get("query"), f"{where}.query", compile_value),
         headers=_named(given.get("headers"), f"{where}.headers", compile_value),
@@ -95,6 +97,14 @@ def parse_request(raw: object, path: str, where: str, compile_value: Compile) ->
         if auth is None
         else parse_auth(auth, f"{path}.auth", f"{where}.auth", compile_value),
     )
+
+
+def _check_scheme(url: Template, where: str) -> None:
+    """An URL whose text starts literally must start with http:// or https://; one that starts
+    with a placeholder (``{partition.data.base_url}/items``) is checked when it is sent."""
+    first = url.parts[0] if url.parts else ""
+    if isinstance(first, str) and not first.lower().startswith(("http://", "https://")):
+        raise ConfigError("must be an absolute http:// or https:// URL", where)
 
 
 def _named(raw: object, where: str, compile_value: Compile) -> tuple[tuple[str, Template], ...]:
