@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from watukuy.core import schedule as schedules
@@ -35,8 +36,16 @@ class PartitionTable:
 
 
 class Registry:
-    def __init__(self, pollers: dict[str, Poller], store: Store, clock: Clock) -> None:
+    def __init__(
+        self,
+        pollers: dict[str, Poller],
+        store: Store,
+        clock: Clock,
+        on_keys_changed: Callable[[], None] = lambda: None,
+    ) -> None:
         self.pollers = pollers
+        # Called once the partition lists or the store's ownership may have changed.
+        self.on_keys_changed = on_keys_changed
         self.store = store
         self.clock = clock
         self.keys: dict[str, KeyRuntime] = {}
@@ -91,6 +100,7 @@ class Registry:
                 runtime.partition = latest[key]
         table.current = latest
         table.refreshed_at = self.clock.now()
+        self.on_keys_changed()
         return list(latest.values())
 
     async def _evaluate(self, poller: Poller) -> dict[str, Partition]:
@@ -151,6 +161,7 @@ class Registry:
         from what the store restored, with the epoch the takeover bumped.
         """
         self.activation_pending = False
+        self.on_keys_changed()
         before = set(self.keys)
         for runtime in list(self.keys.values()):
             if not self.store.owns(runtime.poller.name, runtime.partition.key):
