@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
 
 from integration.simulator import VendorSimulator
 from tests.engine.support import Env
-from watukuy import Engine, FakeClock, SystemClock
+from watukuy import Engine, FakeClock, MemoryStore, SystemClock
 from watukuy.core.budget import Budget, Lane
 from watukuy.engine.budgets import BudgetGate
 
@@ -311,3 +312,135 @@ async def test_concurrent_requests_of_one_fetch_each_get_a_token(env: Env) -> No
     assert env.clock.now() - started >= 2.0  # three requests, one from the burst
     (entry,) = engine.inspect()
     assert entry.last_error is None
+
+
+# -- one budget across instances: each holds the share of the keys it owns -----------------------
+
+
+class SharedStore(MemoryStore):
+    """The memory store as one instance of several: it owns only the partitions it is handed,
+    and tells the engine when that changes, as the Kafka store does on a rebalance."""
+
+    def __init__(self, owned: Iterable[str] = ()) -> None:
+        super().__init__()
+        self.owned = set(owned)
+        self.watchers: list[Callable[[], None]] = []
+
+    def owns(self, poller: str, partition: str) -> bool:
+        return partition in self.owned
+
+    def watch(self, changed: Callable[[], None]) -> None:
+        self.watchers.append(changed)
+
+    def hand_over(self, owned: Iterable[str]) -> None:
+        self.owned = set(owned)
+        for changed in self.watchers:
+            changed()
+
+
+async def paced_tick(env: Env, engine: Engine) -> tuple[list[str], float]:
+    """The tenants of the requests the vendor saw during one ``tick()``, and the seconds of
+    engine time the tick took: with burst 1 and keys always waiting, the budget's pace."""
+    sim = received(env)
+    before, started = len(sim.received), env.clock.now()
+    await asyncio.wait_for(engine.tick(), timeout=10)
+    for index, (_, at) in enumerate(sim.received[before:], start=1):
+        assert index <= 1.0 * (at - started) + 1 + 1e-6  # never beyond the whole budget
+    return sim.order[before:], env.clock.now() - started
+
+
+async def test_an_instance_owning_half_the_keys_spends_half_the_budget(env: Env) -> None:
+    """Two of four tenants are this instance's: under a budget of 1/s, burst 1, its requests
+    come one every 2 s, so with the instance owning the other two the vendor sees 1/s."""
+    store = SharedStore({env.tid(0), env.tid(1)})
+    poller = env.make_poller(partitions=only(env, 0, 1, 2, 3), limit=4, budget="vendor")
+    engine = env.make_engine(poller, store=store, budgets={"vendor": {"rate": "1/s", "burst": 1}})
+    recorder = env.recorder(engine)
+
+    requests, elapsed = await paced_tick(env, engine)
+
+    assert set(requests) == {env.tid(0), env.tid(1)}
+    assert len(recorder.events) == 24  # both owned tenants in full, 4 items a page
+    assert len(requests) >= 6
+    assert elapsed == pytest.approx((len(requests) - 1) / 0.5, abs=0.01)
+
+
+async def test_a_rebalance_resplits_the_budget_and_a_waiter_outlives_owning_nothing(
+    env: Env,
+) -> None:
+    store = SharedStore()  # owns nothing yet: its share is 0
+    poller = env.make_poller(partitions=only(env, 0, 1, 2, 3), limit=4, budget="vendor")
+    engine = env.make_engine(poller, store=store, budgets={"vendor": {"rate": "1/s", "burst": 1}})
+
+    requests, _ = await paced_tick(env, engine)
+    assert requests == []
+    assert engine.inspect() == []
+
+    store.hand_over({env.tid(0), env.tid(1)})  # two of four: half the budget
+    requests, elapsed = await paced_tick(env, engine)
+    assert set(requests) == {env.tid(0), env.tid(1)}
+    assert len(requests) >= 6
+    # Even the first request paid for its token: a share of 0 held none, and a share that
+    # arrives brings no tokens with it, only the rate to earn them.
+    assert elapsed == pytest.approx(len(requests) / 0.5, abs=0.01)
+
+    store.hand_over({t.id for t in env.tenants})  # the other instance left: all of it
+    env.clock.advance(900)
+    requests, elapsed = await paced_tick(env, engine)
+    assert set(requests) == {env.tid(i) for i in range(4)}
+    assert len(requests) >= 8  # the two new tenants in full, the two others once
+    assert elapsed == pytest.approx((len(requests) - 1) / 1.0, abs=0.01)
+
+
+async def test_a_partitions_refresh_resplits_the_budget(env: Env) -> None:
+    """The instance owns tenants 0 and 1. Listed alone, they have the whole budget; once the
+    vendor lists two more tenants (owned elsewhere), this instance's share is half."""
+    store = SharedStore({env.tid(0), env.tid(1)})
+    env.hidden = {env.tid(2), env.tid(3), env.tid(4)}
+    poller = env.make_poller(limit=4, budget="vendor")
+    engine = env.make_engine(poller, store=store, budgets={"vendor": {"rate": "1/s", "burst": 1}})
+
+    requests, elapsed = await paced_tick(env, engine)
+    assert len(requests) >= 6
+    assert elapsed == pytest.approx((len(requests) - 1) / 1.0, abs=0.01)
+
+    env.hidden = {env.tid(4)}
+    for tenant in (env.tid(0), env.tid(1)):
+        for _ in range(8):
+            env.sim.create_item(tenant)
+    env.clock.advance(900)  # past partitions_refresh (5m): the tick lists the tenants again
+    requests, elapsed = await paced_tick(env, engine)
+    assert set(requests) == {env.tid(0), env.tid(1)}
+    assert len(requests) >= 4
+    assert elapsed == pytest.approx((len(requests) - 1) / 0.5, abs=0.01)
+
+
+async def test_a_waiter_of_a_zero_share_is_served_once_a_share_arrives(clock: FakeClock) -> None:
+    gate = BudgetGate(Budget("vendor", 1.0, 1.0), clock)
+    gate.rescale(0.0)
+    started = clock.now()
+    waiting = asyncio.create_task(gate.acquire("invoices/a", Lane.LIVE, 1.0))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not waiting.done()
+    assert clock.now() == started  # nobody sleeps towards a token that never comes
+
+    gate.rescale(0.5)
+    await asyncio.wait_for(waiting, timeout=5)
+    assert clock.now() - started == pytest.approx(2.0, abs=0.01)  # earned at 0.5/s from 0
+
+
+async def test_a_waiter_sees_a_larger_share_at_once() -> None:
+    """At a share of 0.05 of 10/s the next token is 2 s away; given the whole budget, the
+    waiter is served within a tenth of a second, not after the sleep the pump had started."""
+    gate = BudgetGate(Budget("vendor", 10.0, 1.0), SystemClock())
+    gate.rescale(0.05)
+    await gate.acquire("invoices/a", Lane.LIVE, 1.0)  # the one token of the burst
+    waiting = asyncio.create_task(gate.acquire("invoices/b", Lane.LIVE, 1.0))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    started = time.monotonic()
+
+    gate.rescale(1.0)
+    await asyncio.wait_for(waiting, timeout=5)
+    assert time.monotonic() - started < 0.5

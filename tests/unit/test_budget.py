@@ -304,3 +304,121 @@ def test_live_waiter_always_beats_backfill_waiter_under_weights() -> None:
     budget.request("heavy", Lane.BACKFILL, 100.0, 0.0)
     budget.request("light", Lane.LIVE, 0.01, 0.0)
     assert budget.grant(0.0) == ["light"]
+
+
+# -- shares across instances: resize and rescale ---------------------------------------------
+
+
+def test_resize_keeps_tokens_capped_at_the_new_burst_and_never_fills_a_bigger_one() -> None:
+    bucket = TokenBucket(rate=2.0, burst=4.0)
+    bucket.resize(1.0, 1.5, now=10.0)  # full (4) when first observed, capped at 1.5
+    assert bucket.tokens(10.0) == 1.5
+    assert bucket.try_take(10.0)
+    bucket.resize(2.0, 4.0, now=10.25)  # 0.5 + 0.25 s at 1/s: 0.75, not topped up to 4
+    assert bucket.tokens(10.25) == pytest.approx(0.75)
+    assert bucket.next_token_at(10.25) == pytest.approx(10.375)  # now at 2/s
+    assert bucket.tokens(20.0) == 4.0
+
+
+def test_resize_to_zero_stops_the_bucket_until_resized_again() -> None:
+    bucket = TokenBucket(rate=1.0, burst=2.0)
+    bucket.resize(0.0, 0.0, now=0.0)
+    assert bucket.tokens(0.0) == 0.0
+    assert not bucket.try_take(1000.0)
+    assert bucket.next_token_at(1000.0) == math.inf
+    bucket.resize(0.5, 1.0, now=1000.0)  # nothing was earned while stopped
+    assert not bucket.try_take(1001.0)
+    assert bucket.next_token_at(1001.0) == pytest.approx(1002.0)
+    assert bucket.try_take(1002.0)
+
+
+@pytest.mark.parametrize(("rate", "burst"), [(-1.0, 1.0), (1.0, -0.5), (math.inf, 1.0)])
+def test_resize_rejects_bad_parameters(rate: float, burst: float) -> None:
+    with pytest.raises(ValueError, match="token bucket"):
+        TokenBucket(1.0, 1.0).resize(rate, burst, 0.0)
+
+
+def test_rescale_splits_rate_and_burst_by_the_share() -> None:
+    budget = Budget("vendor", "4/s", burst=8)
+    assert (budget.share, budget.bucket.rate, budget.bucket.burst) == (1.0, 4.0, 8.0)
+    assert budget.rescale(0.25, 0.0)
+    assert (budget.share, budget.rate, budget.burst) == (0.25, 4.0, 8.0)  # as configured
+    assert (budget.bucket.rate, budget.bucket.burst) == (1.0, 2.0)
+    for name in "abcd":
+        budget.request(name, Lane.LIVE, 1.0, 0.0)
+    assert budget.grant(0.0) == ["a", "b"]  # the burst, 8 x 0.25
+    assert budget.next_grant_at(0.0) == 1.0  # 4/s x 0.25
+    assert not budget.rescale(0.25, 0.5)  # unchanged: nothing to do
+
+
+def test_a_sliver_of_a_share_still_holds_one_token() -> None:
+    budget = Budget("vendor", "10/s", burst=5)
+    budget.rescale(0.01, 0.0)  # 0.05 tokens could never pay for a request
+    assert budget.bucket.burst == 1.0
+    assert budget.bucket.rate == pytest.approx(0.1)
+    budget.request("a", Lane.LIVE, 1.0, 0.0)
+    assert budget.grant(0.0) == ["a"]
+    budget.request("a", Lane.LIVE, 1.0, 0.0)
+    assert budget.next_grant_at(0.0) == pytest.approx(10.0)
+
+
+def test_share_zero_grants_nothing_and_waiters_resume_when_a_share_comes_back() -> None:
+    budget = Budget("vendor", "2/s", burst=2)
+    budget.rescale(0.0, 0.0)
+    budget.request("a", Lane.LIVE, 1.0, 0.0)
+    assert budget.grant(100.0) == []
+    assert budget.next_grant_at(100.0) == math.inf
+    budget.rescale(0.5, 100.0)
+    assert budget.next_grant_at(100.0) == pytest.approx(101.0)  # earned from 0, at 1/s
+    assert budget.grant(101.0) == ["a"]
+    assert budget.waiting() == []
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5, math.nan, True])
+def test_rescale_rejects_a_share_outside_zero_to_one(share: float) -> None:
+    with pytest.raises(ValueError, match="share"):
+        Budget("vendor", "1/s").rescale(share, 0.0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rate=st.floats(0.2, 20.0),
+    burst=st.integers(1, 10),
+    first=st.floats(0.0, 1.0),
+    steps=st.lists(
+        st.tuples(
+            st.floats(0.0, 2.0),
+            st.one_of(st.none(), st.floats(0.0, 1.0)),
+            st.integers(0, 4),
+            st.integers(0, 4),
+        ),
+        min_size=1,
+        max_size=60,
+    ),
+)
+def test_two_instances_splitting_a_budget_together_stay_within_it(
+    rate: float,
+    burst: int,
+    first: float,
+    steps: list[tuple[float, float | None, int, int]],
+) -> None:
+    """Two instances whose shares add up to 1, rebalanced at random: together they grant at
+    most ``rate x elapsed`` plus their first bursts, however the shares move (one budget each
+    would allow twice the rate)."""
+    a, b = Budget("vendor", rate, burst=burst), Budget("vendor", rate, burst=burst)
+    t0 = now = 0.0
+    a.rescale(first, now)
+    b.rescale(1 - first, now)
+    bursts = a.bucket.burst + b.bucket.burst
+    assert bursts <= burst + 2
+    granted = 0
+    for dt, moved, wanted_a, wanted_b in steps:
+        now += dt
+        if moved is not None:  # a rebalance: keys move from one to the other
+            a.rescale(moved, now)
+            b.rescale(1 - moved, now)
+        for budget, wanted in ((a, wanted_a), (b, wanted_b)):
+            for i in range(wanted):
+                budget.request(f"p/t{i}", Lane.LIVE, 1.0, now)
+            granted += len(budget.grant(now))
+        assert granted <= rate * (now - t0) + bursts + 1e-6

@@ -9,6 +9,10 @@ When two hundred tenants poll the same vendor under one quota, the budget is one
    served least recently (ties by arrival order), ``weighted`` shares tokens in proportion
    to each requester's weight (stride scheduling).
 
+A budget's rate is for the whole deployment. With several runner instances each one holds a
+bucket for its *share* of it (:meth:`Budget.rescale`): the fraction of the budget's keys it
+owns, so the instances together spend the configured rate, not one rate each.
+
 No I/O and no clock: every call takes ``now`` (seconds). The classes are mutable (a grant
 both consumes a token and changes who is next) but deterministic, so tests replay timelines.
 """
@@ -95,7 +99,8 @@ class TokenBucket:
     """``rate`` tokens per second, holding at most ``burst``; full when first observed.
 
     Over any interval ``[t0, t1]`` it grants at most ``rate * (t1 - t0) + burst`` tokens.
-    A clock going backwards refills nothing (it never mints tokens).
+    A clock going backwards refills nothing (it never mints tokens). :meth:`resize` changes
+    rate and burst on the way, still without minting tokens.
     """
 
     __slots__ = ("_last", "_tokens", "burst", "rate")
@@ -124,11 +129,32 @@ class TokenBucket:
         return True
 
     def next_token_at(self, now: float) -> float:
-        """When a whole token will be available (``now`` if one already is)."""
+        """When a whole token will be available (``now`` if one already is).
+
+        ``math.inf`` when none ever will: a bucket resized to rate 0, or to a burst below one.
+        """
         missing = 1 - self.tokens(now)
         if missing <= _EPSILON:
             return now
+        if self.rate <= 0 or self.burst < 1 - _EPSILON:
+            return math.inf
         return now + missing / self.rate
+
+    def resize(self, rate: float, burst: float, now: float) -> None:
+        """From ``now`` on, refill at ``rate`` up to ``burst``; zero for both stops it.
+
+        Tokens earned at the old rate until ``now`` are kept, capped at the new burst; a
+        larger burst is not filled up (its tokens are earned at the new rate), so a resize
+        never hands out more than the old bucket until ``now`` plus the new one after.
+        """
+        if not (math.isfinite(rate) and rate >= 0):
+            raise ValueError(f"token bucket rate must be >= 0, got {rate!r}")
+        if not (math.isfinite(burst) and burst >= 0):
+            raise ValueError(f"token bucket burst must be >= 0, got {burst!r}")
+        self._refill(now)
+        self.rate = rate
+        self.burst = burst
+        self._tokens = min(self._tokens, burst)
 
     def _refill(self, now: float) -> None:
         if self._last is not None and now > self._last:
@@ -161,6 +187,9 @@ class Budget:
     A requester (``"poller/partition"``) has at most **one outstanding request per lane**:
     requesting again in a lane where it already waits only updates its weight and keeps its
     place. It may wait in several lanes at once; each is granted separately.
+
+    ``rate`` and ``burst`` are the budget as configured, for every instance together; the
+    bucket holds this instance's :attr:`share` of them (1 until :meth:`rescale`).
     """
 
     def __init__(
@@ -176,7 +205,10 @@ class Budget:
             )
         self.name = name
         self.fairness: Fairness = fairness
-        self.bucket = TokenBucket(parse_rate(rate), burst)
+        self.rate = parse_rate(rate)
+        self.bucket = TokenBucket(self.rate, burst)
+        self.burst = self.bucket.burst
+        self.share = 1.0
         self._waiting: dict[tuple[str, Lane], Request] = {}
         self._arrivals = 0
         # round-robin: grant counter at which each requester was last served
@@ -186,6 +218,26 @@ class Budget:
         self._weight: dict[str, float] = {}
         self._pass: dict[str, float] = {}
         self._vtime = 0.0
+
+    def rescale(self, share: float, now: float) -> bool:
+        """Hold ``share`` (0..1) of the budget from ``now`` on; ``True`` if the share changed.
+
+        The bucket refills at ``rate * share`` and holds ``burst * share`` tokens, but never
+        less than one while the share is positive (a request needs a whole token). So
+        instances whose shares add up to 1 together grant at most ``rate * (t1 - t0)`` plus the
+        sum of their bursts: ``burst``, plus under one per instance whose ``burst * share`` is
+        below one. Share 0 stops the bucket: its waiters wait until a share comes back (see
+        :meth:`next_grant_at`). Tokens are kept, capped at the new burst (see
+        :meth:`TokenBucket.resize`).
+        """
+        if isinstance(share, bool) or not (math.isfinite(share) and 0 <= share <= 1):
+            raise ValueError(f"budget {self.name!r}: share must be within 0..1, got {share!r}")
+        if share == self.share:
+            return False
+        self.share = float(share)
+        burst = max(1.0, self.burst * share) if share > 0 else 0.0
+        self.bucket.resize(self.rate * share, burst, now)
+        return True
 
     def request(self, requester: str, lane: Lane, weight: float, now: float) -> None:
         """Queue ``requester`` for a token in ``lane`` (idempotent per requester and lane)."""
@@ -235,7 +287,10 @@ class Budget:
         return granted
 
     def next_grant_at(self, now: float) -> float | None:
-        """When :meth:`grant` will next hand out a token; ``None`` if nobody waits."""
+        """When :meth:`grant` will next hand out a token; ``None`` if nobody waits.
+
+        ``math.inf`` while the share is 0: nothing is granted until :meth:`rescale` gives one.
+        """
         if not self._waiting:
             return None
         return self.bucket.next_token_at(now)

@@ -5,17 +5,23 @@ per gate, running only while someone waits, sleeps until the budget's next token
 budget which requesters are granted and resolves their futures. So the pure budget decides
 fairness and lanes, this shell only waits, and a token costs one wake-up however many
 requesters wait for it (not one per waiter).
+
+Across runner instances a budget is split (:func:`split_budgets`): each instance's bucket gets
+the share of the budget's keys it owns, recomputed whenever ownership or the partition lists
+change, so N replicas spend the vendor's quota once, not N times.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
-from collections.abc import Mapping
+import math
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from watukuy.core.budget import Budget, Lane, parse_rate
 from watukuy.core.errors import ConfigError
+from watukuy.core.poller import Poller
 from watukuy.engine.clock import Clock
 
 FAIRNESS = ("round-robin", "weighted")
@@ -51,6 +57,45 @@ def build_budgets(specs: Mapping[str, Any] | None, path: str = "budgets") -> dic
     return out
 
 
+def budget_shares(
+    pollers: Mapping[str, Poller],
+    listed: Mapping[str, Iterable[str]],
+    owns: Callable[[str, str], bool],
+) -> dict[str, float]:
+    """Per budget: the keys this instance owns over all the keys listed, of the pollers using it.
+
+    ``listed`` maps a poller to its current partition keys, which every instance knows; ``owns``
+    is the store's. A budget with no listed key is left out (nobody polls for it). Keys count
+    alike whatever their poller's ``budget_weight``: weights share tokens within an instance.
+    """
+    owned: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    for name, keys in listed.items():
+        budget = pollers[name].budget
+        if budget is None:
+            continue
+        for key in keys:
+            total[budget] += 1
+            owned[budget] += owns(name, key)
+    return {budget: owned[budget] / count for budget, count in total.items()}
+
+
+def split_budgets(
+    gates: Mapping[str, BudgetGate],
+    pollers: Mapping[str, Poller],
+    listed: Mapping[str, Iterable[str]],
+    owns: Callable[[str, str], bool],
+) -> None:
+    """Give each gate this instance's share of its budget (see :func:`budget_shares`).
+
+    An instance owning every key (the memory store, a single runner) keeps whole budgets.
+    """
+    shares = budget_shares(pollers, listed, owns)
+    for name, gate in gates.items():
+        if name in shares:
+            gate.rescale(shares[name])
+
+
 class BudgetGate:
     def __init__(self, budget: Budget, clock: Clock) -> None:
         self.budget = budget
@@ -82,6 +127,20 @@ class BudgetGate:
         except asyncio.CancelledError:
             self._withdraw(slot, granted)
             raise
+
+    def rescale(self, share: float) -> None:
+        """Hold ``share`` of the budget from now on (:meth:`Budget.rescale`).
+
+        The pump sleeps until the next token at the old rate, or has ended while the share was
+        0: it is started again, so waiters see the new rate at once and none waits forever.
+        """
+        if not self.budget.rescale(share, self._clock.now()):
+            return
+        if self._pump is not None:
+            self._pump.cancel()
+            self._pump = None
+        if self._waiters:
+            self._start_pump()
 
     def _grant(self) -> None:
         """Hand every token available now to the waiters the budget picks."""
@@ -125,6 +184,8 @@ class BudgetGate:
             while self._waiters:
                 now = self._clock.now()
                 wake_at = self.budget.next_grant_at(now)
+                if wake_at == math.inf:
+                    return  # a share of 0: rescale() starts the pump again with a share
                 await self._clock.sleep(max(0.001, (wake_at or now) - now + _SLACK))
                 self._grant()
         except Exception as exc:  # never leave waiters hanging on a pump that died

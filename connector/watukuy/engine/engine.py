@@ -18,7 +18,7 @@ from watukuy.core.events import Event
 from watukuy.core.inspect import PollerInspect, inspect_state
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.state import ParkedItem
-from watukuy.engine.budgets import BudgetGate, build_budgets
+from watukuy.engine.budgets import BudgetGate, build_budgets, split_budgets
 from watukuy.engine.clock import Clock, SystemClock
 from watukuy.engine.handlers import Dispatcher, Handler, Subscription
 from watukuy.engine.keys import KeyRuntime
@@ -88,7 +88,9 @@ class Engine:
         self.store.bind(by_name)
         self._ownership_changed = True
         self.store.watch(self._on_store_change)
-        self._registry = Registry(by_name, self.store, self.clock)
+        self._registry = Registry(
+            by_name, self.store, self.clock, on_keys_changed=self._split_budgets
+        )
         self._poller = KeyPoller(self._registry, self._http, self._gates, self._stopping)
         self._dispatcher = Dispatcher(
             by_name,
@@ -100,6 +102,11 @@ class Engine:
         self._ops = Operations(self._registry, self._wake.set)
         self.parked = ParkedApi(self._registry, self._dispatcher)
         self.partitions = PartitionsApi(self._registry)
+
+    def _split_budgets(self) -> None:
+        """Each budget's share for this instance: the part of its keys the store gives us."""
+        listed = {name: table.current for name, table in self._registry.tables.items()}
+        split_budgets(self._gates, self._registry.pollers, listed, self.store.owns)
 
     # -- running ----------------------------------------------------------------------------
 
