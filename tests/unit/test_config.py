@@ -148,7 +148,7 @@ def test_minimal_file_gets_every_default(
             "static.membership": True,
             "startup.timeout": "15s",
         },
-        "rest": {"listen": "127.0.0.1:8083"},
+        "rest": {"listen": "127.0.0.1:8083", "auth": "none"},
         "budgets": {},
         "pollers": [{"python": f"{pollers_module}:invoices", "name": "invoices"}],
         "python_path": [str(modules.directory.resolve())],
@@ -176,7 +176,7 @@ def test_every_key_set(modules: Modules, pollers_module: str) -> None:
                 "static.membership": False,
                 "startup.timeout": "1m",
             },
-            "rest": {"listen": "0.0.0.0:9090"},
+            "rest": {"listen": "0.0.0.0:9090", "auth": "none"},
             "budgets": {"vendor": {"rate": "10/s", "burst": 20, "fairness": "weighted"}},
             "pollers": [
                 {"python": f"{pollers_module}:invoices"},
@@ -261,7 +261,7 @@ def test_empty_sections_read_as_defaults(modules: Modules, pollers_module: str) 
             "topics.replication_factor",
             "unknown key; did you mean 'replication.factor'?",
         ),
-        ("rest", {"port": 80}, "rest.port", "unknown key; expected one of: listen"),
+        ("rest", {"port": 80}, "rest.port", "unknown key; expected one of: listen, auth, tls"),
     ],
 )
 def test_unknown_keys_are_named_with_a_suggestion(
@@ -640,7 +640,8 @@ def test_session_timeout_bounds_are_inclusive(
 def test_rest_listen(
     modules: Modules, pollers_module: str, listen: str, host: str, port: int
 ) -> None:
-    cfg = parse_config(minimal(pollers_module, modules, rest={"listen": listen}))
+    rest = {"listen": listen, "auth": "none"}
+    cfg = parse_config(minimal(pollers_module, modules, rest=rest))
     assert cfg.rest == RestSettings(host=host, port=port)
     assert cfg.rest.listen == listen
 
@@ -985,7 +986,7 @@ def test_secrets_outside_kafka_are_redacted_too(
         pollers_module,
         modules,
         runner={"id": "${env:WK_RUNNER_ID}"},
-        rest={"listen": "${env:WK_LISTEN}"},
+        rest={"listen": "${env:WK_LISTEN}", "auth": "none"},
         topics={"prefix": "${env:WK_PREFIX}"},
     )
     cfg = parse_config(config)

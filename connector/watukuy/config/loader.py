@@ -94,7 +94,7 @@ def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerC
     topics = parse_topics(data.get("topics"), secrets)
     runner = parse_runner(data.get("runner"), topics.prefix, secrets)
     check_kafka_clients(kafka, runner, secrets)
-    rest = parse_rest(data.get("rest"), secrets)
+    rest = parse_rest(data.get("rest"), secrets, base_dir)
     budgets = parse_budgets(data.get("budgets"), secrets)
     schema_registry = parse_schema_registry(data.get("schema.registry"), secrets)
     prepend_sys_path(python_path)

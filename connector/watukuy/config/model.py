@@ -107,12 +107,42 @@ class RunnerSettings:
 
 
 @dataclass(frozen=True, slots=True, repr=False)
+class RestAuth:
+    """``rest.auth``: who may call the REST API. Tokens and passwords are secrets: ``repr``
+    shows how many there are and the user names, never a credential."""
+
+    tokens: tuple[str, ...] = ()
+    basic: tuple[tuple[str, str], ...] = ()
+    """``(user, password)`` pairs."""
+
+    def __repr__(self) -> str:
+        users = [user for user, _ in self.basic]
+        return f"RestAuth(tokens={REDACTED if self.tokens else '()'}, basic_users={users!r})"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True, slots=True)
+class RestTls:
+    """``rest.tls``: the server certificate (chain) and its private key, PEM files."""
+
+    cert: Path
+    key: Path
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class RestSettings:
-    """``rest.listen``: where the Kafka Connect-style REST API listens."""
+    """``rest``: where the Kafka Connect-style REST API listens, who may call it, and TLS.
+
+    ``auth`` is ``None`` when no credentials are asked for: on a loopback ``listen`` without
+    ``rest.auth``, or anywhere with ``rest.auth: none`` written out.
+    """
 
     host: str = "127.0.0.1"
     port: int = 8083
-    secret_fields: frozenset[str] = _secret_field()
+    auth: RestAuth | None = None
+    tls: RestTls | None = None
+    secret_fields: frozenset[str] = field(default=frozenset({"auth"}), repr=False, compare=False)
 
     __repr__ = _redacting_repr
 
@@ -166,6 +196,8 @@ class RunnerConfig:
 
     def describe(self) -> dict[str, Any]:
         """The config as its YAML keys, printable: secret values read ``[redacted]``."""
+        from watukuy.declarative.shown import shown  # the declarative package imports config
+
         runner = self.runner
         tree: dict[str, Any] = {
             "kafka": dict(self.kafka),
@@ -183,10 +215,10 @@ class RunnerConfig:
                 "static.membership": runner.static_membership,
                 "startup.timeout": format_duration(runner.startup_timeout),
             },
-            "rest": {"listen": self.rest.listen},
+            "rest": self._rest(),
             "budgets": self.budgets,
             "pollers": [
-                {"python": ref, "name": poller.name} if isinstance(ref, str) else dict(ref)
+                {"python": ref, "name": poller.name} if isinstance(ref, str) else shown(ref)
                 for ref, poller in zip(self._refs(), self.pollers, strict=True)
             ],
         }
@@ -198,6 +230,15 @@ class RunnerConfig:
             tree["python_path"] = [str(p) for p in self.python_path]
         secret = self.secret_paths()
         return {key: _redact(value, key, secret) for key, value in tree.items()}
+
+    def _rest(self) -> dict[str, Any]:
+        rest: dict[str, Any] = {
+            "listen": self.rest.listen,
+            "auth": "none" if self.rest.auth is None else REDACTED,
+        }
+        if self.rest.tls is not None:
+            rest["tls"] = {"cert": str(self.rest.tls.cert), "key": str(self.rest.tls.key)}
+        return rest
 
     def _refs(self) -> tuple[str | Mapping[str, Any], ...]:
         if len(self.poller_refs) == len(self.pollers):

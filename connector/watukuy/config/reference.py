@@ -37,6 +37,8 @@ class KeyDoc:
     required: bool = False
     one_of: bool = False
     """A mapping of alternatives: exactly one child is set."""
+    secret: bool = False
+    """A credential: ``validate`` and REST show it as ``[redacted]`` even when written inline."""
 
 
 RUNNER_KEYS: tuple[KeyDoc, ...] = (
@@ -90,7 +92,28 @@ RUNNER_KEYS: tuple[KeyDoc, ...] = (
         "15s",
         "How long a start waits for the brokers before it gives up with one line.",
     ),
-    KeyDoc("rest.listen", "host:port", "127.0.0.1:8083", "Where the REST API listens."),
+    KeyDoc(
+        "rest.listen",
+        "host:port",
+        "127.0.0.1:8083",
+        "Where the REST API listens (`[::1]:8083` for IPv6; port 0 picks a free one).",
+    ),
+    KeyDoc(
+        "rest.auth",
+        "mapping | none",
+        None,
+        "Who may call the REST API: `{tokens: [...]}` (`Authorization: Bearer`) and/or "
+        "`{basic: {user: password}}`, values usually `${env:...}`; or `none`. Required when "
+        "`rest.listen` is not a loopback address (write `none` to serve without credentials). "
+        "`GET /health` is always open.",
+    ),
+    KeyDoc(
+        "rest.tls",
+        "mapping",
+        None,
+        "Serve HTTPS: `{cert: server.pem, key: server.key}`, PEM files relative to the config "
+        "file, loaded (and checked to match) at start.",
+    ),
     KeyDoc(
         "budgets.NAME.rate",
         "rate",

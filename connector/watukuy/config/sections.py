@@ -6,6 +6,7 @@ import ipaddress
 import re
 import socket
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from watukuy.config.checks import (
@@ -20,7 +21,9 @@ from watukuy.config.checks import (
 from watukuy.config.model import (
     KafkaProperties,
     KafkaValue,
+    RestAuth,
     RestSettings,
+    RestTls,
     RunnerSettings,
     SchemaRegistrySettings,
     TopicsConfig,
@@ -50,7 +53,13 @@ RUNNER_KEYS = {
     "static.membership": "static_membership",
     "startup.timeout": "startup_timeout",
 }
-REST_KEYS = {"listen": ("host", "port")}
+REST_KEYS: dict[str, str | tuple[str, ...]] = {
+    "listen": ("host", "port"),
+    "auth": "auth",
+    "tls": "tls",
+}
+REST_AUTH_KEYS = ("tokens", "basic")
+REST_TLS_KEYS = ("cert", "key")
 BUDGET_KEYS = ("rate", "burst", "fairness")
 
 
@@ -219,14 +228,125 @@ def parse_schema_registry(raw: object, secrets: Secrets) -> SchemaRegistrySettin
     return SchemaRegistrySettings(url=url, basic_auth=auth)
 
 
-def parse_rest(raw: object, secrets: Secrets) -> RestSettings:
+def parse_rest(raw: object, secrets: Secrets, base_dir: Path | None = None) -> RestSettings:
+    """``rest``: ``listen``, ``auth`` and ``tls``. Off loopback, ``auth`` must be written out
+    (``auth: none`` to go without): an unauthenticated REST API that anyone on the network can
+    reconfigure is Kafka Connect's default, and a known hole."""
     given = section(raw, "rest")
     check_keys(given, REST_KEYS, "rest")
-    if "listen" not in given:
-        return RestSettings()
-    host, port = parse_listen(given["listen"], "rest.listen", secrets)
-    hidden = _secret_fields(secrets, "rest", REST_KEYS)
-    return RestSettings(host=host, port=port, secret_fields=frozenset(hidden))
+    host, port = "127.0.0.1", 8083
+    if "listen" in given:
+        host, port = parse_listen(given["listen"], "rest.listen", secrets)
+    raw_auth = given.get("auth")
+    auth = None if raw_auth is None else _rest_auth(raw_auth)
+    if raw_auth is None and not is_loopback(host):
+        raise ConfigError(
+            "is required when rest.listen is not a loopback address: give "
+            "{tokens: [...]} and/or {basic: {user: password}} (from ${env:...} secrets), "
+            "or write 'auth: none' to serve without credentials",
+            "rest.auth",
+        )
+    tls = None
+    if given.get("tls") is not None:
+        tls = _rest_tls(given["tls"], base_dir or Path.cwd(), secrets)
+    hidden = _secret_fields(secrets, "rest", REST_KEYS) | {"auth"}
+    return RestSettings(host=host, port=port, auth=auth, tls=tls, secret_fields=frozenset(hidden))
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only listens on this machine. A name other than ``localhost`` is not
+    resolved here (it may resolve differently later): it counts as reachable from outside."""
+    if host.lower() in {"localhost", "localhost."}:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _rest_auth(raw: object) -> RestAuth | None:
+    """``none``, or ``{tokens: [...], basic: {user: password}}``. Values are secrets: no
+    message shows one, only what kind of value was found."""
+    if raw == "none":
+        return None
+    if not isinstance(raw, Mapping):
+        raise ConfigError(
+            f"must be {{tokens: [...]}}, {{basic: {{user: password}}}} or none, got {kind(raw)}",
+            "rest.auth",
+        )
+    given = section(raw, "rest.auth")
+    check_keys(given, REST_AUTH_KEYS, "rest.auth")
+    tokens = _tokens(given.get("tokens"))
+    basic = _basic_users(given.get("basic"))
+    if not tokens and not basic:
+        raise ConfigError(
+            "must give tokens and/or basic users (or write 'auth: none')", "rest.auth"
+        )
+    return RestAuth(tokens=tokens, basic=basic)
+
+
+def _tokens(raw: object) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(
+            f"must be a non-empty list of tokens, got {kind(raw)}", "rest.auth.tokens"
+        )
+    for index, token in enumerate(raw):
+        where = f"rest.auth.tokens[{index}]"
+        if not isinstance(token, str):
+            raise ConfigError(f"must be a string, got {kind(token)}", where)
+        if not token.strip():
+            raise ConfigError("must not be empty", where)
+    return tuple(raw)
+
+
+def _basic_users(raw: object) -> tuple[tuple[str, str], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping) or not raw:
+        raise ConfigError(
+            f"must be a non-empty mapping of user: password, got {kind(raw)}", "rest.auth.basic"
+        )
+    users: list[tuple[str, str]] = []
+    for user, password in raw.items():
+        where = join("rest.auth.basic", user)
+        if not isinstance(user, str) or not user or ":" in user:
+            raise ConfigError("a user name must be a non-empty string without ':'", where)
+        if not isinstance(password, str):
+            raise ConfigError(f"the password must be a string, got {kind(password)}", where)
+        if not password:
+            raise ConfigError("the password must not be empty", where)
+        users.append((user, password))
+    return tuple(users)
+
+
+def _rest_tls(raw: object, base_dir: Path, secrets: Secrets) -> RestTls:
+    """Both files are loaded now, so a wrong path or a key that does not match the
+    certificate is a config error at start, not a failed handshake later."""
+    given = section(raw, "rest.tls")
+    check_keys(given, REST_TLS_KEYS, "rest.tls")
+    paths: dict[str, Path] = {}
+    for key in REST_TLS_KEYS:
+        where = f"rest.tls.{key}"
+        value = given.get(key)
+        if value is None:
+            raise ConfigError("is required: the path of a PEM file", where)
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigError(f"must be the path of a PEM file, got {kind(value)}", where)
+        file = Path(value).expanduser()
+        file = file if file.is_absolute() else base_dir / file
+        if not file.is_file():
+            shown = REDACTED if secrets.covers(where) else f"'{file}'"
+            raise ConfigError(f"file {shown} not found", where)
+        paths[key] = file
+    from watukuy.rest.tls import TlsError, server_context
+
+    try:
+        server_context(paths["cert"], paths["key"])
+    except TlsError as exc:
+        raise ConfigError(str(exc), "rest.tls") from None
+    return RestTls(cert=paths["cert"], key=paths["key"])
 
 
 def parse_listen(value: object, path: str, secrets: Secrets) -> tuple[str, int]:

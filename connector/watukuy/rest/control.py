@@ -1,0 +1,342 @@
+"""The control seam: everything the REST routes ask of a runner, and nothing about HTTP.
+
+The routes validate names, queries and bodies, call one :class:`Control` method and shape the
+answer; the runner implements ``Control`` over its engine, its Kafka store and the
+``<prefix>.configs`` / ``<prefix>.status`` topics. A method signals a failure by raising:
+
+- :class:`~watukuy.rest.errors.NotFound` (404): no such connector / partition;
+- :class:`~watukuy.rest.errors.Conflict` (409): e.g. the connector exists already, it comes
+  from the config file and cannot be reconfigured, offsets change only while STOPPED;
+- :class:`~watukuy.core.errors.ConfigError` (400): a config that does not compile. Its
+  ``path`` is relative to the connector's config mapping (``request.url``, not
+  ``pollers[0].request.url``); the route prefixes it where the config sits in the body.
+- :class:`~watukuy.core.errors.Retriable` (503): Kafka cannot be reached now.
+
+Anything else is a 500 whose body says nothing of the exception. Messages are shown to the
+caller as they are: they must not hold secrets or partition data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypeAlias, TypedDict
+
+from watukuy.core.errors import ConfigError
+
+JsonValue: TypeAlias = Any
+"""A JSON value as ``json.loads`` returns it."""
+Config: TypeAlias = dict[str, JsonValue]
+"""A connector's config: a declarative poller entry without ``name``, with secrets as their
+``${...}`` placeholders (never resolved in anything read back)."""
+
+ConnectorOrigin = Literal["config-file", "rest"]
+TargetState = Literal["RUNNING", "PAUSED", "STOPPED"]
+TARGET_STATES: tuple[TargetState, ...] = ("RUNNING", "PAUSED", "STOPPED")
+TaskState = Literal["RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED", "RESTARTING"]
+ParkedKind = Literal["invalid", "poison"]
+PARKED_KINDS: tuple[ParkedKind, ...] = ("invalid", "poison")
+LANES = ("live", "backfill", "reconcile")
+PLUGINS = ("http", "python")
+"""Connector classes: ``http`` (declarative) and ``python`` (``define_poller``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorRef:
+    """A connector's name and where it was defined."""
+
+    name: str
+    origin: ConnectorOrigin
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorRecord:
+    """A connector as written: ``config`` shows secrets as their ``${...}`` placeholders."""
+
+    name: str
+    origin: ConnectorOrigin
+    config: Config
+
+
+class ClusterInfo(TypedDict):
+    version: str
+    commit: str
+    kafka_cluster_id: str | None
+
+
+class WorkerState(TypedDict):
+    state: TaskState
+    worker_id: str | None
+
+
+class TaskStatus(TypedDict):
+    """One partition of the connector, as Connect shows a task."""
+
+    id: int
+    """Index of the partition in key order."""
+    state: TaskState
+    worker_id: str | None
+    partition: str
+    lag: float | None
+    circuit: str
+    parked: dict[str, int]
+    backfill: bool
+
+
+class ConnectorStatus(TypedDict):
+    name: str
+    connector: WorkerState
+    type: Literal["source"]
+    tasks: list[TaskStatus]
+
+
+class PartitionInfo(TypedDict):
+    key: str
+    state: TaskState
+    owner: str | None
+
+
+class KeyName(TypedDict):
+    key: str
+
+
+class KeyOffsets(TypedDict):
+    """Connect's offsets entry: ``offset`` holds one cursor per lane (``live``, ``backfill``,
+    ``reconcile``); ``None`` in a PATCH resets the key."""
+
+    partition: KeyName
+    offset: dict[str, JsonValue] | None
+
+
+class ConfigValue(TypedDict):
+    name: str
+    errors: list[str]
+
+
+class ConfigReport(TypedDict):
+    value: ConfigValue
+
+
+class ValidationReport(TypedDict):
+    """Connect's ``PUT /connector-plugins/{class}/config/validate`` answer."""
+
+    name: str
+    error_count: int
+    groups: list[str]
+    configs: list[ConfigReport]
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """KIP-1017: ``healthy`` (200), ``starting`` (503) or ``unhealthy`` (500)."""
+
+    status: Literal["healthy", "starting", "unhealthy"]
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    """What ``GET /metrics`` serves (Prometheus' text exposition format, usually)."""
+
+    body: bytes
+    content_type: str
+
+
+# --- per-partition operations: accepted and carried out by the key's owner -----------------
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """Poll now."""
+
+
+@dataclass(frozen=True, slots=True)
+class PausePartition:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ResumePartition:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Backfill:
+    """Walk the history from cursor ``from_`` (``None``: from the start) in the backfill lane."""
+
+    from_: JsonValue = None
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """Re-read the live lane from cursor ``from_``."""
+
+    from_: JsonValue
+
+
+@dataclass(frozen=True, slots=True)
+class ResetCursor:
+    to: JsonValue = None
+    clear_snapshot: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RemovePartition:
+    """Delete every record of the key."""
+
+
+PartitionOperation: TypeAlias = (
+    Trigger | PausePartition | ResumePartition | Backfill | Replay | ResetCursor | RemovePartition
+)
+
+
+class Control(Protocol):
+    """What the REST API needs from a runner. Every method may raise ``NotFound`` for an
+    unknown connector (or partition, where one is named)."""
+
+    async def cluster(self) -> ClusterInfo:
+        """``GET /``."""
+        ...
+
+    async def connectors(self) -> list[ConnectorRef]:
+        """Every connector, config-file and REST ones, in name order."""
+        ...
+
+    async def connector(self, name: str) -> ConnectorRecord:
+        """One connector with its config as written."""
+        ...
+
+    async def create_connector(self, name: str, config: Config, initial_state: TargetState) -> None:
+        """A new REST connector. ``Conflict`` if the name is taken; ``ConfigError`` if the
+        config does not compile."""
+        ...
+
+    async def put_connector_config(self, name: str, config: Config) -> bool:
+        """Create (``True``) or replace (``False``) a REST connector's config. ``Conflict``
+        for a config-file connector."""
+        ...
+
+    async def patch_connector_config(self, name: str, patch: Config) -> None:
+        """Merge ``patch`` into the config (:func:`merge_patch`: ``None`` removes a key),
+        atomically. ``Conflict`` for a config-file connector."""
+        ...
+
+    async def delete_connector(self, name: str) -> None:
+        """Remove a REST connector; its keys stop, their state is kept. ``Conflict`` for a
+        config-file connector."""
+        ...
+
+    async def validate(self, plugin: str, config: Config) -> ValidationReport:
+        """Check ``config`` for connector class ``plugin`` (one of :data:`PLUGINS`) without
+        storing it; see :func:`validation_report`."""
+        ...
+
+    async def status(self, name: str) -> ConnectorStatus:
+        """Read from ``<prefix>.status``, so any instance answers."""
+        ...
+
+    async def pause(self, name: str) -> None: ...
+
+    async def resume(self, name: str) -> None: ...
+
+    async def stop(self, name: str) -> None: ...
+
+    async def restart(self, name: str, *, include_tasks: bool, only_failed: bool) -> None:
+        """Restart the connector and, with ``include_tasks``, its partitions (only the FAILED
+        ones with ``only_failed``)."""
+        ...
+
+    async def offsets(self, name: str) -> list[KeyOffsets]: ...
+
+    async def alter_offsets(self, name: str, offsets: list[KeyOffsets]) -> None:
+        """Set the listed keys' cursors (``offset: None`` resets a key). ``Conflict`` unless
+        the connector is STOPPED."""
+        ...
+
+    async def reset_offsets(self, name: str) -> None:
+        """Reset every key. ``Conflict`` unless the connector is STOPPED."""
+        ...
+
+    async def partitions(self, name: str) -> list[PartitionInfo]:
+        """Refresh the connector's partition list now and return it, in key order."""
+        ...
+
+    async def operate(self, name: str, key: str, operation: PartitionOperation) -> None:
+        """Accept ``operation`` on partition ``key`` (``''`` on an unpartitioned connector);
+        its owner carries it out."""
+        ...
+
+    async def parked(
+        self, name: str, *, partition: str | None, kind: ParkedKind | None
+    ) -> list[dict[str, JsonValue]]:
+        """Parked items (``id``, ``partition``, ``kind``, ``subject``, ``error``,
+        ``attempts``, ``parked_at``, ``lane``...), never partition data."""
+        ...
+
+    async def retry_parked(self, name: str, partition: str, ids: list[str]) -> None: ...
+
+    async def health(self) -> Health: ...
+
+    async def healthz(self) -> dict[str, JsonValue]:
+        """This instance's keys with lag, circuit and parked counts."""
+        ...
+
+    async def metrics(self) -> Metrics: ...
+
+
+def merge_patch(config: Mapping[str, JsonValue], patch: Mapping[str, JsonValue]) -> Config:
+    """JSON Merge Patch (RFC 7386): ``None`` removes a key, a mapping merges into a mapping,
+    anything else replaces. On Connect's flat configs it is KIP-477's PATCH exactly."""
+    merged = dict(config)
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge_patch(merged[key], value)
+        elif isinstance(value, Mapping):
+            merged[key] = merge_patch({}, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def validation_report(
+    plugin: str, config: Mapping[str, JsonValue], error: ConfigError | None, where: str = ""
+) -> ValidationReport:
+    """Connect's validate shape for ``config``: one entry per top-level key, plus one for the
+    bad field's path when it is deeper; ``error`` (the compiler stops at the first) lands on
+    its path, relative to the config once ``where`` (the compiler's prefix) is cut off.
+    Values are not echoed: they may be secrets."""
+    names = [str(key) for key in config]
+    errors: dict[str, list[str]] = {}
+    if error is not None:
+        path = relative_path(error.path, where)
+        if path not in names:
+            names.append(path)
+        errors[path] = [_message_of(error)]
+    configs: list[ConfigReport] = [
+        {"value": {"name": name, "errors": errors.get(name, [])}} for name in names
+    ]
+    return {
+        "name": plugin,
+        "error_count": sum(len(found) for found in errors.values()),
+        "groups": [],
+        "configs": configs,
+    }
+
+
+def relative_path(path: str | None, where: str) -> str:
+    """``config.request.url`` -> ``request.url`` for ``where='config'``."""
+    if not path:
+        return ""
+    if where and path == where:
+        return ""
+    if where and path.startswith((f"{where}.", f"{where}[")):
+        return path[len(where) :].lstrip(".")
+    return path
+
+
+def _message_of(error: ConfigError) -> str:
+    text = str(error)
+    prefix = f"{error.path}: "
+    return text[len(prefix) :] if error.path and text.startswith(prefix) else text

@@ -1,0 +1,256 @@
+"""Checks of what a request carries (path names, query parameters, JSON bodies), pure.
+
+Each failure is a ``BadRequest`` naming the field (``config``, ``offsets[0].partition.key``,
+``from``). User input is never echoed in a message: it may be a secret pasted in the wrong
+place.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, cast
+
+from watukuy.rest.control import (
+    LANES,
+    PARKED_KINDS,
+    TARGET_STATES,
+    Backfill,
+    Config,
+    JsonValue,
+    KeyOffsets,
+    ParkedKind,
+    PartitionOperation,
+    Replay,
+    ResetCursor,
+    TargetState,
+)
+from watukuy.rest.errors import BadRequest
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]+")
+UNPARTITIONED = "~"
+"""How a path or query addresses the key ``''`` of an unpartitioned connector: ``~`` is
+unreserved in URLs (nothing encodes or merges it, unlike an empty segment) and is not a
+character of any key, so it names nothing else."""
+MAX_IDS = 10_000
+
+
+def check_name(value: str, field: str = "name") -> str:
+    if not NAME_PATTERN.fullmatch(value):
+        raise BadRequest("must match [A-Za-z0-9._-]+", field)
+    return value
+
+
+def check_key(value: str, field: str = "key") -> str:
+    """A partition key from a path or query: ``~`` is the key ``''``."""
+    if value == UNPARTITIONED:
+        return ""
+    if not NAME_PATTERN.fullmatch(value):
+        raise BadRequest(
+            f"must match [A-Za-z0-9._-]+, or be {UNPARTITIONED} for an unpartitioned connector",
+            field,
+        )
+    return value
+
+
+def parse_json(raw: bytes) -> JsonValue:
+    try:
+        return json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise BadRequest("is not valid JSON (UTF-8)", "body") from None
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def flag(query: Mapping[str, str], name: str) -> bool:
+    """A boolean query parameter: ``true`` or ``false`` (any case); absent is false."""
+    value = query.get(name)
+    if value is None:
+        return False
+    lowered = value.lower()
+    if lowered not in {"true", "false"}:
+        raise BadRequest("must be true or false", name)
+    return lowered == "true"
+
+
+def expansions(values: list[str]) -> list[str]:
+    """``?expand=status&expand=info``: each given once, in the order given. Connect ignores an
+    unknown one; here it is named, so a typo is not silently a plain list."""
+    out: list[str] = []
+    for value in values:
+        if value not in {"status", "info"}:
+            raise BadRequest("must be status or info", "expand")
+        if value not in out:
+            out.append(value)
+    return out
+
+
+def parked_kind(query: Mapping[str, str]) -> ParkedKind | None:
+    value = query.get("kind")
+    if value is None:
+        return None
+    if value not in PARKED_KINDS:
+        raise BadRequest(f"must be one of: {', '.join(PARKED_KINDS)}", "kind")
+    return value
+
+
+def optional_key(query: Mapping[str, str], name: str) -> str | None:
+    """An optional partition filter: absent is every key; ``~`` or empty is the key ``''``."""
+    value = query.get(name)
+    if value is None:
+        return None
+    return "" if value == "" else check_key(value, name)
+
+
+def mapping(value: JsonValue, field: str) -> dict[str, JsonValue]:
+    if not isinstance(value, dict):
+        raise BadRequest(f"must be a JSON object, got {_kind(value)}", field)
+    return value
+
+
+def known_keys(body: Mapping[str, JsonValue], known: tuple[str, ...], field: str = "") -> None:
+    for key in body:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}?" if close else f"expected one of: {', '.join(known)}"
+        raise BadRequest(f"unknown field; {hint}", f"{field}.{key}" if field else key)
+
+
+def connector_config(value: JsonValue, name: str, field: str = "") -> Config:
+    """A config body (or the ``config`` of a create). A ``name`` in it, as Connect allows, must
+    be the connector's own and is dropped: the name is the URL's."""
+    config = mapping(value, field or "body")
+    given = config.get("name")
+    if given is not None and given != name:
+        raise BadRequest("does not match the connector name", _join(field, "name"))
+    return {key: item for key, item in config.items() if key != "name"}
+
+
+def create_request(body: JsonValue) -> tuple[str, Config, TargetState]:
+    """``POST /connectors``: ``{"name", "config", "initial_state"?}`` (KIP-980)."""
+    given = mapping(body, "body")
+    known_keys(given, ("name", "config", "initial_state"))
+    name = given.get("name")
+    if not isinstance(name, str):
+        raise BadRequest(f"is required: a string, got {_kind(name)}", "name")
+    check_name(name)
+    if "config" not in given:
+        raise BadRequest("is required: the connector's config", "config")
+    config = connector_config(given["config"], name, "config")
+    state = given.get("initial_state", "RUNNING")
+    if state not in TARGET_STATES:
+        raise BadRequest(f"must be one of: {', '.join(TARGET_STATES)}", "initial_state")
+    return name, config, cast(TargetState, state)
+
+
+def config_patch(body: JsonValue, name: str) -> Config:
+    patch = mapping(body, "body")
+    if "name" in patch and patch["name"] not in (None, name):
+        raise BadRequest("does not match the connector name", "name")
+    return {key: value for key, value in patch.items() if key != "name"}
+
+
+def offsets_request(body: JsonValue) -> list[KeyOffsets]:
+    """``PATCH .../offsets``: ``{"offsets": [{"partition": {"key"}, "offset": {...} | null}]}``."""
+    given = mapping(body, "body")
+    known_keys(given, ("offsets",))
+    entries = given.get("offsets")
+    if not isinstance(entries, list) or not entries:
+        raise BadRequest(f"must be a non-empty list, got {_kind(entries)}", "offsets")
+    out: list[KeyOffsets] = []
+    for index, entry in enumerate(entries):
+        where = f"offsets[{index}]"
+        item = mapping(entry, where)
+        known_keys(item, ("partition", "offset"), where)
+        partition = mapping(item.get("partition"), f"{where}.partition")
+        known_keys(partition, ("key",), f"{where}.partition")
+        key = partition.get("key")
+        if not isinstance(key, str):
+            raise BadRequest(f"must be a string, got {_kind(key)}", f"{where}.partition.key")
+        if key != "":
+            check_key(key, f"{where}.partition.key")
+        if "offset" not in item:
+            raise BadRequest("is required: the lanes' cursors, or null to reset", f"{where}.offset")
+        offset = item["offset"]
+        if offset is not None:
+            offset = mapping(offset, f"{where}.offset")
+            known_keys(offset, LANES, f"{where}.offset")
+        out.append({"partition": {"key": key}, "offset": offset})
+    return out
+
+
+def partition_operation(op: str, body: JsonValue) -> PartitionOperation:
+    """The body of ``POST .../partitions/{key}/{op}`` for the ops that take one (``None``: no
+    body). ``from`` and ``to`` are cursor values: a string, a number or null."""
+    given = {} if body is None else mapping(body, "body")
+    if op == "backfill":
+        known_keys(given, ("from",))
+        return Backfill(from_=_cursor(given.get("from"), "from"))
+    if op == "replay":
+        known_keys(given, ("from",))
+        if "from" not in given:
+            raise BadRequest("is required: the cursor to replay from", "from")
+        return Replay(from_=_cursor(given["from"], "from"))
+    if op == "reset":
+        known_keys(given, ("to", "clear_snapshot"))
+        clear = given.get("clear_snapshot", False)
+        if not isinstance(clear, bool):
+            raise BadRequest(f"must be true or false, got {_kind(clear)}", "clear_snapshot")
+        return ResetCursor(to=_cursor(given.get("to"), "to"), clear_snapshot=clear)
+    raise AssertionError(f"operation {op!r} takes no body")  # the routes name three
+
+
+def retry_request(body: JsonValue) -> tuple[str, list[str]]:
+    """``POST .../parked/retry``: ``{"partition", "ids"}``."""
+    given = mapping(body, "body")
+    known_keys(given, ("partition", "ids"))
+    key = given.get("partition")
+    if not isinstance(key, str):
+        raise BadRequest(f"is required: a string, got {_kind(key)}", "partition")
+    if key != "":
+        check_key(key, "partition")
+    ids = given.get("ids")
+    if not isinstance(ids, list) or not ids:
+        raise BadRequest(f"must be a non-empty list of ids, got {_kind(ids)}", "ids")
+    if len(ids) > MAX_IDS:
+        raise BadRequest(f"must list at most {MAX_IDS} ids", "ids")
+    for index, item in enumerate(ids):
+        if not isinstance(item, str) or not item:
+            raise BadRequest(f"must be a non-empty string, got {_kind(item)}", f"ids[{index}]")
+    return key, list(ids)
+
+
+def _cursor(value: JsonValue, field: str) -> JsonValue:
+    if value is None or isinstance(value, str) or _is_number(value):
+        return value
+    raise BadRequest(
+        f"must be a cursor value (a string, a number or null), got {_kind(value)}", field
+    )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _kind(value: JsonValue) -> str:
+    """A JSON value's type, in JSON's words."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if _is_number(value):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _join(field: str, key: str) -> str:
+    return f"{field}.{key}" if field else key

@@ -1,0 +1,513 @@
+"""The OpenAPI 3.1 document of every route, served at ``GET /openapi.json``.
+
+Written by hand, apart from the routes, so that a test comparing the two catches a route added
+without documentation (or documented and never served). The schemas are the contract's shapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
+
+Schema = dict[str, Any]
+
+NAME = "^[A-Za-z0-9._-]+$"
+KEY = "^([A-Za-z0-9._-]+|~)$"
+STATES = ["RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED", "RESTARTING"]
+
+
+def _ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _object(
+    properties: dict[str, Schema], required: list[str] | None = None, **extra: Any
+) -> Schema:
+    schema: Schema = {"type": "object", "properties": properties}
+    schema["required"] = list(properties) if required is None else required
+    schema.update(extra)
+    return schema
+
+
+CURSOR: Schema = {
+    "type": ["string", "number", "null"],
+    "description": "A cursor value as the poller keeps it (a token, an ISO-8601 timestamp...).",
+}
+
+SCHEMAS: dict[str, Schema] = {
+    "Error": _object(
+        {"error_code": {"type": "integer"}, "message": {"type": "string"}},
+        additionalProperties=False,
+    ),
+    "Message": _object({"message": {"type": "string"}}),
+    "ClusterInfo": _object(
+        {
+            "version": {"type": "string"},
+            "commit": {"type": "string"},
+            "kafka_cluster_id": {"type": ["string", "null"]},
+        }
+    ),
+    "Config": {
+        "type": "object",
+        "description": "A declarative poller (the keys of a `pollers:` entry, without `name`). "
+        "Secrets are written as `${env:NAME}` / `${file:PATH}` and read back as written.",
+        "additionalProperties": True,
+    },
+    "ConfigPatch": {
+        "type": "object",
+        "description": "JSON Merge Patch (RFC 7386) of the config: `null` removes a key, an "
+        "object merges into an object, anything else replaces.",
+        "additionalProperties": True,
+    },
+    "CreateConnector": _object(
+        {
+            "name": {"type": "string", "pattern": NAME},
+            "config": _ref("Config"),
+            "initial_state": {"enum": ["RUNNING", "PAUSED", "STOPPED"], "default": "RUNNING"},
+        },
+        required=["name", "config"],
+        additionalProperties=False,
+    ),
+    "ConnectorInfo": _object(
+        {
+            "name": {"type": "string"},
+            "config": _ref("Config"),
+            "tasks": {
+                "type": "array",
+                "items": _object({"connector": {"type": "string"}, "task": {"type": "integer"}}),
+            },
+            "type": {"const": "source"},
+        }
+    ),
+    "WorkerState": _object({"state": {"enum": STATES}, "worker_id": {"type": ["string", "null"]}}),
+    "TaskStatus": _object(
+        {
+            "id": {"type": "integer", "description": "The partition's index in key order."},
+            "state": {"enum": STATES},
+            "worker_id": {"type": ["string", "null"]},
+            "partition": {"type": "string"},
+            "lag": {"type": ["number", "null"], "description": "Seconds since the last poll."},
+            "circuit": {"enum": ["closed", "open", "half-open"]},
+            "parked": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "backfill": {"type": "boolean"},
+        }
+    ),
+    "ConnectorStatus": _object(
+        {
+            "name": {"type": "string"},
+            "connector": _ref("WorkerState"),
+            "type": {"const": "source"},
+            "tasks": {"type": "array", "items": _ref("TaskStatus")},
+        }
+    ),
+    "ExpandedConnectors": {
+        "type": "object",
+        "description": "By connector name, the expansions asked for.",
+        "additionalProperties": _object(
+            {"status": _ref("ConnectorStatus"), "info": _ref("ConnectorInfo")},
+            required=[],
+            additionalProperties=False,
+        ),
+    },
+    "LaneCursors": {
+        "type": "object",
+        "properties": {"live": CURSOR, "backfill": CURSOR, "reconcile": CURSOR},
+        "additionalProperties": False,
+    },
+    "KeyOffsets": _object(
+        {
+            "partition": _object(
+                {"key": {"type": "string", "pattern": "^[A-Za-z0-9._-]*$"}},
+                additionalProperties=False,
+            ),
+            "offset": {"oneOf": [_ref("LaneCursors"), {"type": "null"}]},
+        },
+        additionalProperties=False,
+    ),
+    "Offsets": _object({"offsets": {"type": "array", "items": _ref("KeyOffsets")}}),
+    "OffsetsPatch": _object(
+        {"offsets": {"type": "array", "items": _ref("KeyOffsets"), "minItems": 1}},
+        additionalProperties=False,
+    ),
+    "PartitionInfo": _object(
+        {
+            "key": {"type": "string"},
+            "state": {"enum": STATES},
+            "owner": {"type": ["string", "null"]},
+        }
+    ),
+    "ParkedItem": _object(
+        {
+            "id": {"type": "string"},
+            "partition": {"type": "string"},
+            "kind": {"enum": ["invalid", "poison"]},
+            "error": {"type": "string"},
+            "attempts": {"type": "integer"},
+        },
+        description="An item that could not become an event; never partition data.",
+        additionalProperties=True,
+    ),
+    "RetryParked": _object(
+        {
+            "partition": {"type": "string", "pattern": "^[A-Za-z0-9._-]*$"},
+            "ids": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},
+                "minItems": 1,
+                "maxItems": 10000,
+            },
+        },
+        additionalProperties=False,
+    ),
+    "Backfill": _object({"from": CURSOR}, required=[], additionalProperties=False),
+    "Replay": _object({"from": CURSOR}, additionalProperties=False),
+    "Reset": _object(
+        {"to": CURSOR, "clear_snapshot": {"type": "boolean", "default": False}},
+        required=[],
+        additionalProperties=False,
+    ),
+    "Plugins": {
+        "type": "array",
+        "items": _object({"class": {"enum": ["http", "python"]}}),
+    },
+    "Validation": _object(
+        {
+            "name": {"type": "string"},
+            "error_count": {"type": "integer", "minimum": 0},
+            "groups": {"type": "array", "items": {"type": "string"}},
+            "configs": {
+                "type": "array",
+                "items": _object(
+                    {
+                        "value": _object(
+                            {
+                                "name": {"type": "string"},
+                                "errors": {"type": "array", "items": {"type": "string"}},
+                            }
+                        )
+                    }
+                ),
+            },
+        }
+    ),
+    "Health": _object(
+        {"status": {"enum": ["healthy", "starting", "unhealthy"]}, "message": {"type": "string"}}
+    ),
+    "Healthz": {
+        "type": "object",
+        "description": "This instance's keys with lag, circuit and parked counts.",
+    },
+}
+
+ERRORS = {
+    400: "Bad input: the message names the field.",
+    401: "No valid credentials (`WWW-Authenticate` says which schemes).",
+    404: "Unknown route, connector or partition.",
+    409: "Conflict: exists already, not STOPPED, or defined in the config file.",
+    413: "The body is over the size limit.",
+    415: "The body is not `application/json`.",
+    500: "Internal error (no detail is given).",
+    503: "Kafka or the runner cannot be reached now; try again.",
+}
+
+PARAMETERS: dict[str, Schema] = {
+    "name": {
+        "name": "name",
+        "in": "path",
+        "required": True,
+        "description": "The connector (poller) name.",
+        "schema": {"type": "string", "pattern": NAME},
+    },
+    "key": {
+        "name": "key",
+        "in": "path",
+        "required": True,
+        "description": "The partition key; `~` addresses the key '' of an unpartitioned connector.",
+        "schema": {"type": "string", "pattern": KEY},
+    },
+    "plugin": {
+        "name": "plugin",
+        "in": "path",
+        "required": True,
+        "description": "The connector class.",
+        "schema": {"enum": ["http", "python"]},
+    },
+}
+
+
+def _json_content(schema: Schema) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+def _operation(
+    summary: str,
+    responses: Mapping[int, tuple[str, Schema | None]],
+    *,
+    errors: tuple[int, ...] = (),
+    body: Schema | None = None,
+    body_required: bool = True,
+    parameters: tuple[str, ...] = (),
+    query: tuple[Schema, ...] = (),
+    open_route: bool = False,
+) -> dict[str, Any]:
+    operation: dict[str, Any] = {"summary": summary, "operationId": _operation_id(summary)}
+    params = [{"$ref": f"#/components/parameters/{name}"} for name in parameters]
+    params.extend(query)
+    if params:
+        operation["parameters"] = params
+    codes = set(errors) | {500, 503}
+    if parameters:
+        codes |= {400, 404}
+    if body is not None:
+        operation["requestBody"] = {"required": body_required, "content": _json_content(body)}
+        codes |= {400, 413, 415}
+    if not open_route:
+        codes.add(401)
+    answers: dict[str, Any] = {}
+    for code, (description, schema) in responses.items():
+        answers[str(code)] = {"description": description}
+        if schema is not None:
+            answers[str(code)]["content"] = _json_content(schema)
+    for code in sorted(codes - set(responses)):
+        answers[str(code)] = {"description": ERRORS[code], "content": _json_content(_ref("Error"))}
+    operation["responses"] = answers
+    if open_route:
+        operation["security"] = []
+    return operation
+
+
+def _operation_id(summary: str) -> str:
+    words = "".join(c if c.isalnum() else " " for c in summary).split()
+    return words[0].lower() + "".join(word.capitalize() for word in words[1:])
+
+
+def _query(name: str, schema: Schema, description: str, **extra: Any) -> Schema:
+    return {"name": name, "in": "query", "description": description, "schema": schema, **extra}
+
+
+ACCEPTED = {202: ("Accepted.", None)}
+INFO = _ref("ConnectorInfo")
+C = ("name",)
+P = ("name", "key")
+
+
+def _paths() -> dict[str, dict[str, Any]]:
+    partition_ops = {
+        "trigger": ("Trigger a partition poll now", None, False),
+        "pause": ("Pause a partition", None, False),
+        "resume": ("Resume a partition", None, False),
+        "backfill": ("Backfill a partition from a cursor", _ref("Backfill"), False),
+        "replay": ("Replay a partition from a cursor", _ref("Replay"), True),
+        "reset": ("Reset a partition cursor", _ref("Reset"), False),
+    }
+    paths: dict[str, dict[str, Any]] = {
+        "/": {
+            "get": _operation("Cluster info", {200: ("Version and cluster.", _ref("ClusterInfo"))})
+        },
+        "/connectors": {
+            "get": _operation(
+                "List connectors",
+                {
+                    200: (
+                        "Names; with `expand`, an object by name.",
+                        {
+                            "oneOf": [
+                                {"type": "array", "items": {"type": "string"}},
+                                _ref("ExpandedConnectors"),
+                            ]
+                        },
+                    )
+                },
+                errors=(400,),
+                query=(
+                    _query(
+                        "expand",
+                        {"type": "array", "items": {"enum": ["status", "info"]}},
+                        "Add each connector's status and/or info (both may be given).",
+                        style="form",
+                        explode=True,
+                    ),
+                ),
+            ),
+            "post": _operation(
+                "Create a connector",
+                {201: ("Created.", INFO)},
+                errors=(409,),
+                body=_ref("CreateConnector"),
+            ),
+        },
+        "/connectors/{name}": {
+            "get": _operation("Get a connector", {200: ("The connector.", INFO)}, parameters=C),
+            "delete": _operation(
+                "Delete a connector",
+                {204: ("Deleted; its keys stop, their state is kept.", None)},
+                errors=(409,),
+                parameters=C,
+            ),
+        },
+        "/connectors/{name}/config": {
+            "get": _operation(
+                "Get a connector config",
+                {200: ("The config as written (secrets as placeholders).", _ref("Config"))},
+                parameters=C,
+            ),
+            "put": _operation(
+                "Create or replace a connector config",
+                {200: ("Replaced.", INFO), 201: ("Created.", INFO)},
+                errors=(409,),
+                parameters=C,
+                body=_ref("Config"),
+            ),
+            "patch": _operation(
+                "Patch a connector config",
+                {200: ("Merged.", INFO)},
+                errors=(409,),
+                parameters=C,
+                body=_ref("ConfigPatch"),
+            ),
+        },
+        "/connectors/{name}/status": {
+            "get": _operation(
+                "Get a connector status",
+                {200: ("One task per partition.", _ref("ConnectorStatus"))},
+                parameters=C,
+            )
+        },
+        "/connectors/{name}/restart": {
+            "post": _operation(
+                "Restart a connector",
+                ACCEPTED,
+                parameters=C,
+                query=(
+                    _query(
+                        "includeTasks",
+                        {"type": "boolean", "default": False},
+                        "Restart its partitions too.",
+                    ),
+                    _query(
+                        "onlyFailed", {"type": "boolean", "default": False}, "Only the FAILED ones."
+                    ),
+                ),
+            )
+        },
+        "/connectors/{name}/offsets": {
+            "get": _operation(
+                "Get connector offsets", {200: ("Cursors per key.", _ref("Offsets"))}, parameters=C
+            ),
+            "patch": _operation(
+                "Alter connector offsets",
+                {200: ("Altered.", _ref("Message"))},
+                errors=(409,),
+                parameters=C,
+                body=_ref("OffsetsPatch"),
+            ),
+            "delete": _operation(
+                "Reset connector offsets",
+                {200: ("Reset.", _ref("Message"))},
+                errors=(409,),
+                parameters=C,
+            ),
+        },
+        "/connectors/{name}/partitions": {
+            "get": _operation(
+                "List partitions",
+                {200: ("Refreshed now.", {"type": "array", "items": _ref("PartitionInfo")})},
+                parameters=C,
+            )
+        },
+        "/connectors/{name}/partitions/{key}": {
+            "delete": _operation("Delete a partition", ACCEPTED, parameters=P)
+        },
+        "/connectors/{name}/parked": {
+            "get": _operation(
+                "List parked items",
+                {200: ("Parked items.", {"type": "array", "items": _ref("ParkedItem")})},
+                parameters=C,
+                query=(
+                    _query(
+                        "partition",
+                        {"type": "string", "pattern": "^([A-Za-z0-9._-]*|~)$"},
+                        "Only this key (`~` or empty: the key '').",
+                    ),
+                    _query("kind", {"enum": ["invalid", "poison"]}, "Only this kind."),
+                ),
+            )
+        },
+        "/connectors/{name}/parked/retry": {
+            "post": _operation(
+                "Retry parked items", ACCEPTED, parameters=C, body=_ref("RetryParked")
+            )
+        },
+        "/connector-plugins": {
+            "get": _operation("List connector plugins", {200: ("The classes.", _ref("Plugins"))})
+        },
+        "/connector-plugins/{plugin}/config/validate": {
+            "put": _operation(
+                "Validate a connector config",
+                {200: ("Connect's validation shape.", _ref("Validation"))},
+                parameters=("plugin",),
+                body=_ref("Config"),
+            )
+        },
+        "/health": {
+            "get": _operation(
+                "Health",
+                {
+                    200: ("Healthy.", _ref("Health")),
+                    503: ("Starting.", _ref("Health")),
+                    500: ("Unhealthy.", _ref("Health")),
+                },
+                open_route=True,
+            )
+        },
+        "/healthz": {"get": _operation("Keys of this instance", {200: ("Keys.", _ref("Healthz"))})},
+        "/metrics": {
+            "get": _operation(
+                "Prometheus metrics",
+                {200: ("Text exposition format.", None)},
+            )
+        },
+        "/openapi.json": {
+            "get": _operation("This document", {200: ("OpenAPI 3.1.", {"type": "object"})})
+        },
+    }
+    for action in ("pause", "resume", "stop"):
+        paths[f"/connectors/{{name}}/{action}"] = {
+            "put": _operation(f"{action.capitalize()} a connector", ACCEPTED, parameters=C)
+        }
+    for op, (summary, body, required) in partition_ops.items():
+        extra: dict[str, Any] = {} if body is None else {"body": body, "body_required": required}
+        paths[f"/connectors/{{name}}/partitions/{{key}}/{op}"] = {
+            "post": _operation(summary, ACCEPTED, parameters=P, **extra)
+        }
+    paths["/metrics"]["get"]["responses"]["200"]["content"] = {
+        "text/plain": {"schema": {"type": "string"}}
+    }
+    return paths
+
+
+@cache
+def openapi_document() -> dict[str, Any]:
+    """The document (built once; callers must not change it)."""
+    from watukuy import __version__
+
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "watukuy REST API",
+            "version": __version__,
+            "description": "Kafka Connect-style control of watukuy's pollers (connectors). "
+            'Errors are `{"error_code", "message"}`.',
+        },
+        "paths": _paths(),
+        "components": {
+            "schemas": SCHEMAS,
+            "parameters": PARAMETERS,
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "basic": {"type": "http", "scheme": "basic"},
+            },
+        },
+        "security": [{"bearer": []}, {"basic": []}],
+    }

@@ -1,0 +1,327 @@
+"""The routes: check what the request carries, call the control seam once, shape the answer.
+
+Path names are checked here (400), bodies after their content type (415) and size (413). The
+routes of :data:`ROUTES` are the ones ``/openapi.json`` documents (a test holds them equal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from watukuy.core.errors import ConfigError
+from watukuy.rest import inputs
+from watukuy.rest.control import (
+    PLUGINS,
+    Control,
+    JsonValue,
+    PartitionOperation,
+    PausePartition,
+    RemovePartition,
+    ResumePartition,
+    Trigger,
+)
+from watukuy.rest.errors import BadRequest, NotFound
+from watukuy.rest.middleware import RequestError, dumps
+from watukuy.rest.openapi import openapi_document
+
+CONTROL: web.AppKey[Control] = web.AppKey("control", Control)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+HEALTH_STATUS = {"healthy": 200, "starting": 503, "unhealthy": 500}
+BODY_OPERATIONS = ("backfill", "replay", "reset")
+PLAIN_OPERATIONS: dict[str, PartitionOperation] = {
+    "trigger": Trigger(),
+    "pause": PausePartition(),
+    "resume": ResumePartition(),
+}
+
+
+def _json(
+    value: JsonValue, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
+    return web.json_response(value, status=status, headers=headers, dumps=dumps)
+
+
+def _control(request: web.Request) -> Control:
+    return request.app[CONTROL]
+
+
+def _name(request: web.Request) -> str:
+    return inputs.check_name(request.match_info["name"])
+
+
+def _is_json(content_type: str) -> bool:
+    kind, _, subtype = content_type.partition("/")
+    return kind == "application" and (subtype == "json" or subtype.endswith("+json"))
+
+
+async def _body(request: web.Request, *, required: bool) -> JsonValue | None:
+    """The JSON body: 415 unless ``application/json`` (or ``+json``), 413 over the limit,
+    400 if it does not parse; ``None`` when there is none and none is required."""
+    if request.body_exists:
+        if not _is_json(request.content_type):
+            raise RequestError(415, "the body must be JSON: send Content-Type: application/json")
+        raw = await request.read()
+        if raw.strip():
+            return inputs.parse_json(raw)
+    if required:
+        raise BadRequest("is required: a JSON object", "body")
+    return None
+
+
+# --- cluster and plugins ---------------------------------------------------------------------
+
+
+async def root(request: web.Request) -> web.Response:
+    return _json(dict(await _control(request).cluster()))
+
+
+async def list_plugins(request: web.Request) -> web.Response:
+    return _json([{"class": plugin} for plugin in PLUGINS])
+
+
+async def validate_config(request: web.Request) -> web.Response:
+    plugin = request.match_info["plugin"]
+    if plugin not in PLUGINS:
+        raise NotFound(f"unknown connector class; the classes are: {', '.join(PLUGINS)}")
+    config = inputs.mapping(await _body(request, required=True), "body")
+    return _json(dict(await _control(request).validate(plugin, config)))
+
+
+# --- connectors ------------------------------------------------------------------------------
+
+
+async def _info(control: Control, name: str) -> dict[str, JsonValue]:
+    """Connect's ``ConnectorInfo``: a task per partition (none before the first status)."""
+    record = await control.connector(name)
+    try:
+        tasks = [
+            {"connector": name, "task": task["id"]}
+            for task in (await control.status(name))["tasks"]
+        ]
+    except NotFound:
+        tasks = []
+    return {"name": name, "config": record.config, "tasks": tasks, "type": "source"}
+
+
+async def list_connectors(request: web.Request) -> web.Response:
+    control = _control(request)
+    expand = inputs.expansions(request.query.getall("expand", []))
+    refs = await control.connectors()
+    if not expand:
+        return _json([ref.name for ref in refs])
+    out: dict[str, dict[str, JsonValue]] = {}
+    for ref in refs:
+        try:
+            entry: dict[str, JsonValue] = {}
+            for kind in expand:
+                entry[kind] = (
+                    dict(await control.status(ref.name))
+                    if kind == "status"
+                    else await _info(control, ref.name)
+                )
+        except NotFound:  # deleted while listing, as Connect does: left out
+            continue
+        out[ref.name] = entry
+    return _json(out)
+
+
+async def create_connector(request: web.Request) -> web.Response:
+    control = _control(request)
+    name, config, state = inputs.create_request(await _body(request, required=True))
+    try:
+        await control.create_connector(name, config, state)
+    except ConfigError as exc:  # the seam's paths are relative to the config
+        raise ConfigError(_message(exc), _under("config", exc.path)) from None
+    return _json(await _info(control, name), 201, {"Location": f"/connectors/{name}"})
+
+
+async def get_connector(request: web.Request) -> web.Response:
+    return _json(await _info(_control(request), _name(request)))
+
+
+async def get_config(request: web.Request) -> web.Response:
+    return _json((await _control(request).connector(_name(request))).config)
+
+
+async def put_config(request: web.Request) -> web.Response:
+    control, name = _control(request), _name(request)
+    config = inputs.connector_config(await _body(request, required=True), name)
+    created = await control.put_connector_config(name, config)
+    headers = {"Location": f"/connectors/{name}"} if created else None
+    return _json(await _info(control, name), 201 if created else 200, headers)
+
+
+async def patch_config(request: web.Request) -> web.Response:
+    control, name = _control(request), _name(request)
+    patch = inputs.config_patch(await _body(request, required=True), name)
+    await control.patch_connector_config(name, patch)
+    return _json(await _info(control, name))
+
+
+async def delete_connector(request: web.Request) -> web.Response:
+    await _control(request).delete_connector(_name(request))
+    return web.Response(status=204)
+
+
+async def get_status(request: web.Request) -> web.Response:
+    return _json(dict(await _control(request).status(_name(request))))
+
+
+def _target(action: str) -> Handler:
+    async def handler(request: web.Request) -> web.Response:
+        control, name = _control(request), _name(request)
+        await getattr(control, action)(name)
+        return web.Response(status=202)
+
+    handler.__name__ = f"{action}_connector"
+    return handler
+
+
+async def restart(request: web.Request) -> web.Response:
+    include_tasks = inputs.flag(request.query, "includeTasks")
+    only_failed = inputs.flag(request.query, "onlyFailed")
+    name = _name(request)
+    await _control(request).restart(name, include_tasks=include_tasks, only_failed=only_failed)
+    return web.Response(status=202)
+
+
+# --- offsets ---------------------------------------------------------------------------------
+
+
+async def get_offsets(request: web.Request) -> web.Response:
+    offsets = await _control(request).offsets(_name(request))
+    return _json({"offsets": [dict(entry) for entry in offsets]})
+
+
+async def patch_offsets(request: web.Request) -> web.Response:
+    control, name = _control(request), _name(request)
+    offsets = inputs.offsets_request(await _body(request, required=True))
+    await control.alter_offsets(name, offsets)
+    return _json({"message": f"the offsets of connector {name} were altered"})
+
+
+async def delete_offsets(request: web.Request) -> web.Response:
+    name = _name(request)
+    await _control(request).reset_offsets(name)
+    return _json({"message": f"the offsets of connector {name} were reset"})
+
+
+# --- partitions and parked items -------------------------------------------------------------
+
+
+async def list_partitions(request: web.Request) -> web.Response:
+    partitions = await _control(request).partitions(_name(request))
+    return _json([dict(partition) for partition in partitions])
+
+
+def _operation(op: str) -> Handler:
+    async def handler(request: web.Request) -> web.Response:
+        control, name = _control(request), _name(request)
+        key = inputs.check_key(request.match_info["key"])
+        if op in BODY_OPERATIONS:
+            operation = inputs.partition_operation(
+                op, await _body(request, required=op == "replay")
+            )
+        elif op == "delete":
+            operation = RemovePartition()
+        else:
+            operation = PLAIN_OPERATIONS[op]
+        await control.operate(name, key, operation)
+        return web.Response(status=202)
+
+    handler.__name__ = f"{op}_partition"
+    return handler
+
+
+async def list_parked(request: web.Request) -> web.Response:
+    control, name = _control(request), _name(request)
+    partition = inputs.optional_key(request.query, "partition")
+    kind = inputs.parked_kind(request.query)
+    return _json(await control.parked(name, partition=partition, kind=kind))
+
+
+async def retry_parked(request: web.Request) -> web.Response:
+    control, name = _control(request), _name(request)
+    partition, ids = inputs.retry_request(await _body(request, required=True))
+    await control.retry_parked(name, partition, ids)
+    return web.Response(status=202)
+
+
+# --- health, metrics, the document -----------------------------------------------------------
+
+
+async def health(request: web.Request) -> web.Response:
+    state = await _control(request).health()
+    body = {"status": state.status, "message": state.message}
+    return _json(body, HEALTH_STATUS[state.status])
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return _json(await _control(request).healthz())
+
+
+async def metrics(request: web.Request) -> web.Response:
+    served = await _control(request).metrics()
+    return web.Response(body=served.body, headers={"Content-Type": served.content_type})
+
+
+async def openapi(request: web.Request) -> web.Response:
+    return _json(openapi_document())
+
+
+def _message(exc: ConfigError) -> str:
+    text = str(exc)
+    prefix = f"{exc.path}: "
+    return text[len(prefix) :] if exc.path and text.startswith(prefix) else text
+
+
+def _under(field: str, path: str | None) -> str:
+    if not path:
+        return field
+    return f"{field}{path}" if path.startswith("[") else f"{field}.{path}"
+
+
+CONNECTOR = "/connectors/{name}"
+PARTITION = CONNECTOR + "/partitions/{key}"
+
+ROUTES: list[tuple[str, str, Handler]] = [
+    ("GET", "/", root),
+    ("GET", "/connectors", list_connectors),
+    ("POST", "/connectors", create_connector),
+    ("GET", CONNECTOR, get_connector),
+    ("DELETE", CONNECTOR, delete_connector),
+    ("GET", CONNECTOR + "/config", get_config),
+    ("PUT", CONNECTOR + "/config", put_config),
+    ("PATCH", CONNECTOR + "/config", patch_config),
+    ("GET", CONNECTOR + "/status", get_status),
+    ("PUT", CONNECTOR + "/pause", _target("pause")),
+    ("PUT", CONNECTOR + "/resume", _target("resume")),
+    ("PUT", CONNECTOR + "/stop", _target("stop")),
+    ("POST", CONNECTOR + "/restart", restart),
+    ("GET", CONNECTOR + "/offsets", get_offsets),
+    ("PATCH", CONNECTOR + "/offsets", patch_offsets),
+    ("DELETE", CONNECTOR + "/offsets", delete_offsets),
+    ("GET", CONNECTOR + "/partitions", list_partitions),
+    *[
+        ("POST", f"{PARTITION}/{op}", _operation(op))
+        for op in (*PLAIN_OPERATIONS, *BODY_OPERATIONS)
+    ],
+    ("DELETE", PARTITION, _operation("delete")),
+    ("GET", CONNECTOR + "/parked", list_parked),
+    ("POST", CONNECTOR + "/parked/retry", retry_parked),
+    ("GET", "/connector-plugins", list_plugins),
+    ("PUT", "/connector-plugins/{plugin}/config/validate", validate_config),
+    ("GET", "/health", health),
+    ("GET", "/healthz", healthz),
+    ("GET", "/metrics", metrics),
+    ("GET", "/openapi.json", openapi),
+]
+
+
+def add_routes(app: web.Application, control: Control) -> None:
+    app[CONTROL] = control
+    for method, path, handler in ROUTES:
+        app.router.add_route(method, path, handler)

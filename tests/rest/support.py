@@ -1,0 +1,69 @@
+"""What the REST tests share: a client over the app with a FakeControl, and seed data."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from tests.rest.fake_control import FakeControl
+from watukuy.config.model import RestAuth
+from watukuy.rest import build_app
+
+API = "https://api.test"
+
+
+def config(**overrides: Any) -> dict[str, Any]:
+    """A minimal declarative connector config; ``overrides`` replace top-level keys."""
+    base: dict[str, Any] = {"request": {"url": f"{API}/items"}, "records": "data", "identity": "id"}
+    base.update(overrides)
+    return base
+
+
+def partitioned(*keys: str, **overrides: Any) -> dict[str, Any]:
+    static = [{"key": key, "data": {"slug": key}} for key in keys]
+    return config(
+        partitions={"static": static},
+        request={"url": f"{API}/{{partition.data.slug}}/items"},
+        **overrides,
+    )
+
+
+PARKED = [
+    {"id": "p1", "partition": "acme", "kind": "poison", "error": "boom", "attempts": 3},
+    {"id": "p2", "partition": "acme", "kind": "invalid", "error": "no id", "attempts": 1},
+    {"id": "p3", "partition": "globex", "kind": "poison", "error": "boom", "attempts": 2},
+]
+
+
+def seed(fake: FakeControl) -> FakeControl:
+    """``tickets`` (REST, unpartitioned), ``tenants`` (REST, keys acme and globex, parked
+    items) and ``invoices`` (from the config file)."""
+    fake.connectors_by_name.clear()
+    fake.accepted.clear()
+    fake.add("tickets", config())
+    fake.add("tenants", partitioned("acme", "globex"), parked=[dict(p) for p in PARKED])
+    fake.add("invoices", {"python": "mypackage.pollers:invoices"}, origin="config-file")
+    return fake
+
+
+@asynccontextmanager
+async def rest_client(
+    fake: FakeControl | None = None, auth: RestAuth | None = None, **options: Any
+) -> AsyncIterator[TestClient[Any, Any]]:
+    app = build_app(fake if fake is not None else seed(FakeControl()), auth, **options)
+    async with TestClient(TestServer(app)) as client:
+        yield client
+
+
+async def error_of(response: Any, status: int) -> str:
+    """The message of an error answer, after checking its status and shape."""
+    assert response.status == status, await response.text()
+    assert response.content_type == "application/json"
+    body = await response.json()
+    assert set(body) == {"error_code", "message"}
+    assert body["error_code"] == status
+    message: str = body["message"]
+    return message
