@@ -71,7 +71,8 @@ def budget_shares(
     owned: Counter[str] = Counter()
     total: Counter[str] = Counter()
     for name, keys in listed.items():
-        budget = pollers[name].budget
+        poller = pollers.get(name)  # a table may outlive its poller (one removed at run time)
+        budget = None if poller is None else poller.budget
         if budget is None:
             continue
         for key in keys:
