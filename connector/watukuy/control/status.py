@@ -1,0 +1,271 @@
+"""``<prefix>.status``: each key's last status from its owner, and each runner's heartbeat.
+
+Like Kafka Connect's status topic: owners write, every instance reads the whole topic, so any
+instance can answer the status of any key. Records are keyed so that compaction keeps the
+latest of each: ``key/<poller>/<partition>`` and ``worker/<runner id>`` (the values and the
+rules live in :mod:`watukuy.control.keystatus`, pure).
+
+Writes are plain idempotent ones, outside transactions: a status is a report, not state, and
+losing one costs nothing but a refresh. :meth:`StatusTopic.publish` writes what changed since
+the last write of each key, and every key at least every ``full_every`` seconds (30 s), plus a
+heartbeat when one is due (a third of the session timeout). A key whose owner's heartbeat is
+older than the session timeout shows UNASSIGNED; a clean :meth:`StatusTopic.stop` tombstones
+this runner's heartbeat so its keys show UNASSIGNED at once, until their next owner writes.
+
+Time comes from ``clock`` (seconds since the epoch), so tests need not wait for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Message as KafkaMessage
+
+from watukuy.control.keystatus import (
+    BackfillProgress,
+    Heartbeat,
+    KeyStatus,
+    Outbox,
+    StatusTable,
+    encode_heartbeat,
+    encode_status,
+    heartbeat_key,
+    key_status,
+    status_key,
+)
+from watukuy.control.reader import Message, TopicReader
+from watukuy.core.errors import Retriable, StateCorrupted, WatukuyError
+from watukuy.core.inspect import PollerInspect
+from watukuy.store.kafka import clients
+from watukuy.store.kafka.topics import TopicLayout
+
+__all__ = [
+    "FULL_EVERY",
+    "BackfillProgress",
+    "KeyStatus",
+    "StatusTopic",
+    "key_status",
+    "key_statuses",
+]
+
+log = logging.getLogger("watukuy.control")
+
+FULL_EVERY = 30.0  # seconds: every key is written again at least this often
+
+
+def key_statuses(
+    inspections: Iterable[PollerInspect],
+    *,
+    now: float,
+    targets: Mapping[str, str] | None = None,
+) -> list[KeyStatus]:
+    """:func:`key_status` of each of ``engine.inspect()``; ``targets`` maps a poller to its
+    connector's target state (RUNNING when absent)."""
+    targets = targets or {}
+    return [key_status(i, now=now, target=targets.get(i.poller, "RUNNING")) for i in inspections]
+
+
+class StatusTopic:
+    """Writes this runner's statuses and heartbeats; reads everyone's. See the module's text.
+
+    ``heartbeats=False`` leaves heartbeats to the caller (:meth:`heartbeat`, or publishes),
+    for tests that drive ``clock`` themselves. ``timeout`` bounds reaching the cluster and
+    each write.
+    """
+
+    def __init__(
+        self,
+        kafka: Mapping[str, Any],
+        layout: TopicLayout,
+        *,
+        runner_id: str,
+        session_timeout: float,
+        group: str | None = None,
+        clock: Callable[[], float] = time.time,
+        full_every: float = FULL_EVERY,
+        heartbeats: bool = True,
+        timeout: float = 15.0,
+    ) -> None:
+        self.topic = layout.status
+        self.runner_id = runner_id
+        self.session_timeout = session_timeout
+        self.heartbeat_interval = session_timeout / 3
+        self._kafka = kafka
+        self._clock = clock
+        self._timeout = timeout
+        self._heartbeats = heartbeats
+        group = group or f"{layout.prefix}.runners"
+        self._table = StatusTable()
+        self._reader = TopicReader(
+            kafka,
+            self.topic,
+            group=f"{group}.status.{runner_id}",
+            apply=self._apply,
+            timeout=timeout,
+        )
+        self._outbox = Outbox(full_every)
+        self._last_heartbeat: float | None = None
+        self._producer: Producer | None = None
+        self._write = asyncio.Lock()
+        self._beating: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Read the topic to its end as of now, write a first heartbeat, then keep tailing (and
+        beating, unless ``heartbeats=False``)."""
+        await self._reader.start()
+        await self.heartbeat()
+        if self._heartbeats:
+            self._beating = asyncio.create_task(self._beat(), name="watukuy-status-heartbeat")
+
+    async def stop(self, *, clean: bool = True) -> None:
+        """Stop writing and reading; ``clean`` tombstones this runner's heartbeat first, so its
+        keys show UNASSIGNED at once rather than after the session timeout."""
+        if self._beating is not None:
+            self._beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._beating
+            self._beating = None
+        try:
+            if clean:
+                async with self._write:
+                    await self._send([(heartbeat_key(self.runner_id), None)])
+        except WatukuyError as exc:
+            log.warning("could not remove this runner's heartbeat from %s: %s", self.topic, exc)
+        finally:
+            await self._reader.stop()
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def view(self, poller: str | None = None) -> list[KeyStatus]:
+        """The keys of ``poller`` (default: all) as last read, by poller and partition key;
+        UNASSIGNED where the owner's heartbeat is gone or older than the session timeout."""
+        return self._table.view(poller, now=self._clock(), session_timeout=self.session_timeout)
+
+    def pollers(self) -> list[str]:
+        return self._table.pollers()
+
+    async def caught_up(self) -> None:
+        """Return once everything written to the topic before this call was read."""
+        await self._reader.caught_up()
+
+    def _apply(self, batch: list[Message]) -> None:
+        for message in batch:
+            try:
+                self._table.apply(message.key, message.value)
+            except StateCorrupted as exc:
+                log.warning(
+                    "%s[%d]@%d skipped: %s", self.topic, message.partition, message.offset, exc
+                )
+
+    # -- writing ----------------------------------------------------------------------------
+
+    async def publish(self, statuses: Iterable[KeyStatus]) -> int:
+        """Write the statuses that changed since their last write, every one at least every
+        ``full_every`` seconds, and a heartbeat if one is due; return how many statuses were
+        written. Each is stamped with this runner as owner and the clock's time."""
+        async with self._write:
+            now = self._clock()
+            stamped = [replace(s, owner=self.runner_id, updated_at=now) for s in statuses]
+            due = self._outbox.due(stamped, now)
+            records: list[tuple[bytes, bytes | None]] = [
+                (status_key(s.poller, s.partition), encode_status(s)) for s in due
+            ]
+            beat = (
+                self._last_heartbeat is None
+                or now - self._last_heartbeat >= self.heartbeat_interval
+            )
+            if beat:
+                records.append(self._heartbeat_record(now))
+            failed = await self._send(records)
+            for status in due:
+                if status_key(status.poller, status.partition) not in failed:
+                    self._outbox.written(status, now)
+            if beat and heartbeat_key(self.runner_id) not in failed:
+                self._last_heartbeat = now
+            if failed:
+                raise Retriable(
+                    f"could not write {len(failed)} record(s) to {self.topic}: "
+                    f"{next(iter(failed.values()))}"
+                )
+            return len(due)
+
+    async def heartbeat(self) -> None:
+        """Write this runner's heartbeat now."""
+        async with self._write:
+            now = self._clock()
+            failed = await self._send([self._heartbeat_record(now)])
+            if failed:
+                raise Retriable(
+                    f"could not write a heartbeat to {self.topic}: {failed.popitem()[1]}"
+                )
+            self._last_heartbeat = now
+
+    async def remove(self, poller: str, partition: str) -> None:
+        """Tombstone a key's status (its partition was removed from the poller)."""
+        async with self._write:
+            self._outbox.forget(poller, partition)
+            failed = await self._send([(status_key(poller, partition), None)])
+            if failed:
+                raise Retriable(
+                    f"could not remove a status from {self.topic}: {failed.popitem()[1]}"
+                )
+
+    def _heartbeat_record(self, now: float) -> tuple[bytes, bytes]:
+        return heartbeat_key(self.runner_id), encode_heartbeat(Heartbeat(self.runner_id, now))
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_interval)
+            if self._last_heartbeat is not None and (
+                self._clock() - self._last_heartbeat < self.heartbeat_interval
+            ):
+                continue  # a publish just wrote one
+            try:
+                await self.heartbeat()
+            except WatukuyError as exc:
+                log.warning("heartbeat: %s", exc)
+
+    async def _send(self, records: list[tuple[bytes, bytes | None]]) -> dict[bytes, str]:
+        """Write ``records`` and wait for them; return the keys that failed, with why. Raises
+        :class:`Retriable` when they are not all delivered within the timeout."""
+        if not records:
+            return {}
+        producer = self._producer or self._new_producer()
+        failed: dict[bytes, str] = {}
+
+        def delivered(error: KafkaError | None, message: KafkaMessage) -> None:
+            if error is not None:
+                failed[message.key() or b""] = error.str()
+
+        for key, value in records:
+            while True:
+                try:
+                    producer.produce(self.topic, key=key, value=value, on_delivery=delivered)
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain
+                    await asyncio.to_thread(producer.poll, 0.1)
+        remaining = await asyncio.to_thread(producer.flush, self._timeout)
+        if remaining:
+            raise Retriable(
+                f"{remaining} record(s) to {self.topic} not delivered within {self._timeout:g}s "
+                f"(Kafka at {clients.bootstrap_of(self._kafka)})"
+            )
+        return failed
+
+    def _new_producer(self) -> Producer:
+        # The store's producer settings (the user's properties, the logger, the partitioner),
+        # without a transaction: idempotent writes are enough for reports.
+        config = clients.producer_config(
+            self._kafka, transactional_id="-", transaction_timeout=self._timeout
+        )
+        del config["transactional.id"], config["transaction.timeout.ms"]
+        config["enable.idempotence"] = True
+        self._producer = Producer(config)
+        return self._producer
