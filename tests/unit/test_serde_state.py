@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from watukuy.core.circuit import Circuit, CircuitState
 from watukuy.core.errors import StateCorrupted
+from watukuy.core.operations import KEY_OPERATIONS
 from watukuy.core.poll import fresh_state
 from watukuy.core.poller import define_poller
 from watukuy.core.schedule import KeySchedule
@@ -19,7 +20,6 @@ from watukuy.core.state import LaneState, ParkedItem, PartitionState, SnapshotEn
 from watukuy.serde import framing
 from watukuy.serde import state as serde
 from watukuy.store import base
-from watukuy.store.kafka import records
 
 pytestmark = pytest.mark.unit
 
@@ -96,7 +96,7 @@ PARKED = st.builds(
 COMMANDS = st.builds(
     base.Command,
     id=TEXT,
-    op=st.sampled_from(sorted(records.COMMAND_OPS)),
+    op=st.sampled_from(sorted(KEY_OPERATIONS)),
     poller=TEXT,
     partition=TEXT,
     args=st.dictionaries(TEXT, JSON, max_size=4),
@@ -186,9 +186,39 @@ def test_record_key_is_not_encoded() -> None:
     assert b"cmd/p/k/c1" not in serde.encode_command(command)
 
 
-def test_command_ops_are_the_stores() -> None:
-    op = serde.SCHEMAS.current[serde.COMMAND].parsed["fields"][2]["type"]
-    assert set(op["symbols"]) == records.COMMAND_OPS
+def command_op_enum(schema: framing.Schema) -> dict[str, Any]:
+    (op,) = [f["type"] for f in schema.parsed["fields"] if f["name"] == "op"]
+    assert op["type"] == "enum" and op["name"].endswith("CommandOp")
+    return op
+
+
+def test_the_command_op_enum_is_the_registrys_per_key_operations() -> None:
+    """A key operation added to watukuy.core.operations needs its symbol in command.avsc."""
+    op = command_op_enum(serde.SCHEMAS.current[serde.COMMAND])
+    assert sorted(op["symbols"]) == sorted(KEY_OPERATIONS)
+    assert op["default"] in KEY_OPERATIONS  # what a reader makes of a symbol it lacks
+
+
+def test_a_v0_command_is_read_with_the_current_schema() -> None:
+    """v0's CommandOp had no retry and no alter_offsets: its commands still decode."""
+    v0 = history_schema("command.v0.avsc")
+    assert v0.fingerprint != serde.SCHEMAS.current[serde.COMMAND].fingerprint
+    assert set(command_op_enum(v0)["symbols"]) < set(KEY_OPERATIONS)
+    old = {
+        "format_version": 1,
+        "id": "c1",
+        "op": "replay",
+        "poller": "invoices",
+        "partition": "t/42",
+        "args": '{"from_":"2026-09-01T00:00:00Z"}',
+        "issued_at": NOW,
+    }
+    decoded = serde.decode_command(b"cmd/k", framing.encode(v0, old))
+    assert decoded == base.Command(
+        "c1", "replay", "invoices", "t/42", {"from_": "2026-09-01T00:00:00Z"}, NOW, b"cmd/k"
+    )
+    # ... and the registry reads the argument name that release wrote.
+    assert KEY_OPERATIONS["replay"].decode(decoded.args) == {"from_": "2026-09-01T00:00:00Z"}
 
 
 def test_encoding_what_the_schema_refuses_is_a_value_error() -> None:

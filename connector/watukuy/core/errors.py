@@ -34,3 +34,8 @@ class ShowsConfigOnly:
 
 class IllegalTransition(WatukuyError):
     """A state machine was asked for a move its transition table does not allow."""
+
+
+class Conflict(WatukuyError):
+    """The request does not fit the connector's current state: change that state first (e.g.
+    stop the connector before altering its offsets), then ask again."""

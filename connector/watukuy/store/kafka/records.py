@@ -37,9 +37,9 @@ __all__ = [
 ]
 
 COMMAND_PREFIX = "cmd/"
-COMMAND_OPS = frozenset(
-    {"trigger", "pause", "resume", "backfill", "replay", "reset_cursor", "reconcile", "remove"}
-)
+# A command's ``op`` is one of watukuy.core.operations.KEY_OPERATIONS (the Avro enum of
+# schemas/state/command.avsc lists the same names; a test keeps them equal) and its ``args``
+# are that operation's JSON form: the engine decodes them with the registry when it applies.
 
 
 def escape(segment: str) -> str:

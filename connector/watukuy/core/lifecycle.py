@@ -1,0 +1,124 @@
+"""Lifecycles: of one key on this instance (:class:`KeyPhase`) and of a connector's target
+(:class:`Target`, what the user asked the whole poller to do).
+
+A key's phase is where this instance stands with it, like Kafka Streams' task states: it is
+being restored, held (active or paused by the user), or let go, and why. The legal moves are
+the table :data:`MOVES`; :func:`move` raises :class:`IllegalTransition` on any other, so a key
+let go for one reason is never silently let go again for another (a fenced key is not then
+marked removed), and a key that was let go comes back only through ``RESTORING``.
+
+The stored ``PartitionState.paused`` flag is a different thing: it is what survives a
+restart ("user" or "removed"). :func:`held_phase` reads it when a key is restored.
+
+The connector's target is independent of each key's phase: a key the user paused stays paused
+when its connector is resumed, and a running key of a paused connector keeps its phase
+(``ACTIVE``) while it is not polled.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from watukuy.core.errors import ConfigError, IllegalTransition
+from watukuy.core.state import PartitionState
+
+__all__ = [
+    "HELD",
+    "MOVES",
+    "IllegalTransition",
+    "KeyPhase",
+    "Target",
+    "held_phase",
+    "move",
+    "parse_target",
+]
+
+
+class KeyPhase(Enum):
+    RESTORING = "restoring"
+    """Being loaded from the store; not yet scheduled."""
+    ACTIVE = "active"
+    """Held and scheduled (polled when its connector's target is RUNNING)."""
+    PAUSED_BY_USER = "paused_by_user"
+    """Held, not scheduled: a user paused it (stored ``paused="user"``)."""
+    PAUSED_REMOVED = "paused_removed"
+    """Let go: the partitions source no longer lists it. State kept; it resumes if listed again."""
+    FENCED = "fenced"
+    """Let go: another instance owns it now (ownership moved, or a commit was fenced)."""
+    STOPPED = "stopped"
+    """Let go: its connector was stopped, replaced or deleted. State kept in the store."""
+    REMOVED = "removed"
+    """Let go and every record of it deleted (``partitions.remove``)."""
+
+
+_P = KeyPhase
+
+HELD = frozenset({_P.ACTIVE, _P.PAUSED_BY_USER})
+"""Phases in which the key is in memory, may be operated on and may commit."""
+
+_LET_GO = frozenset({_P.PAUSED_REMOVED, _P.FENCED, _P.STOPPED, _P.REMOVED})
+
+MOVES: dict[KeyPhase, frozenset[KeyPhase]] = {
+    # Restored into its stored pause; or ownership moved, its connector stopped, or it was
+    # removed while it was loading.
+    _P.RESTORING: frozenset({_P.ACTIVE, _P.PAUSED_BY_USER, _P.FENCED, _P.STOPPED, _P.REMOVED}),
+    # A held key may be paused or resumed again (idempotent operations), or let go.
+    _P.ACTIVE: frozenset({_P.ACTIVE, _P.PAUSED_BY_USER}) | _LET_GO,
+    _P.PAUSED_BY_USER: frozenset({_P.ACTIVE, _P.PAUSED_BY_USER}) | _LET_GO,
+    # A key let go comes back only through a restore. A removed-but-kept key may still be
+    # deleted; a deleted one may be listed again (it then comes back fresh).
+    _P.PAUSED_REMOVED: frozenset({_P.RESTORING, _P.REMOVED}),
+    _P.FENCED: frozenset({_P.RESTORING}),
+    _P.STOPPED: frozenset({_P.RESTORING, _P.REMOVED}),
+    _P.REMOVED: frozenset({_P.RESTORING}),
+}
+"""Legal moves: from a phase to the phases it may go to."""
+
+
+def move(current: KeyPhase, to: KeyPhase, key: str = "") -> KeyPhase:
+    """``to``, if the table allows it; else :class:`IllegalTransition` naming both phases."""
+    if to not in MOVES[current]:
+        where = f"{key}: " if key else ""
+        raise IllegalTransition(f"{where}a key cannot go from {current.name} to {to.name}")
+    return to
+
+
+def held_phase(state: PartitionState) -> KeyPhase:
+    """The phase a held key is in, from its stored pause flag.
+
+    ``"removed"`` reads as active: a key is held only while it is listed, so a flag left from
+    an earlier removal is cleared as the key is restored.
+    """
+    return _P.PAUSED_BY_USER if state.paused == "user" else _P.ACTIVE
+
+
+class Target(Enum):
+    """What a connector (a poller, in REST terms) was asked to do, as Kafka Connect names it."""
+
+    RUNNING = "RUNNING"
+    """Its keys are held and polled."""
+    PAUSED = "PAUSED"
+    """Its keys stay held and restored but are not polled; operations still apply."""
+    STOPPED = "STOPPED"
+    """Its keys are let go (state kept in the store); only now may its offsets be altered."""
+
+    @property
+    def holds_keys(self) -> bool:
+        return self is not Target.STOPPED
+
+    @property
+    def polls(self) -> bool:
+        return self is Target.RUNNING
+
+
+def parse_target(value: object, path: str = "target") -> Target:
+    """A target from its name (``"PAUSED"``); ``ConfigError`` naming ``path`` otherwise."""
+    if isinstance(value, Target):
+        return value
+    if isinstance(value, str):
+        try:
+            return Target(value.upper())
+        except ValueError:
+            pass
+    names = ", ".join(t.value for t in Target)
+    raise ConfigError(f"must be one of: {names}; got {value!r}", path)

@@ -1,0 +1,470 @@
+"""The operations a user can ask for, declared once: every adapter reads this registry.
+
+Per key (``poller/partition``, :data:`KEY_OPERATIONS`): trigger, pause, resume, backfill,
+replay, reset_cursor, reconcile, retry, remove and alter_offsets. Per connector (a whole
+poller, :data:`CONNECTOR_OPERATIONS`): pause, resume, stop and restart.
+
+A key operation has a name (an engine method's name and a command record's ``op``), typed
+arguments with their JSON form (what a command record and a REST body carry: ``from``, ``to``,
+``clear_snapshot``, ``ids``, ``offset``) and, for those that only change the key's state, a pure
+:meth:`KeyOperation.apply` to that state (and snapshot) at ``now``. The engine's methods, the
+command records, the CLI's reset and replay and the REST routes are thin adapters over it, so
+an operation means the same whether it is called in process or arrives from another instance.
+
+Argument values are normalised to their JSON form as they enter (a ``datetime`` cursor becomes
+its ISO-8601 text), so a value applied here is exactly the value another instance would apply.
+Bad arguments raise :class:`ConfigError` naming the argument (``from``, ``ids[2]``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Any
+
+from watukuy.core import schedule as schedules
+from watukuy.core.errors import ConfigError
+from watukuy.core.lifecycle import Target
+from watukuy.core.poller import Poller
+from watukuy.core.state import Lane, LaneState, PartitionState, SnapshotEntry
+
+__all__ = [
+    "CONNECTOR_OPERATIONS",
+    "KEY_OPERATIONS",
+    "LANES",
+    "Argument",
+    "ConnectorOperation",
+    "Effect",
+    "KeyChange",
+    "KeyOperation",
+    "KeyView",
+    "connector_operation",
+    "decode_offsets",
+    "key_operation",
+    "offsets_of",
+]
+
+LANES = ("live", "backfill", "reconcile")
+"""The lanes of an offset, in the order ``offsets`` lists them."""
+
+
+# -- argument checks: JSON form in, JSON form out ---------------------------------------------
+
+
+def _join(path: str, name: object) -> str:
+    return f"{path}.{name}" if path else str(name)
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def json_value(value: object, path: str) -> Any:
+    """``value`` as the JSON a command record carries; refused if it has no JSON form.
+
+    A cursor is any JSON value. A timezone-aware ``datetime`` becomes ISO-8601 UTC text
+    (``2026-09-01T00:00:00Z``); a naive one is refused rather than guessed at. Tuples become
+    lists (JSON has no tuples).
+    """
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ConfigError(f"must be a finite number, got {value!r}", path)
+        return value
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ConfigError(
+                f"needs a time zone, e.g. {value.isoformat()}Z; got {value.isoformat()!r}", path
+            )
+        utc = value.astimezone(UTC).replace(tzinfo=None)
+        spec = "seconds" if utc.microsecond == 0 else "microseconds"
+        return utc.isoformat(timespec=spec) + "Z"
+    if isinstance(value, list | tuple):
+        return [json_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, inner in value.items():
+            if not isinstance(key, str):
+                raise ConfigError(f"keys must be strings, got {_kind(key)}", path)
+            out[key] = json_value(inner, _join(path, key))
+        return out
+    raise ConfigError(f"must be a JSON value (a cursor), got {_kind(value)}", path)
+
+
+def _flag(value: object, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"must be true or false, got {_kind(value)}", path)
+    return value
+
+
+def _ids(value: object, path: str) -> list[str]:
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, list | tuple):
+        raise ConfigError(f"must be a list of parked item ids, got {_kind(value)}", path)
+    ids: list[str] = []
+    for index, entry in enumerate(value):
+        if not isinstance(entry, str) or not entry:
+            raise ConfigError(f"must be a non-empty string, got {_kind(entry)}", f"{path}[{index}]")
+        ids.append(entry)
+    return ids
+
+
+def _offset(value: object, path: str) -> dict[str, Any] | None:
+    """``{"live": C, "backfill": C, "reconcile": C}`` (any subset), or ``None``: start over."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"must be a mapping of lane to cursor ({', '.join(LANES)}) or null, got {_kind(value)}",
+            path,
+        )
+    _check_names(value, LANES, path)
+    return {lane: json_value(value[lane], _join(path, lane)) for lane in LANES if lane in value}
+
+
+def _check_names(given: Mapping[Any, Any], known: tuple[str, ...], path: str) -> None:
+    for name in given:
+        if name in known:
+            continue
+        if not known:
+            raise ConfigError("takes no arguments", _join(path, name))
+        close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}?" if close else f"expected one of: {', '.join(known)}"
+        raise ConfigError(f"unknown argument; {hint}", _join(path, name))
+
+
+# -- key operations ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Argument:
+    """One argument: its JSON name, the engine method's keyword, and its check."""
+
+    name: str
+    """In a command record's ``args`` and a REST body: ``from``."""
+    keyword: str
+    """The Python keyword: ``from_``."""
+    check: Callable[[object, str], Any]
+    """Accepts the JSON form or a Python value; returns the JSON form or raises ConfigError."""
+    default: Any = None
+    legacy: tuple[str, ...] = ()
+    """Names records written by earlier releases use (``from_``), read as this argument."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyView:
+    """What an operation may read of a key: its definition, committed state and snapshot."""
+
+    poller: Poller
+    state: PartitionState
+    snapshot: Mapping[str, SnapshotEntry]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyChange:
+    """The key's new state, and the snapshot entries to forget with it."""
+
+    state: PartitionState
+    forget: tuple[str, ...] = ()
+
+
+Apply = Callable[[KeyView, Mapping[str, Any], float], KeyChange]
+
+
+class Effect(Enum):
+    """What running an operation does, beyond its name and arguments."""
+
+    STATE = "state"
+    """``apply`` gives the key's new state: a pure step the engine commits."""
+    RETRY = "retry"
+    """Parked items are delivered again through the handlers (user code, so not pure)."""
+    REMOVE = "remove"
+    """Every record of the key is deleted."""
+
+
+HOLDING = frozenset({Target.RUNNING, Target.PAUSED})
+
+
+@dataclass(frozen=True, slots=True)
+class KeyOperation:
+    name: str
+    summary: str
+    arguments: tuple[Argument, ...] = ()
+    apply_state: Apply | None = None
+    effect: Effect = Effect.STATE
+    allowed: frozenset[Target] = HOLDING
+    """Connector targets under which it may run (offsets change only while STOPPED)."""
+    verb: str = ""
+    """The REST route's and CLI command's name when it differs (``reset``)."""
+
+    @property
+    def keywords(self) -> tuple[str, ...]:
+        return tuple(a.keyword for a in self.arguments)
+
+    def values(self, given: Mapping[str, Any] | None = None, path: str = "") -> dict[str, Any]:
+        """Checked values by keyword, from an engine method's keywords (``from_=...``)."""
+        given = dict(given or {})
+        _check_names(given, self.keywords, path)
+        return {
+            a.keyword: a.check(given.get(a.keyword, a.default), _join(path, a.name))
+            for a in self.arguments
+        }
+
+    def decode(self, raw: object, path: str = "") -> dict[str, Any]:
+        """Checked values by keyword, from the JSON form (a command's ``args``, a REST body).
+
+        ``None`` reads as ``{}``; absent arguments take their default.
+        """
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"must be a JSON object, got {_kind(raw)}", path or "args")
+        names = tuple(n for a in self.arguments for n in (a.name, *a.legacy))
+        _check_names(raw, names, path)
+        out: dict[str, Any] = {}
+        for argument in self.arguments:
+            value = argument.default
+            for name in (argument.name, *argument.legacy):
+                if name in raw:
+                    value = raw[name]
+                    break
+            out[argument.keyword] = argument.check(value, _join(path, argument.name))
+        return out
+
+    def encode(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The JSON form of checked ``values`` (what :meth:`decode` reads back)."""
+        return {a.name: values.get(a.keyword, a.default) for a in self.arguments}
+
+    def apply(self, view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
+        """The key's new state; only for operations whose effect is :attr:`Effect.STATE`."""
+        if self.apply_state is None:
+            raise ConfigError(f"{self.name} does not change a key's state by itself", "op")
+        return self.apply_state(view, values, now)
+
+
+def _triggered(state: PartitionState, now: float) -> PartitionState:
+    return replace(state, schedule=schedules.trigger(state.schedule, now))
+
+
+def _trigger(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
+    return KeyChange(_triggered(view.state, now))
+
+
+def _pause(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
+    return KeyChange(replace(view.state, paused="user"))
+
+
+def _resume(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
+    return KeyChange(replace(view.state, paused=None))
+
+
+def _reconcile(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
+    return KeyChange(replace(view.state, reconcile_due=now))
+
+
+def _backfill(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
+    # A timestamp backfill stops where live began; a token one runs to the end of history.
+    until = view.state.live.cursor if view.poller.cursor.strategy == "timestamp" else None
+    backfill = LaneState(cursor=values["from_"], active=True, until=until)
+    return KeyChange(replace(view.state, backfill=backfill))
+
+
+def _replay(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
+    live = LaneState(cursor=values["from_"], replaying=True)
+    # Validators would let the vendor answer 304 and the replay would see nothing.
+    return KeyChange(_triggered(replace(view.state, live=live, validators=()), now))
+
+
+def _reset_cursor(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
+    state = replace(view.state, live=LaneState(cursor=values["to"]), validators=())
+    forget = tuple(view.snapshot) if values["clear_snapshot"] else ()
+    return KeyChange(_triggered(state, now), forget)
+
+
+def _alter_offsets(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
+    offset: dict[str, Any] | None = values["offset"]
+    state = view.state
+    if offset is None:  # start over: initial cursor, no lane running, nothing seen
+        state = replace(
+            state,
+            live=LaneState(cursor=view.poller.cursor.initial),
+            backfill=LaneState(),
+            reconcile=LaneState(),
+            validators=(),
+        )
+        return KeyChange(_triggered(state, now), tuple(view.snapshot))
+    if "live" in offset:
+        state = replace(state, live=replace(state.live, cursor=offset["live"]), validators=())
+    if "backfill" in offset:
+        state = replace(state, backfill=replace(state.backfill, cursor=offset["backfill"]))
+    if "reconcile" in offset:
+        state = replace(state, reconcile=replace(state.reconcile, cursor=offset["reconcile"]))
+    return KeyChange(_triggered(state, now))
+
+
+_FROM = Argument("from", "from_", json_value, legacy=("from_",))
+
+_KEY_OPERATIONS = (
+    KeyOperation("trigger", "poll the key now", apply_state=_trigger),
+    KeyOperation("pause", "stop polling the key until it is resumed", apply_state=_pause),
+    KeyOperation("resume", "poll the key again", apply_state=_resume),
+    KeyOperation(
+        "backfill",
+        "read history in the backfill lane, from a cursor (null: the beginning)",
+        (_FROM,),
+        _backfill,
+    ),
+    KeyOperation(
+        "replay",
+        "re-read the live lane from a cursor, re-emitting unchanged items with their ids",
+        (_FROM,),
+        _replay,
+    ),
+    KeyOperation(
+        "reset_cursor",
+        "move the live cursor (and optionally forget the snapshot: everything is new again)",
+        (
+            Argument("to", "to", json_value),
+            Argument("clear_snapshot", "clear_snapshot", _flag, False),
+        ),
+        _reset_cursor,
+        verb="reset",
+    ),
+    KeyOperation("reconcile", "run a full scan now (finds deletions)", apply_state=_reconcile),
+    KeyOperation(
+        "retry",
+        "deliver parked items again; those that now succeed are unparked",
+        (Argument("ids", "ids", _ids, ()),),
+        effect=Effect.RETRY,
+    ),
+    KeyOperation(
+        "remove",
+        "delete every record of the key",
+        effect=Effect.REMOVE,
+        allowed=frozenset(Target),
+    ),
+    KeyOperation(
+        "alter_offsets",
+        "set the key's lane cursors (null: start over); only while the connector is STOPPED",
+        (Argument("offset", "offset", _offset),),
+        _alter_offsets,
+        allowed=frozenset({Target.STOPPED}),
+    ),
+)
+
+KEY_OPERATIONS: Mapping[str, KeyOperation] = {op.name: op for op in _KEY_OPERATIONS}
+"""Every per-key operation by name: the command schema's ``CommandOp`` symbols."""
+
+_BY_VERB = {op.verb: op for op in _KEY_OPERATIONS if op.verb}
+
+
+def key_operation(name: str, path: str = "op") -> KeyOperation:
+    """The operation named ``name`` (or its REST/CLI verb, ``reset``)."""
+    found = KEY_OPERATIONS.get(name) or _BY_VERB.get(name)
+    if found is None:
+        known = ", ".join(KEY_OPERATIONS)
+        raise ConfigError(f"unknown operation {name!r}; expected one of: {known}", path)
+    return found
+
+
+# -- connector operations ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorOperation:
+    """An operation on a whole poller: it sets a target, or restarts the keys in place."""
+
+    name: str
+    summary: str
+    target: Target | None
+    """The target it sets; ``None`` keeps the target (restart)."""
+
+    @property
+    def restarts(self) -> bool:
+        return self.target is None
+
+
+CONNECTOR_OPERATIONS: Mapping[str, ConnectorOperation] = {
+    op.name: op
+    for op in (
+        ConnectorOperation("pause", "keep the keys, stop polling them", Target.PAUSED),
+        ConnectorOperation("resume", "poll the keys again", Target.RUNNING),
+        ConnectorOperation(
+            "stop", "let the keys go (state kept); offsets may then be altered", Target.STOPPED
+        ),
+        ConnectorOperation("restart", "reload every key from the store, state kept", None),
+    )
+}
+
+
+def connector_operation(name: str, path: str = "op") -> ConnectorOperation:
+    found = CONNECTOR_OPERATIONS.get(name)
+    if found is None:
+        known = ", ".join(CONNECTOR_OPERATIONS)
+        raise ConfigError(f"unknown connector operation {name!r}; expected one of: {known}", path)
+    return found
+
+
+# -- offsets (KIP-875's shape) ---------------------------------------------------------------
+
+
+def offsets_of(state: PartitionState) -> dict[str, Any]:
+    """``{"partition": {"key": K}, "offset": {"live": C, "backfill": C, "reconcile": C}}``."""
+    return {
+        "partition": {"key": state.partition},
+        "offset": {lane: state.lane(Lane(lane)).cursor for lane in LANES},
+    }
+
+
+def decode_offsets(
+    raw: object, *, partitioned: bool, path: str = "offsets"
+) -> list[tuple[str, dict[str, Any] | None]]:
+    """``[{"partition": {"key": K}, "offset": {...} | null}, ...]`` -> ``[(K, offset)]``.
+
+    A poller without partitions has one key, ``""``; a key given twice is refused (which one
+    would win is not obvious).
+    """
+    if isinstance(raw, str | bytes | Mapping) or not isinstance(raw, list | tuple):
+        raise ConfigError(f"must be a list of {{partition, offset}}, got {_kind(raw)}", path)
+    out: list[tuple[str, dict[str, Any] | None]] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(raw):
+        where = f"{path}[{index}]"
+        if not isinstance(entry, Mapping):
+            raise ConfigError(
+                f"must be a mapping with partition and offset, got {_kind(entry)}", where
+            )
+        _check_names(entry, ("partition", "offset"), where)
+        for required in ("partition", "offset"):
+            if required not in entry:
+                raise ConfigError("is required", _join(where, required))
+        partition = entry["partition"]
+        if not isinstance(partition, Mapping):
+            raise ConfigError(
+                f"must be a mapping like {{'key': 't_42'}}, got {_kind(partition)}",
+                f"{where}.partition",
+            )
+        _check_names(partition, ("key",), f"{where}.partition")
+        key = partition.get("key", None if partitioned else "")
+        if not isinstance(key, str):
+            raise ConfigError(f"must be a string, got {_kind(key)}", f"{where}.partition.key")
+        if partitioned and not key:
+            raise ConfigError("must be a non-empty partition key", f"{where}.partition.key")
+        if not partitioned and key:
+            raise ConfigError(
+                "this poller has no partitions: its one key is ''", f"{where}.partition.key"
+            )
+        if key in seen:
+            raise ConfigError(f"partition {key!r} is given twice", f"{where}.partition.key")
+        seen.add(key)
+        out.append((key, _offset(entry["offset"], f"{where}.offset")))
+    return out
