@@ -1,4 +1,5 @@
-"""``watukuy-source``: run a runner instance, validate a config, reset or replay a key, tail.
+"""``watukuy-source``: run a runner instance, validate a config, reset or replay a key, tail,
+status.
 
 Every failure a user can fix ends in one line naming the problem and a non-zero exit code:
 2 for a bad config or argument, 1 for everything else. ``--debug`` adds the traceback.
@@ -89,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
                 required=True,
                 help="ISO-8601 time with a zone, a date (midnight UTC) or a duration ago (2h, 7d)",
             )
+    status = command("status", "print each partition's status from <prefix>.status")
+    status.add_argument("--poller", help="only this poller's partitions")
     return parser
 
 
@@ -182,6 +185,11 @@ def _dispatch(args: argparse.Namespace, operation: tuple[str, dict[str, Any]]) -
         from watukuy.runner import run
 
         asyncio.run(run(config))
+        return 0
+    if command == "status":
+        from watukuy.status_cli import status
+
+        status(config, args.poller)
         return 0
     if command == "tail":
         from watukuy.tail import tail

@@ -1,0 +1,179 @@
+"""``watukuy-source status``: the per-partition table of ``<prefix>.status``.
+
+It reads the whole status topic (what every runner last reported of each key it owns, and
+their heartbeats) and prints one line per key: poller, partition, state, owner, lag, circuit,
+parked counts and backfill progress. A key whose owner stopped cleanly or whose heartbeat is
+older than ``runner.session.timeout`` shows UNASSIGNED. On a terminal, running backfills get a
+progress bar where their end is known; otherwise the output is plain text for scripts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from watukuy.config import RunnerConfig
+from watukuy.control.keystatus import BackfillProgress, KeyStatus, StatusTable
+from watukuy.control.reader import Message, MissingTopic, TopicReader
+from watukuy.core.errors import ConfigError, StateCorrupted, WatukuyError
+from watukuy.store.kafka import clients
+from watukuy.store.kafka.topics import TopicLayout
+
+__all__ = ["render", "status"]
+
+log = logging.getLogger("watukuy.control")
+
+COLUMNS = ("POLLER", "PARTITION", "STATE", "OWNER", "LAG", "CIRCUIT", "PARKED", "BACKFILL")
+BAR_WIDTH = 20
+MAX_CURSOR = 32  # characters of a backfill cursor shown in the table
+
+
+def status(
+    config: RunnerConfig,
+    poller: str | None,
+    *,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+    clock: Callable[[], float] = time.time,
+    tty: bool | None = None,
+) -> int:
+    """Print the table; return how many keys it shows. ``tty`` defaults to ``out.isatty()``."""
+    topics = config.topics
+    layout = TopicLayout(topics.prefix, topics.partitions, topics.replication_factor)
+    kafka, timeout = config.kafka, config.runner.startup_timeout
+    clients.probe(kafka, timeout)  # one clear line when the cluster is not there
+    table = asyncio.run(
+        _read(kafka, layout.status, f"{config.runner.group_id}.status-cli", timeout)
+    )
+    known = {p.name for p in config.pollers} | set(table.pollers())
+    if poller is not None and poller not in known:
+        raise ConfigError(
+            f"unknown poller '{poller}' (known: {', '.join(sorted(known))})", "--poller"
+        )
+    rows = table.view(poller, now=clock(), session_timeout=config.runner.session_timeout)
+    if not rows:
+        whose = "any poller" if poller is None else f"poller '{poller}'"
+        err.write(f"watukuy-source: no status of {whose} in {layout.status} yet\n")
+        return 0
+    out.write(render(rows, tty=out.isatty() if tty is None else tty, unicode=_unicode(out)))
+    out.flush()
+    return len(rows)
+
+
+async def _read(kafka: Any, topic: str, group: str, startup_timeout: float) -> StatusTable:
+    table = StatusTable()
+
+    def apply(batch: list[Message]) -> None:
+        for message in batch:
+            try:
+                table.apply(message.key, message.value)
+            except StateCorrupted as exc:
+                log.warning("%s[%d]@%d skipped: %s", topic, message.partition, message.offset, exc)
+
+    reader = TopicReader(kafka, topic, group=group, apply=apply, timeout=startup_timeout)
+    try:
+        await reader.start()
+    except MissingTopic:
+        prefix = topic.removesuffix(".status")
+        raise WatukuyError(
+            f"topic '{topic}' does not exist: no runner has started with topics.prefix "
+            f"'{prefix}' on this cluster"
+        ) from None
+    await reader.stop()
+    return table
+
+
+def _unicode(out: TextIO) -> bool:
+    encoding = (getattr(out, "encoding", None) or "").lower().replace("-", "")
+    return encoding == "utf8"
+
+
+# -- the table (pure) -------------------------------------------------------------------------
+
+
+def render(rows: Sequence[KeyStatus], *, tty: bool, unicode: bool = True) -> str:
+    """The table, aligned; then the last error of each FAILED key, one line each."""
+    cells = [list(COLUMNS)]
+    for row in rows:
+        cells.append(
+            [
+                row.poller,
+                _partition(row.partition),
+                row.state,
+                row.owner or "-",
+                "-" if row.lag is None else _age(row.lag),
+                row.circuit,
+                _parked(row.parked),
+                _backfill(row.backfill, tty=tty, unicode=unicode),
+            ]
+        )
+    widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in cells
+    ]
+    for row in rows:
+        if row.state == "FAILED" and row.last_error:
+            lines.append(f"{row.poller}/{row.partition}: {row.last_error}")
+    return "\n".join(lines) + "\n"
+
+
+def _partition(key: str) -> str:
+    return "''" if key == "" else key
+
+
+def _age(seconds: float) -> str:
+    """``850ms``, ``42s``, ``3m07s``, ``2h05m``, ``3d04h``."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    whole = int(seconds)
+    for size, unit, smaller, sub in (
+        (86400, "d", 3600, "h"),
+        (3600, "h", 60, "m"),
+        (60, "m", 1, "s"),
+    ):
+        if whole >= size:
+            return f"{whole // size}{unit}{(whole % size) // smaller:02d}{sub}"
+    return f"{whole}s"
+
+
+def _parked(parked: Any) -> str:
+    shown = [f"{kind}={count}" for kind, count in sorted(parked.items()) if count]
+    return " ".join(shown) or "0"
+
+
+def _backfill(progress: BackfillProgress | None, *, tty: bool, unicode: bool) -> str:
+    if progress is None:
+        return "-"
+    parts = []
+    if progress.pages is not None:
+        parts.append(f"{progress.pages:,} pages")
+    if progress.items is not None:
+        parts.append(f"{progress.items:,} items")
+    if progress.cursor is not None:
+        parts.append(f"at {_cursor(progress.cursor)}")
+    counts = ", ".join(parts) or "running"
+    fraction = progress.fraction
+    if fraction is None:
+        return counts
+    percent = f"{fraction * 100:.0f}%"
+    if not tty:
+        return f"{percent}, {counts}"
+    return f"{_bar(fraction, unicode)} {percent} {counts}"
+
+
+def _bar(fraction: float, unicode: bool) -> str:
+    # Drawn here rather than with rich or tqdm: a static bar in a table cell is one line,
+    # and the runner's package needs no terminal library for it.
+    done = round(max(0.0, min(1.0, fraction)) * BAR_WIDTH)
+    full, empty = ("█", "░") if unicode else ("#", ".")
+    return f"[{full * done}{empty * (BAR_WIDTH - done)}]"
+
+
+def _cursor(cursor: Any) -> str:
+    text = cursor if isinstance(cursor, str) else json.dumps(cursor, default=str)
+    return text if len(text) <= MAX_CURSOR else text[: MAX_CURSOR - 1] + "…"
