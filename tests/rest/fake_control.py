@@ -40,6 +40,7 @@ from watukuy.rest.control import (
     ResetCursor,
     ResumePartition,
     TargetState,
+    TaskState,
     TaskStatus,
     ValidationReport,
     merge_patch,
@@ -208,7 +209,7 @@ class FakeControl:
         connector = self._get(name)
         tasks: list[TaskStatus] = []
         for index, (key, state) in enumerate(sorted(connector.keys.items())):
-            task_state = connector.state
+            task_state: TaskState = connector.state
             if state.failed:
                 task_state = "FAILED"
             elif state.paused and task_state == "RUNNING":

@@ -1,0 +1,130 @@
+"""Every failure is ``{"error_code", "message"}`` JSON, never an HTML page or a traceback."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from tests.rest.fake_control import FakeControl
+from tests.rest.support import config, error_of, rest_client, seed
+from watukuy.core.errors import Retriable
+from watukuy.rest.control import Health
+
+CANARY = "tenant-secret-canary-5521"
+
+
+async def test_unknown_route_is_json_404() -> None:
+    async with rest_client() as client:
+        for path in ("/nope", "/connectors/tickets/nope", "/connectors/a/b/c/d/e/f"):
+            message = await error_of(await client.get(path), 404)
+            assert message == "unknown route; GET /openapi.json lists the routes"
+
+
+async def test_wrong_method_is_json_405_with_allow() -> None:
+    async with rest_client() as client:
+        response = await client.post("/connectors/tickets/status")
+        message = await error_of(response, 405)
+    assert message == "method POST is not allowed here; allowed: GET"
+    assert response.headers["Allow"] == "GET"
+
+
+async def test_body_over_the_limit_is_413() -> None:
+    fake = seed(FakeControl())
+    before = fake.snapshot()
+    async with rest_client(fake, body_limit=1024) as client:
+        big = {"name": "orders", "config": config(records="x" * 2000)}
+        response = await client.post("/connectors", json=big)
+        assert await error_of(response, 413) == "the body is over the limit of 1024 bytes"
+    assert fake.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("content_type", "status"),
+    [
+        ("text/plain", 415),
+        ("application/x-www-form-urlencoded", 415),
+        ("application/json; charset=utf-8", 201),
+        ("application/merge-patch+json", 201),
+    ],
+)
+async def test_body_routes_take_json_only(content_type: str, status: int) -> None:
+    fake = seed(FakeControl())
+    async with rest_client(fake) as client:
+        response = await client.put(
+            "/connectors/orders/config",
+            data=b'{"request": {"url": "https://a.test/x"}, "records": "d", "identity": "id"}',
+            headers={"Content-Type": content_type},
+        )
+        if status == 415:
+            message = await error_of(response, 415)
+            assert message == "the body must be JSON: send Content-Type: application/json"
+            assert "orders" not in fake.connectors_by_name
+        else:
+            assert response.status == status
+
+
+@pytest.mark.parametrize("raw", [b"{", b'{"a": NaN}', b"\xff\xfe", b'{"a": 1}}'])
+async def test_a_body_that_is_not_json_is_400(raw: bytes) -> None:
+    async with rest_client() as client:
+        response = await client.post(
+            "/connectors", data=raw, headers={"Content-Type": "application/json"}
+        )
+        assert await error_of(response, 400) == "body: is not valid JSON (UTF-8)"
+
+
+async def test_a_missing_body_is_400() -> None:
+    async with rest_client() as client:
+        assert await error_of(await client.post("/connectors"), 400) == (
+            "body: is required: a JSON object"
+        )
+
+
+async def test_a_broken_seam_is_a_bare_500(caplog: pytest.LogCaptureFixture) -> None:
+    fake = seed(FakeControl())
+    fake.fail_with = RuntimeError(f"token={CANARY} at https://{CANARY}.vendor.test/items")
+    with caplog.at_level(logging.DEBUG):
+        async with rest_client(fake) as client:
+            response = await client.get("/connectors/tickets/status")
+            text = await response.text()
+            message = await error_of(response, 500)
+    assert message == "internal error; the runner's log has the error type"
+    assert CANARY not in text and "Traceback" not in text
+    assert CANARY not in caplog.text
+    assert "GET /connectors/{name}/status failed: RuntimeError" in caplog.text
+
+
+async def test_kafka_out_of_reach_is_503() -> None:
+    fake = seed(FakeControl())
+    fake.fail_with = Retriable(f"broker {CANARY} unreachable")
+    async with rest_client(fake) as client:
+        response = await client.get("/connectors")
+        message = await error_of(response, 503)
+    assert message == "temporarily unavailable: try again shortly"
+    assert response.headers["Retry-After"] == "5"
+
+
+@pytest.mark.parametrize(
+    ("state", "status"), [("healthy", 200), ("starting", 503), ("unhealthy", 500)]
+)
+async def test_health_follows_kip_1017(state: str, status: int) -> None:
+    fake = seed(FakeControl())
+    fake.health_state = Health(state, f"the runner is {state}")  # type: ignore[arg-type]
+    async with rest_client(fake) as client:
+        response = await client.get("/health")
+        assert response.status == status
+        assert await response.json() == {"status": state, "message": f"the runner is {state}"}
+
+
+async def test_healthz_and_metrics() -> None:
+    async with rest_client() as client:
+        healthz = await (await client.get("/healthz")).json()
+        assert healthz["runner"] == "runner-1"
+        assert {(k["poller"], k["partition"]) for k in healthz["keys"]} >= {
+            ("tenants", "acme"),
+            ("tickets", ""),
+        }
+        metrics = await client.get("/metrics")
+        assert metrics.status == 200
+        assert metrics.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+        assert "watukuy_up 1" in await metrics.text()
