@@ -277,3 +277,12 @@ async def test_start_rest_plain_http_and_nothing_logged(caplog: pytest.LogCaptur
             assert health.status == 200
     assert TOKEN not in caplog.text and PASSWORD not in caplog.text
     assert base64.b64encode(f"ops:{PASSWORD}".encode()).decode() not in caplog.text
+
+
+async def test_a_taken_port_fails_the_start() -> None:
+    fake = seed(FakeControl())
+    async with start_rest(fake, RestSettings(host="127.0.0.1", port=0)) as first:
+        taken = RestSettings(host="127.0.0.1", port=first.port)
+        with pytest.raises(OSError):
+            async with start_rest(fake, taken):
+                pass

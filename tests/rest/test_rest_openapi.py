@@ -148,8 +148,8 @@ class Fuzz:
         )
         @given(case=strategy)
         def send(case: Any) -> None:
-            if time.monotonic() > self.deadline:
-                return
+            if time.monotonic() > self.deadline and self.sent.get(label):
+                return  # out of time: one request per operation still goes out
             seed(fake)
             before = fake.snapshot()
             headers = {"Authorization": f"Bearer {TOKEN}"}
@@ -192,6 +192,6 @@ def test_fuzz_the_documented_routes() -> None:
                         if mode is not schemathesis.GenerationMode.NEGATIVE:
                             raise
 
-    assert time.monotonic() < fuzz.deadline + 10, "the fuzz pass ran over its budget"
+    assert time.monotonic() < fuzz.deadline + 15, "the fuzz pass ran over its budget"
     assert set(fuzz.sent) == {operation.label for operation in operations}
     assert {200, 202, 204, 400, 404, 409} <= fuzz.statuses

@@ -25,6 +25,7 @@ from watukuy.rest.errors import Conflict, NotFound
 log = logging.getLogger("watukuy.rest")
 
 CREDENTIALS: web.AppKey[Credentials | None] = web.AppKey("credentials", Credentials)
+BODY_LIMIT: web.AppKey[int] = web.AppKey("body_limit", int)
 OPEN_ROUTES = frozenset({("GET", "/health")})
 """Probes reach these without credentials (KIP-1017's ``/health``)."""
 
@@ -106,9 +107,6 @@ def _route(request: web.Request) -> str:
     """The route's template (``/connectors/{name}``): a path may hold a partition key."""
     resource = request.match_info.route.resource
     return resource.canonical if resource is not None else "(no route)"
-
-
-BODY_LIMIT: web.AppKey[int] = web.AppKey("body_limit", int)
 
 
 @web.middleware

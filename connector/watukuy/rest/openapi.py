@@ -498,7 +498,9 @@ def openapi_document() -> dict[str, Any]:
             "title": "watukuy REST API",
             "version": __version__,
             "description": "Kafka Connect-style control of watukuy's pollers (connectors). "
-            'Errors are `{"error_code", "message"}`.',
+            'Errors are `{"error_code", "message"}`. With `rest.auth` set, every route but '
+            "`GET /health` needs a bearer token or basic credentials. A partition key `''` (an "
+            "unpartitioned connector's only key) is written `~` in paths and queries.",
         },
         "paths": _paths(),
         "components": {
