@@ -32,10 +32,12 @@ def _auth(prefix: str, templates: bool) -> list[KeyDoc]:
             "Authentication; exactly one of the keys below.",
             one_of=True,
         ),
-        KeyDoc(f"{prefix}.bearer", value, None, "Sends `Authorization: Bearer <value>`."),
+        KeyDoc(
+            f"{prefix}.bearer", value, None, "Sends `Authorization: Bearer <value>`.", secret=True
+        ),
         KeyDoc(f"{prefix}.basic", "mapping", None, "HTTP basic authentication."),
         KeyDoc(f"{prefix}.basic.username", value, None, "User name.", required=True),
-        KeyDoc(f"{prefix}.basic.password", value, None, "Password.", required=True),
+        KeyDoc(f"{prefix}.basic.password", value, None, "Password.", required=True, secret=True),
         KeyDoc(
             f"{prefix}.api_key",
             "mapping",
@@ -44,7 +46,7 @@ def _auth(prefix: str, templates: bool) -> list[KeyDoc]:
         ),
         KeyDoc(f"{prefix}.api_key.header", "string", None, "Header name, e.g. `X-Api-Key`."),
         KeyDoc(f"{prefix}.api_key.query", "string", None, "Query parameter name."),
-        KeyDoc(f"{prefix}.api_key.value", value, None, "The key.", required=True),
+        KeyDoc(f"{prefix}.api_key.value", value, None, "The key.", required=True, secret=True),
         KeyDoc(
             f"{prefix}.oauth2",
             "mapping",
@@ -54,7 +56,14 @@ def _auth(prefix: str, templates: bool) -> list[KeyDoc]:
         ),
         KeyDoc(f"{prefix}.oauth2.token_url", value, None, "Token endpoint (POST).", required=True),
         KeyDoc(f"{prefix}.oauth2.client_id", value, None, "Client id.", required=True),
-        KeyDoc(f"{prefix}.oauth2.client_secret", value, None, "Client secret.", required=True),
+        KeyDoc(
+            f"{prefix}.oauth2.client_secret",
+            value,
+            None,
+            "Client secret.",
+            required=True,
+            secret=True,
+        ),
         KeyDoc(f"{prefix}.oauth2.scope", value, None, "Requested scope (space-separated)."),
         KeyDoc(
             f"{prefix}.oauth2.client_auth",
