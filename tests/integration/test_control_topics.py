@@ -394,6 +394,18 @@ async def test_a_heartbeat_ages_out_on_the_real_clock_too(
     assert [s.state for s in writer.view()] == ["UNASSIGNED"]
 
 
+async def test_a_running_instance_keeps_its_keys_assigned_by_beating_on_its_own(
+    statuses: list[StatusTopic], kafka: dict[str, Any], layout: TopicLayout
+) -> None:
+    writer = StatusTopic(kafka, layout, runner_id="r1", session_timeout=1.5)  # beats every 0.5s
+    statuses.append(writer)
+    await writer.start()
+    await writer.publish([_status("t1")])
+    await asyncio.sleep(2.5)
+    await writer.caught_up()
+    assert [s.state for s in writer.view()] == ["RUNNING"]
+
+
 async def test_a_clean_stop_shows_its_keys_unassigned_at_once(
     statuses: list[StatusTopic], kafka: dict[str, Any], kafka_bootstrap: str, layout: TopicLayout
 ) -> None:

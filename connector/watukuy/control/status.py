@@ -120,7 +120,11 @@ class StatusTopic:
         """Read the topic to its end as of now, write a first heartbeat, then keep tailing (and
         beating, unless ``heartbeats=False``)."""
         await self._reader.start()
-        await self.heartbeat()
+        try:
+            await self.heartbeat()
+        except BaseException:
+            await self._reader.stop()
+            raise
         if self._heartbeats:
             self._beating = asyncio.create_task(self._beat(), name="watukuy-status-heartbeat")
 
