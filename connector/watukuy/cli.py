@@ -160,7 +160,7 @@ def _check_arguments(args: argparse.Namespace, now: datetime) -> tuple[str, dict
     if args.command == "tail" and args.max_messages is not None and args.max_messages < 1:
         raise ConfigError("must be a positive integer", "--max-messages")
     if args.command == "replay":
-        return "replay", {"from_": parse_from(args.from_, now)}
+        return "replay", {"from": parse_from(args.from_, now)}  # watukuy.core.operations' JSON form
     if args.command == "reset":
         to: Any = None
         if args.to is not None:

@@ -2,8 +2,8 @@
 
 Like ``kafka-consumer-groups --reset-offsets``: the group must be empty, checked through the
 admin client, or the command refuses (a live owner would overwrite the change). The CLI then
-takes the key's partition without a group, restores it, applies the same change a runner
-would, and commits it in one transaction.
+takes the key's partition without a group, restores it, applies the same operation a runner
+would (read from :mod:`watukuy.core.operations`), and commits it in one transaction.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from confluent_kafka import ConsumerGroupState, KafkaException
 
 from watukuy.config import RunnerConfig
 from watukuy.core.errors import ConfigError
+from watukuy.core.operations import Effect, key_operation
 from watukuy.core.poller import Partition
 from watukuy.engine.clock import SystemClock
 from watukuy.engine.keys import KeyRuntime
-from watukuy.engine.operations import change_for
+from watukuy.engine.operations import commit_of
 from watukuy.runner import kafka_store
 from watukuy.store.kafka import clients
 
@@ -51,6 +52,11 @@ def live_members(config: RunnerConfig) -> list[str]:
 async def apply(
     config: RunnerConfig, poller_name: str, partition: str | None, op: str, args: dict[str, Any]
 ) -> str:
+    """Apply the state operation ``op`` with ``args`` in their JSON form (``{"from": ...}``)."""
+    operation = key_operation(op)
+    if operation.effect is not Effect.STATE:
+        raise ConfigError(f"{operation.name} needs a running owner; it cannot run offline", "op")
+    values = operation.decode(args)
     pollers = {p.name: p for p in config.pollers}
     if poller_name not in pollers:
         raise ConfigError(
@@ -75,7 +81,7 @@ async def apply(
         if stored is None:
             raise ConfigError(f"no stored state for {poller_name}/{key}", "--partition")
         runtime = KeyRuntime(poller, Partition(key, None), stored.state, stored.snapshot)
-        commit = change_for(poller, op, args)(runtime, SystemClock().now())
+        commit = commit_of(operation, runtime, values, SystemClock().now())
         await store.commit([commit])
     finally:
         await store.close()

@@ -13,13 +13,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from watukuy.core.errors import ConfigError, Fenced, Retriable
+from watukuy.core.errors import ConfigError, Conflict, Fenced, Retriable
 from watukuy.core.events import Event
 from watukuy.core.inspect import PollerInspect, inspect_state
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.state import ParkedItem
 from watukuy.engine.budgets import BudgetGate, build_budgets, split_budgets
 from watukuy.engine.clock import Clock, SystemClock
+from watukuy.engine.connectors import Connectors
 from watukuy.engine.handlers import Dispatcher, Handler, Subscription
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.operations import Operations, ParkedApi
@@ -99,9 +100,20 @@ class Engine:
             park=self._park_poison,
             clock=self.clock,
         )
-        self._ops = Operations(self._registry, self._wake.set)
-        self.parked = ParkedApi(self._registry, self._dispatcher)
+        self._ops = Operations(self._registry, self._dispatcher, self._wake.set)
+        self.parked = ParkedApi(self._registry, self._ops)
         self.partitions = PartitionsApi(self._registry)
+        self._connectors = Connectors(
+            self._registry, self._dispatcher, self._ops, self._prepare, self._wake.set
+        )
+
+    def _prepare(self, poller: object, path: str) -> Poller:
+        """A poller given at run time, checked as the constructor checks its list."""
+        if not isinstance(poller, Poller):
+            raise ConfigError("must be made with define_poller()", path)
+        if poller.budget is not None and poller.budget not in self._gates:
+            raise ConfigError(f"unknown budget '{poller.budget}'", f"poller '{poller.name}'.budget")
+        return _with_data_schema(poller, f"{path}.schema")
 
     def _split_budgets(self) -> None:
         """Each budget's share for this instance: the part of its keys the store gives us."""
@@ -153,7 +165,7 @@ class Engine:
         for command in self.store.take_commands():
             try:
                 await self._ops.received(command)
-            except (ConfigError, Retriable) as exc:
+            except (ConfigError, Conflict, Retriable) as exc:
                 log.warning(
                     "%s: command %s %s not applied: %s", command.key, command.op, command.id, exc
                 )
@@ -199,13 +211,14 @@ class Engine:
     async def _sleep_until_due(self) -> None:
         now = self.clock.now()
         wake_at = self._registry.due.next_at()
-        refresh_at = (
-            min(
-                (t.refreshed_at or now) + self._registry.pollers[name].partitions_refresh
-                for name, t in self._registry.tables.items()
-            )
-            if self._registry.tables
-            else now + 1.0
+        registry = self._registry
+        refresh_at = min(
+            (
+                (t.refreshed_at or now) + registry.pollers[name].partitions_refresh
+                for name, t in registry.tables.items()
+                if registry.target(name).holds_keys  # a stopped poller is not refreshed
+            ),
+            default=now + 1.0,
         )
         deadline = min(wake_at if wake_at is not None else now + 1.0, refresh_at, now + 1.0)
         self._wake.clear()
@@ -243,22 +256,24 @@ class Engine:
 
     # -- per-partition operations -------------------------------------------------------------
 
+    # Thin adapters over watukuy.core.operations: the names, arguments and effects live there.
+
     async def trigger(self, poller: str, *, partition: str | None = None) -> None:
-        await self._ops.trigger(poller, partition)
+        await self._ops.run("trigger", poller, partition)
 
     async def pause(self, poller: str, *, partition: str | None = None) -> None:
-        await self._ops.pause(poller, partition)
+        await self._ops.run("pause", poller, partition)
 
     async def resume(self, poller: str, *, partition: str | None = None) -> None:
-        await self._ops.resume(poller, partition)
+        await self._ops.run("resume", poller, partition)
 
     async def backfill(
         self, poller: str, *, from_: Any = None, partition: str | None = None
     ) -> None:
-        await self._ops.backfill(poller, from_=from_, partition=partition)
+        await self._ops.run("backfill", poller, partition, from_=from_)
 
     async def replay(self, poller: str, *, from_: Any, partition: str | None = None) -> None:
-        await self._ops.replay(poller, from_=from_, partition=partition)
+        await self._ops.run("replay", poller, partition, from_=from_)
 
     async def reset_cursor(
         self,
@@ -268,22 +283,74 @@ class Engine:
         to: Any = None,
         clear_snapshot: bool = False,
     ) -> None:
-        await self._ops.reset_cursor(
-            poller, partition=partition, to=to, clear_snapshot=clear_snapshot
-        )
+        await self._ops.run("reset_cursor", poller, partition, to=to, clear_snapshot=clear_snapshot)
 
     async def reconcile(self, poller: str, *, partition: str | None = None) -> None:
-        await self._ops.reconcile(poller, partition)
+        """Start a full reconcile scan now (finds deletions)."""
+        await self._ops.run("reconcile", poller, partition)
+
+    async def operate(
+        self, operation: str, poller: str, *, partition: str | None = None, args: object = None
+    ) -> Any:
+        """Any per-key operation by name with its arguments in JSON form (a REST body):
+        ``operate("backfill", "invoices", partition="t_42", args={"from": None})``.
+
+        Returns what the engine method would (the retried ids for ``retry``)."""
+        return await self._ops.run_json(operation, poller, partition, args)
+
+    # -- connectors at run time -------------------------------------------------------------
+
+    async def add_poller(self, poller: Poller, *, target: str | None = None) -> None:
+        """Add a poller, or redefine one of that name (its keys restart, state kept)."""
+        await self._connectors.add(poller, target)
+
+    async def remove_poller(self, name: str) -> None:
+        """Remove a poller: its keys stop; their state stays in the store."""
+        await self._connectors.remove(name)
+
+    def target(self, name: str) -> str:
+        """The poller's target: ``"RUNNING"``, ``"PAUSED"`` or ``"STOPPED"``."""
+        return self._connectors.target(name)
+
+    async def set_target(self, name: str, target: str) -> None:
+        """RUNNING polls; PAUSED keeps the keys without polling; STOPPED lets them go (state
+        kept) and allows :meth:`alter_offsets`. A key paused by the user stays paused."""
+        await self._connectors.set_target(name, target)
+
+    async def restart(self, name: str) -> None:
+        """Hold every key of the poller again, reloaded from the store."""
+        await self._connectors.restart(name)
+
+    async def control(self, name: str, operation: str) -> None:
+        """A connector operation by name: ``pause``, ``resume``, ``stop`` or ``restart``."""
+        await self._connectors.control(name, operation)
+
+    def offsets(self, name: str) -> list[dict[str, Any]]:
+        """``[{"partition": {"key": K}, "offset": {"live", "backfill", "reconcile"}}]`` for
+        the stored keys this instance owns (Kafka Connect's KIP-875 shape)."""
+        return self._connectors.offsets(name)
+
+    async def alter_offsets(self, name: str, offsets: Iterable[Mapping[str, Any]]) -> None:
+        """Set each key's lane cursors (``"offset": None`` starts it over); only while the
+        poller is STOPPED, else :class:`~watukuy.core.errors.Conflict`."""
+        await self._connectors.alter_offsets(name, offsets)
+
+    async def reset_offsets(self, name: str) -> None:
+        """Start every key this instance stores or the poller lists over; only while STOPPED."""
+        await self._connectors.reset_offsets(name)
 
     # -- observing --------------------------------------------------------------------------
 
     def inspect(self) -> list[PollerInspect]:
         """One entry per active partition, from memory: cheap enough for every health check."""
         now = self.clock.now()
-        return [
-            inspect_state(rt.state, rt.parked, now, self._registry.due.at(key), self.owner)
-            for key, rt in sorted(self._registry.keys.items())
-        ]
+        out = []
+        for key, rt in sorted(self._registry.keys.items()):
+            entry = inspect_state(rt.state, rt.parked, now, self._registry.due.at(key), self.owner)
+            if not self._registry.target(rt.poller.name).polls:
+                entry = replace(entry, paused=True)  # its connector is paused
+            out.append(entry)
+        return out
 
     def on(self, poller: str, handler: Handler) -> None:
         self._registry.poller(poller)

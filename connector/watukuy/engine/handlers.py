@@ -63,8 +63,11 @@ class Dispatcher:
         park: Park,
         clock: Clock,
     ) -> None:
-        self._pollers = pollers
-        self._feeds = feeds
+        # Own copies: a poller removed at run time keeps its handler spec for what is pending.
+        self._pollers = dict(pollers)
+        self._feeds = dict(feeds)
+        self._readers: dict[str, asyncio.Task[None]] = {}
+        self._group: asyncio.TaskGroup | None = None
         self._partition_of = partition_of
         self._park = park
         self._clock = clock
@@ -78,6 +81,24 @@ class Dispatcher:
 
     def subscribe(self, poller: str) -> Subscription:
         return Subscription(self.subscribers[poller])
+
+    def add(self, poller: Poller, feed: EventFeed | None) -> None:
+        """A poller added (``feed``: its events) or redefined (``None``: keep its feed)."""
+        self._pollers[poller.name] = poller
+        if feed is None:
+            return
+        self._feeds[poller.name] = feed
+        if self._group is not None:  # running: read it like the others
+            self._readers[poller.name] = self._group.create_task(self._read(feed, self._group))
+
+    async def remove(self, poller: str) -> None:
+        """Stop reading a removed poller's events; what is already queued is still delivered."""
+        reader = self._readers.pop(poller, None)
+        if reader is not None:
+            reader.cancel()
+        feed = self._feeds.pop(poller, None)
+        if feed is not None:
+            await feed.aclose()
 
     async def drain(self) -> None:
         """Deliver everything committed so far, then return (``tick()`` mode)."""
@@ -93,10 +114,16 @@ class Dispatcher:
     async def run(self, stopping: asyncio.Event) -> None:
         """Deliver continuously until ``stopping`` is set (daemon mode)."""
         async with asyncio.TaskGroup() as group:
-            readers = [group.create_task(self._read(feed, group)) for feed in self._feeds.values()]
-            await stopping.wait()
-            for reader in readers:
-                reader.cancel()
+            self._group = group
+            try:
+                for name, feed in self._feeds.items():
+                    self._readers[name] = group.create_task(self._read(feed, group))
+                await stopping.wait()
+            finally:
+                self._group = None
+                for reader in self._readers.values():
+                    reader.cancel()
+                self._readers.clear()
 
     async def _read(self, feed: EventFeed, group: asyncio.TaskGroup) -> None:
         async for event in feed:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from watukuy.core import lifecycle
+from watukuy.core.lifecycle import KeyPhase
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
 from watukuy.store.base import KeyCommit
@@ -16,7 +18,9 @@ class KeyRuntime:
 
     Only committed values live here: a poll computes its next state aside and calls
     :meth:`applied` once the store has accepted it. ``lock`` serialises polls and operations
-    on the key, so an operation never interleaves with a page.
+    on the key, so an operation never interleaves with a page. ``phase`` is where this
+    instance stands with the key (:mod:`watukuy.core.lifecycle`); it moves only through
+    :meth:`move`, which checks the transition table.
     """
 
     poller: Poller
@@ -25,11 +29,21 @@ class KeyRuntime:
     snapshot: dict[str, SnapshotEntry] = field(default_factory=dict)
     parked: dict[str, ParkedItem] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    phase: KeyPhase = KeyPhase.RESTORING
     key: str = field(init=False)
     """``poller/partition``, made once: a poll looks its key up several times."""
 
     def __post_init__(self) -> None:
         self.key = self.state.key
+
+    @property
+    def held(self) -> bool:
+        """In memory, operable and allowed to commit (active or paused by the user)."""
+        return self.phase in lifecycle.HELD
+
+    def move(self, to: KeyPhase) -> None:
+        """Go to ``to``; ``IllegalTransition`` if the lifecycle table has no such move."""
+        self.phase = lifecycle.move(self.phase, to, self.key)
 
     def applied(self, commit: KeyCommit) -> None:
         self.state = commit.state

@@ -1,195 +1,179 @@
-"""Per-partition operations: trigger, pause, resume, backfill, replay, reset_cursor, reconcile,
-and the parked-items API. Each one takes the key's lock, so it never interleaves with a page,
-and commits the key's new state like a poll does."""
+"""Per-key operations, as declared in :mod:`watukuy.core.operations`, applied or handed on.
+
+``run`` takes an engine method's keywords, ``run_json`` the JSON form a REST body carries; both
+check the arguments with the registry, check the connector's target (``Conflict`` otherwise),
+then apply the operation to a key this instance owns or write a command for the key's owner.
+A command arriving from another instance goes through ``received``: the same registry, the same
+apply, and the command record tombstoned in the commit that applies it. Each apply takes the
+key's lock, so it never interleaves with a page, and commits the key's new state like a poll.
+"""
 
 from __future__ import annotations
 
 import builtins
-import uuid
-from collections.abc import Callable, Iterable
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from watukuy.core import schedule as schedules
 from watukuy.core.changes import detect
-from watukuy.core.errors import ConfigError
+from watukuy.core.errors import ConfigError, Conflict
 from watukuy.core.events import Event
-from watukuy.core.poller import Poller
-from watukuy.core.state import LaneState, ParkedItem, PartitionState
+from watukuy.core.lifecycle import KeyPhase, Target
+from watukuy.core.operations import Effect, KeyOperation, KeyView, key_operation
+from watukuy.core.poll import fresh_state
+from watukuy.core.poller import Partition
+from watukuy.core.state import ParkedItem
 from watukuy.engine.handlers import Dispatcher
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.registry import Registry
 from watukuy.store.base import Command, KeyCommit
 
-Change = Callable[[KeyRuntime, float], KeyCommit]
+log = logging.getLogger("watukuy.operations")
 
 
-def change_for(poller: Poller, op: str, args: dict[str, Any]) -> Change:
-    """The commit an operation makes on a key: the same whether it is called here or arrives
-    as a command record from another instance (``args`` are then its JSON form)."""
-    if op == "trigger":
-        return _state_change(_trigger)
-    if op == "pause":
-        return _state_change(lambda s, _: replace(s, paused="user"))
-    if op == "resume":
-        return _state_change(lambda s, _: replace(s, paused=None))
-    if op == "reconcile":
-        return _state_change(lambda s, now: replace(s, reconcile_due=now))
-    if op == "backfill":
-
-        def start_backfill(state: PartitionState, now: float) -> PartitionState:
-            until = state.live.cursor if poller.cursor.strategy == "timestamp" else None
-            backfill = LaneState(cursor=args.get("from_"), active=True, until=until)
-            return replace(state, backfill=backfill)
-
-        return _state_change(start_backfill)
-    if op == "replay":
-
-        def start_replay(state: PartitionState, now: float) -> PartitionState:
-            live = LaneState(cursor=args.get("from_"), replaying=True)
-            # Validators would let the vendor answer 304 and the replay would see nothing.
-            return _trigger(replace(state, live=live, validators=()), now)
-
-        return _state_change(start_replay)
-    if op == "reset_cursor":
-
-        def reset(runtime: KeyRuntime, now: float) -> KeyCommit:
-            state = replace(runtime.state, live=LaneState(cursor=args.get("to")), validators=())
-            forget = list(runtime.snapshot) if args.get("clear_snapshot") else []
-            return KeyCommit(state=_trigger(state, now), forget=forget)
-
-        return reset
-    raise ConfigError(f"unknown operation {op!r}", "op")
+def commit_of(
+    op: KeyOperation, runtime: KeyRuntime, values: Mapping[str, Any], now: float
+) -> KeyCommit:
+    """The commit a state operation makes on a key (the CLI's offline path uses it too)."""
+    change = op.apply(KeyView(runtime.poller, runtime.state, runtime.snapshot), values, now)
+    return KeyCommit(state=change.state, forget=change.forget)
 
 
 class Operations:
     """Applies operations to keys this instance owns; hands the others to their owner."""
 
-    def __init__(self, registry: Registry, wake: Callable[[], None]) -> None:
+    def __init__(
+        self, registry: Registry, dispatcher: Dispatcher, wake: Callable[[], None]
+    ) -> None:
         self._registry = registry
+        self._dispatcher = dispatcher
         self._wake = wake
 
-    async def run(
-        self, op: str, poller: str, partition: str | None, args: dict[str, Any] | None = None
-    ) -> None:
-        args = dict(args or {})
-        definition = self._registry.poller(poller)
-        change = change_for(definition, op, args)  # unknown ops fail before anything is sent
+    async def run(self, name: str, poller: str, partition: str | None, **keywords: Any) -> Any:
+        """An engine method: ``run("backfill", "invoices", "t_42", from_=None)``."""
+        op = key_operation(name)
+        return await self.dispatch(op, poller, partition, op.values(keywords))
+
+    async def run_json(
+        self, name: str, poller: str, partition: str | None, args: object = None
+    ) -> Any:
+        """The JSON form a REST body carries:
+        ``run_json("backfill", "invoices", "t_42", {"from": 1})``."""
+        op = key_operation(name)
+        return await self.dispatch(op, poller, partition, op.decode(args))
+
+    async def dispatch(
+        self, op: KeyOperation, poller: str, partition: str | None, values: Mapping[str, Any]
+    ) -> Any:
         registry = self._registry
         key = registry.key_name(poller, partition)
-        if not registry.store.owns(poller, key) and registry.is_listed(poller, key):
-            command = Command(
-                uuid.uuid4().hex, op, poller, key, _jsonable(args), registry.clock.now()
-            )
+        self.check_target(op, poller)
+        if op.effect is Effect.REMOVE:
+            await registry.remove(poller, key)
+            return None
+        # Another instance's key goes to it as a command: a listed key, or any key for an
+        # operation that works on keys nobody holds (offsets, while the connector is stopped).
+        remote = registry.is_listed(poller, key) or Target.STOPPED in op.allowed
+        if not registry.store.owns(poller, key) and remote:
+            command = Command.issue(op.name, poller, key, op.encode(values), registry.clock.now())
             await registry.store.send_command(command)
+            return None
+        return await self.apply(op, poller, key, values)
+
+    def check_target(self, op: KeyOperation, poller: str) -> None:
+        """``Conflict`` unless the connector's target allows ``op``, named by what to do."""
+        target = self._registry.target(poller)
+        if target in op.allowed:
             return
-        await self.apply(poller, partition, change)
+        if Target.STOPPED in op.allowed:
+            raise Conflict(
+                f"connector '{poller}' is {target.value}; stop it first: {op.name} is allowed "
+                "only while it is STOPPED"
+            )
+        raise Conflict(
+            f"connector '{poller}' is STOPPED, so its partitions are not running; resume it "
+            f"first to {op.name} (only offsets can be altered while it is stopped)"
+        )
 
     async def apply(
         self,
+        op: KeyOperation,
         poller: str,
-        partition: str | None,
-        change: Change,
+        key: str,
+        values: Mapping[str, Any],
         command: bytes | None = None,
-    ) -> PartitionState:
-        runtime = await self._registry.resolve(poller, partition)
+    ) -> Any:
+        if op.effect is Effect.RETRY:
+            return await self._retry(poller, key, values["ids"], command)
+        if self._registry.target(poller) is Target.STOPPED:
+            runtime = await self._stopped(poller, key)
+        else:
+            runtime = await self._registry.resolve(poller, key)
         async with runtime.lock:
-            commit = change(runtime, self._registry.clock.now())
+            commit = commit_of(op, runtime, values, self._registry.clock.now())
             if command is not None:
                 commit = replace(commit, commands=(command,))
             await self._registry.commit(runtime, commit)
         self._wake()
-        return runtime.state
+        return None
+
+    async def _stopped(self, poller: str, key: str) -> KeyRuntime:
+        """A key of a stopped connector, as stored (or fresh): not held, only written."""
+        definition = self._registry.poller(poller)
+        stored = await self._registry.store.load(poller, key)
+        now = self._registry.clock.now()
+        if stored is None:
+            state, snapshot, parked = fresh_state(definition, key, now), {}, {}
+        else:
+            state, snapshot, parked = stored.state, stored.snapshot, stored.parked
+        runtime = KeyRuntime(definition, Partition(key), state, snapshot, parked)
+        runtime.phase = KeyPhase.STOPPED  # a view of a key that is let go: never held
+        return runtime
 
     async def received(self, command: Command) -> None:
         """Apply a command from another instance; it is tombstoned in the same commit."""
-        if command.op == "remove":
+        op = key_operation(command.op)
+        values = op.decode(command.args, "args")
+        definition = self._registry.poller(command.poller)
+        self.check_target(op, command.poller)
+        if op.effect is Effect.REMOVE:
             await self._registry.remove(command.poller, command.partition, command.record_key)
             return
-        definition = self._registry.poller(command.poller)
-        change = change_for(definition, command.op, dict(command.args))
-        partition = command.partition if definition.partitioned else None
-        await self.apply(command.poller, partition, change, command.record_key)
+        key = command.partition if definition.partitioned else ""
+        await self.apply(op, command.poller, key, values, command.record_key)
 
-    async def trigger(self, poller: str, partition: str | None = None) -> None:
-        await self.run("trigger", poller, partition)
+    # -- retry --------------------------------------------------------------------------------
 
-    async def pause(self, poller: str, partition: str | None = None) -> None:
-        await self.run("pause", poller, partition)
-
-    async def resume(self, poller: str, partition: str | None = None) -> None:
-        await self.run("resume", poller, partition)
-
-    async def backfill(self, poller: str, *, from_: Any, partition: str | None = None) -> None:
-        await self.run("backfill", poller, partition, {"from_": from_})
-
-    async def replay(self, poller: str, *, from_: Any, partition: str | None = None) -> None:
-        await self.run("replay", poller, partition, {"from_": from_})
-
-    async def reset_cursor(
-        self,
-        poller: str,
-        *,
-        partition: str | None = None,
-        to: Any = None,
-        clear_snapshot: bool = False,
-    ) -> None:
-        await self.run(
-            "reset_cursor", poller, partition, {"to": to, "clear_snapshot": clear_snapshot}
-        )
-
-    async def reconcile(self, poller: str, partition: str | None = None) -> None:
-        """Start a full reconcile scan now (finds deletions)."""
-        await self.run("reconcile", poller, partition)
-
-
-def _jsonable(args: dict[str, Any]) -> dict[str, Any]:
-    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in args.items()}
-
-
-def _trigger(state: PartitionState, now: float) -> PartitionState:
-    return replace(state, schedule=schedules.trigger(state.schedule, now))
-
-
-def _state_change(change: Callable[[PartitionState, float], PartitionState]) -> Change:
-    return lambda runtime, now: KeyCommit(state=change(runtime.state, now))
-
-
-class ParkedApi:
-    """``engine.parked``: list and retry parked items of a partition."""
-
-    def __init__(self, registry: Registry, dispatcher: Dispatcher) -> None:
-        self._registry = registry
-        self._dispatcher = dispatcher
-
-    async def list(
-        self, poller: str, *, partition: str | None = None, kind: str | None = None
-    ) -> builtins.list[ParkedItem]:
-        if kind not in (None, "invalid", "poison"):
-            raise ConfigError(f"must be 'invalid' or 'poison', got {kind!r}", "kind")
-        runtime = await self._registry.resolve(poller, partition)
-        items = sorted(runtime.parked.values(), key=lambda p: (p.parked_at, p.id))
-        return [p for p in items if kind is None or p.kind == kind]
-
-    async def retry(
-        self, poller: str, ids: Iterable[str], *, partition: str | None = None
+    async def _retry(
+        self, poller: str, key: str, ids: list[str], command: bytes | None
     ) -> builtins.list[str]:
-        """Re-deliver parked items; those that now succeed are removed. Returns their ids."""
-        runtime = await self._registry.resolve(poller, partition)
-        wanted = list(ids)
-        unknown = [i for i in wanted if i not in runtime.parked]
-        if unknown:
+        """Re-deliver parked items; those that now succeed are removed. Returns their ids.
+
+        Called in process, an unknown id is a ``ConfigError``; from a command, ids already
+        gone (retried by an earlier delivery of the same command) are skipped.
+        """
+        runtime = await self._registry.resolve(poller, key)
+        unknown = [i for i in ids if i not in runtime.parked]
+        if unknown and command is None:
             raise ConfigError(f"no parked item {unknown[0]!r} in {runtime.key}", "ids")
         done: list[str] = []
-        for parked_id in wanted:
-            item = runtime.parked[parked_id]
+        for parked_id in ids:
+            item = runtime.parked.get(parked_id)
+            if item is None:
+                log.info("%s: parked item %s is gone; not retried", runtime.key, parked_id)
+                continue
             if item.kind == "poison":
                 ok = await self._retry_poison(runtime, item)
             else:
                 ok = await self._retry_invalid(runtime, item)
             if ok:
                 done.append(parked_id)
+        if command is not None:
+            async with runtime.lock:
+                commit = KeyCommit(state=runtime.state, commands=(command,))
+                await self._registry.commit(runtime, commit)
         return done
 
     async def _retry_poison(self, runtime: KeyRuntime, item: ParkedItem) -> bool:
@@ -228,6 +212,34 @@ class ParkedApi:
             )
             await self._registry.commit(runtime, commit)
             return True
+
+
+class ParkedApi:
+    """``engine.parked``: list and retry parked items of a partition."""
+
+    def __init__(self, registry: Registry, operations: Operations) -> None:
+        self._registry = registry
+        self._ops = operations
+
+    async def list(
+        self, poller: str, *, partition: str | None = None, kind: str | None = None
+    ) -> builtins.list[ParkedItem]:
+        if kind not in (None, "invalid", "poison"):
+            raise ConfigError(f"must be 'invalid' or 'poison', got {kind!r}", "kind")
+        runtime = await self._registry.resolve(poller, partition)
+        items = sorted(runtime.parked.values(), key=lambda p: (p.parked_at, p.id))
+        return [p for p in items if kind is None or p.kind == kind]
+
+    async def retry(
+        self, poller: str, ids: Iterable[str], *, partition: str | None = None
+    ) -> builtins.list[str]:
+        """Re-deliver parked items; those that now succeed are removed. Returns their ids
+        (none when the key is another instance's: the command is then written for it)."""
+        given: object = ids
+        if isinstance(ids, Iterable) and not isinstance(ids, str | bytes | Mapping):
+            given = list(ids)  # a generator or a set reads as the list it yields
+        done = await self._ops.run("retry", poller, partition, ids=given)
+        return list(done or [])
 
 
 def _event_from(item: ParkedItem) -> Event:

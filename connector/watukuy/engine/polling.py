@@ -1,7 +1,8 @@
 """One poll of one key: plan with the core, execute the fetch, decide with the core, commit.
 
 Each page is committed on its own, so a crash mid-poll resumes from the last committed page.
-A key that was removed while its poll was in flight has its result dropped.
+A key let go while its poll was in flight (removed, fenced, its connector stopped) has its
+result dropped; a key whose connector was paused meanwhile stops after the page in flight.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class KeyPoller:
         registry = self._registry
         async with runtime.lock:
             done: set[Lane] = set()
-            while registry.keys.get(runtime.key) is runtime and not self._stopping.is_set():
+            while self._may_go_on(runtime):
                 lane = next_lane(runtime.state, registry.clock.now())
                 if lane is None or lane in done:
                     break
@@ -79,14 +80,11 @@ class KeyPoller:
             )
             decision = decide(poller, state, runtime.snapshot, step, outcome, clock.now())
             if registry.keys.get(runtime.key) is not runtime:
-                return False  # removed or taken over meanwhile: the result is dropped
+                return False  # let go meanwhile: the result is dropped
             try:
                 await registry.commit(runtime, _commit_of(decision))
             except Fenced:
-                log.warning("%s: fenced by another owner; dropping the key", runtime.key)
-                registry.keys.pop(runtime.key, None)
-                registry.due.discard(runtime.key)
-                return False
+                return False  # the registry let the key go
             except Retriable as exc:
                 # Not committed: the page is fetched again once the store can take it.
                 log.warning("%s: commit failed, retrying in %gs: %s", runtime.key, STORE_RETRY, exc)
@@ -100,7 +98,18 @@ class KeyPoller:
                 return False
             if not decision.more or self._stopping.is_set():
                 return True
+            if not self._may_go_on(runtime):
+                return False
             step = next_page(poller, step, decision)
+
+    def _may_go_on(self, runtime: KeyRuntime) -> bool:
+        """Still held, its connector still polling, and the engine not stopping."""
+        registry = self._registry
+        return (
+            registry.keys.get(runtime.key) is runtime
+            and registry.target(runtime.poller.name).polls
+            and not self._stopping.is_set()
+        )
 
     def _acquirer(self, runtime: KeyRuntime, lane: Lane) -> Callable[[], Awaitable[None]] | None:
         name = runtime.poller.budget

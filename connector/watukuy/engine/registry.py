@@ -3,19 +3,25 @@
 Added partitions are due at once with fresh state; removed ones are paused (an unfenced write)
 and leave scheduling and ``inspect()``; a partition that returns resumes from its stored
 cursor. A ``partitions`` callable that raises is logged and the previous list kept.
+
+Every key held in memory goes through :mod:`watukuy.core.lifecycle`: restored, held (active
+or paused by the user), then let go by :meth:`Registry.drop`, the one place a key leaves
+``keys`` (removed from the listing, fenced, its connector stopped, or deleted). A runtime
+object lives one hold; a key held again later gets a new runtime, starting at ``RESTORING``.
+A poller's target (RUNNING, PAUSED, STOPPED) decides whether its keys are held and polled.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from watukuy.core import schedule as schedules
 from watukuy.core.due import DueQueue
 from watukuy.core.errors import ConfigError, Fenced, Retriable, ShowsConfigOnly
+from watukuy.core.lifecycle import KeyPhase, Target, held_phase
 from watukuy.core.partitions import SINGLE, diff, normalise
 from watukuy.core.poll import due_at, fresh_state
 from watukuy.core.poller import Partition, Poller
@@ -53,6 +59,7 @@ class Registry:
         self.held_until: dict[str, float] = {}
         self.activation_pending = False
         self.tables = {name: PartitionTable() for name in pollers}
+        self.targets: dict[str, Target] = {}  # absent: RUNNING
 
     # -- partitions ---------------------------------------------------------------------
 
@@ -61,6 +68,8 @@ class Registry:
         now = self.clock.now()
         for name, poller in self.pollers.items():
             table = self.tables[name]
+            if not self.target(name).holds_keys:
+                continue  # a stopped poller holds no key: its listing waits for a restart
             if table.refreshed_at is None or now - table.refreshed_at >= poller.partitions_refresh:
                 await self.refresh(name, force=False)
 
@@ -128,6 +137,9 @@ class Registry:
             runtime = KeyRuntime(poller, partition, fresh_state(poller, partition.key, now))
         else:
             runtime = KeyRuntime(poller, partition, stored.state, stored.snapshot, stored.parked)
+            if not self._holds(poller):
+                runtime.move(KeyPhase.STOPPED)  # stopped or replaced while it was loading
+                return
             if runtime.state.paused == "removed":
                 back = replace(
                     runtime.state,
@@ -137,16 +149,25 @@ class Registry:
                 await self.commit(runtime, KeyCommit(state=back, fenced=False))
         if runtime.state.circuit.probe_in_flight:  # the probe died with a previous run
             runtime.state = replace(runtime.state, circuit=runtime.state.circuit.on_cancel())
+        if not self._holds(poller):
+            runtime.move(KeyPhase.STOPPED)
+            return
+        runtime.move(held_phase(runtime.state))
         self.keys[runtime.key] = runtime
         self.reschedule(runtime)
+
+    def _holds(self, poller: Poller) -> bool:
+        """Whether keys of ``poller`` (this very definition) may be held now."""
+        return self.pollers.get(poller.name) is poller and self.target(poller.name).holds_keys
 
     async def _deactivate(self, poller: Poller, key: str) -> None:
         runtime = self.keys.get(f"{poller.name}/{key}")
         if runtime is None:
             return
         async with runtime.lock:
-            self.keys.pop(runtime.key, None)
-            self.due.discard(runtime.key)
+            if not runtime.held:
+                return  # let go meanwhile (fenced, stopped)
+            self.drop(runtime, KeyPhase.PAUSED_REMOVED)
             if runtime.state.paused is None:
                 paused = replace(runtime.state, paused="removed")
                 try:
@@ -165,15 +186,9 @@ class Registry:
         before = set(self.keys)
         for runtime in list(self.keys.values()):
             if not self.store.owns(runtime.poller.name, runtime.partition.key):
-                self.keys.pop(runtime.key, None)
-                self.due.discard(runtime.key)
-        for name, table in self.tables.items():
-            if table.refreshed_at is None:
-                continue
-            poller = self.pollers[name]
-            for key, partition in table.current.items():
-                if f"{name}/{key}" not in self.keys and self.store.owns(name, key):
-                    await self._activate(poller, partition)
+                self.drop(runtime, KeyPhase.FENCED, retry=False)
+        for name in list(self.tables):
+            await self.activate_listed(name)
         if set(self.keys) != before:
             log.info(
                 "now owning %d key(s)%s; gave up %d, took %d",
@@ -182,6 +197,55 @@ class Registry:
                 len(before - set(self.keys)),
                 len(set(self.keys) - before),
             )
+
+    async def activate_listed(self, name: str) -> None:
+        """Hold every listed key of ``name`` this instance owns and does not hold yet."""
+        table = self.tables.get(name)
+        if table is None or table.refreshed_at is None or not self.target(name).holds_keys:
+            return
+        poller = self.pollers[name]
+        for key, partition in list(table.current.items()):
+            if f"{name}/{key}" not in self.keys and self.store.owns(name, key):
+                await self._activate(poller, partition)
+
+    def drop(self, runtime: KeyRuntime, phase: KeyPhase, *, retry: bool = True) -> None:
+        """Let the key go: the one place a key leaves ``keys`` and scheduling.
+
+        ``phase`` says why (the lifecycle table must allow it). Nothing is written here: the
+        callers that must record something (a removal from the listing) do so themselves. A
+        fenced key is looked at again at the next pass over ownership (``retry``): if it is
+        still ours, it is restored with the epoch the store holds now.
+        """
+        runtime.move(phase)
+        if self.keys.get(runtime.key) is runtime:
+            del self.keys[runtime.key]
+            self.due.discard(runtime.key)
+            self.held_until.pop(runtime.key, None)
+        if phase is KeyPhase.FENCED and retry:
+            self.activation_pending = True
+
+    def drop_poller(self, name: str, phase: KeyPhase) -> list[KeyRuntime]:
+        """Let every held key of ``name`` go; returns them (to wait for their polls)."""
+        dropped = [rt for rt in self.keys.values() if rt.poller.name == name]
+        for runtime in dropped:
+            self.drop(runtime, phase)
+        return dropped
+
+    # -- pollers and targets --------------------------------------------------------------
+
+    def target(self, name: str) -> Target:
+        return self.targets.get(name, Target.RUNNING)
+
+    def install(self, poller: Poller) -> None:
+        """Add ``poller``, or replace the definition of that name (drop its keys first)."""
+        self.pollers[poller.name] = poller
+        self.tables[poller.name] = PartitionTable()
+
+    def uninstall(self, name: str) -> None:
+        """Forget ``name`` (drop its keys first); its stored state stays."""
+        self.pollers.pop(name, None)
+        self.tables.pop(name, None)
+        self.targets.pop(name, None)
 
     def is_listed(self, name: str, key: str) -> bool:
         return key in self.tables[name].current
@@ -198,17 +262,15 @@ class Registry:
         """Delete every record of the key; it comes back fresh only if listed again."""
         self.poller(name)
         if not self.store.owns(name, key):
-            await self.store.send_command(
-                Command(uuid.uuid4().hex, "remove", name, key, {}, self.clock.now())
-            )
+            await self.store.send_command(Command.issue("remove", name, key, {}, self.clock.now()))
             self.tables[name].current.pop(key, None)
             return
         runtime = self.keys.get(f"{name}/{key}")
         if runtime is not None:
             async with runtime.lock:
                 await self.store.remove(name, key, command)
-                self.keys.pop(runtime.key, None)
-                self.due.discard(runtime.key)
+                if runtime.held:
+                    self.drop(runtime, KeyPhase.REMOVED)
         else:
             await self.store.remove(name, key, command)
         self.tables[name].current.pop(key, None)
@@ -238,13 +300,23 @@ class Registry:
     # -- commits and due times ------------------------------------------------------------
 
     async def commit(self, runtime: KeyRuntime, commit: KeyCommit) -> None:
-        await self.store.commit([commit])
+        """Commit one step of a key; a key another owner fenced off is let go here."""
+        try:
+            await self.store.commit([commit])
+        except Fenced:
+            if runtime.held or runtime.phase is KeyPhase.RESTORING:
+                log.warning("%s: fenced by another owner; letting the key go", runtime.key)
+                self.drop(runtime, KeyPhase.FENCED)
+            raise
         runtime.applied(commit)
         if self.keys.get(runtime.key) is runtime:
+            runtime.move(held_phase(runtime.state))  # pause and resume move it
             self.reschedule(runtime)
 
     def reschedule(self, runtime: KeyRuntime) -> None:
         at = due_at(runtime.state, self.clock.now())
+        if not self.target(runtime.poller.name).polls:
+            at = None  # a paused connector keeps its keys but polls none
         held = self.held_until.pop(runtime.key, None)
         if held is not None and at is not None:
             at = max(at, held)

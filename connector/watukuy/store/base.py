@@ -8,6 +8,7 @@ the Kafka store put several keys' pages in one transaction.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -62,7 +63,11 @@ class EventFeed(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """An operation addressed to whichever instance owns the key."""
+    """An operation addressed to whichever instance owns the key.
+
+    ``op`` names one of :data:`watukuy.core.operations.KEY_OPERATIONS` and ``args`` holds its
+    arguments in their JSON form (:meth:`~watukuy.core.operations.KeyOperation.encode`).
+    """
 
     id: str
     op: str
@@ -76,10 +81,21 @@ class Command:
     def key(self) -> str:
         return f"{self.poller}/{self.partition}"
 
+    @classmethod
+    def issue(
+        cls, op: str, poller: str, partition: str, args: dict[str, object], now: float
+    ) -> Command:
+        """A new command with a fresh id (the record key's last segment)."""
+        return cls(uuid.uuid4().hex, op, poller, partition, args, now)
+
 
 class Store(Protocol):
     def bind(self, pollers: Mapping[str, Poller]) -> None:
         """Learn the pollers before ``start`` (event topics, schemas)."""
+
+    async def add_poller(self, poller: Poller) -> None:
+        """Learn a poller added (or redefined) at run time: before ``start`` like ``bind``;
+        once started, make what it needs exist (its events and DLQ topics, its schema)."""
 
     def owns(self, poller: str, partition: str) -> bool:
         """Whether this instance may poll and commit the key now."""
@@ -110,6 +126,9 @@ class Store(Protocol):
 
     async def partitions(self, poller: str) -> list[str]:
         """Keys of ``poller`` that have stored state."""
+
+    def states_of(self, poller: str) -> list[PartitionState]:
+        """The committed state of every key of ``poller`` this instance owns and has stored."""
 
     def events(self, poller: str) -> EventFeed:
         """Events of ``poller`` committed from the moment this returns, in commit order."""

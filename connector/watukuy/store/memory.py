@@ -29,6 +29,9 @@ class MemoryStore:
     def bind(self, pollers: Mapping[str, Poller]) -> None:
         return None
 
+    async def add_poller(self, poller: Poller) -> None:
+        return None  # events live in memory: nothing to create
+
     def owns(self, poller: str, partition: str) -> bool:
         return True  # one process, no group: every key is ours
 
@@ -96,6 +99,9 @@ class MemoryStore:
 
     async def partitions(self, poller: str) -> list[str]:
         return [state.partition for state in self.states.values() if state.poller == poller]
+
+    def states_of(self, poller: str) -> list[PartitionState]:
+        return [state for state in self.states.values() if state.poller == poller]
 
     def events(self, poller: str) -> LocalFeed:
         return LocalFeed(self._listeners[poller])

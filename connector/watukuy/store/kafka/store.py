@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any
 
 from watukuy.core.errors import ConfigError, Fenced, Retriable
 from watukuy.core.events import Event
@@ -30,7 +28,7 @@ from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
 from watukuy.serde import state as state_schemas
 from watukuy.serde.data import DataSchema
-from watukuy.serde.events import EventSchemas, dlq_schema, encode_event
+from watukuy.serde.events import EventSchemas, WriterSchema, dlq_schema, encode_event
 from watukuy.serde.registry import ConfluentEventEncoder, registry_client
 from watukuy.store.base import Command, KeyCommit, StoredKey
 from watukuy.store.kafka import clients, records
@@ -72,6 +70,11 @@ class KafkaStore:
         self._outgoing: Outgoing | None = None
         self.topics: dict[str, TopicInfo] = {}
         self.crashed: BaseException | None = None
+        # What each poller's events need, filled per poller (at start, or when one is added).
+        self._event_topics: dict[str, str] = {}
+        self._max_bytes: dict[str, int] = {}  # topic -> max.message.bytes
+        self._schemas = EventSchemas()
+        self._registry_encoders: dict[str, ConfluentEventEncoder] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -80,33 +83,14 @@ class KafkaStore:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        event_topics = {
-            name: self.layout.events(name, poller.topic) for name, poller in self._pollers.items()
-        }
-        kafka, timeout = self.settings.kafka, self.settings.startup_timeout
-        admin = clients.admin_client(kafka)
-        try:
-            self.topics = await asyncio.to_thread(
-                ensure_topics,
-                admin,
-                self.layout,
-                [(n, p.topic) for n, p in self._pollers.items()],
-                bootstrap=clients.bootstrap_of(kafka),
-                timeout=timeout,
-            )
-        except BrokerUnavailable as exc:
-            raise clients.unreachable(kafka, timeout) from exc
-        finally:
-            clients.drain_logs(admin)  # why it could not connect, if it could not
-        max_bytes = {name: info.max_message_bytes for name, info in self.topics.items()}
-        schemas = EventSchemas(
-            {
-                name: None if p.schema is None else DataSchema.load(p.schema, f"poller '{name}'")
-                for name, p in self._pollers.items()
-            }
+        pollers = list(self._pollers.values())
+        await self._ensure_topics(pollers)
+        for poller in pollers:
+            self._declare(poller)
+        await asyncio.to_thread(self._register, pollers)
+        self._outgoing = Outgoing(
+            self.layout, self._event_topics, self._max_bytes, "watukuy", self._encode
         )
-        encode = await asyncio.to_thread(self._event_encoder, schemas, event_topics)
-        self._outgoing = Outgoing(self.layout, event_topics, max_bytes, "watukuy", encode)
         io = KafkaIO(self.settings, self._from_thread)
         io.start()
         await asyncio.to_thread(io.ready.wait)
@@ -115,28 +99,74 @@ class KafkaStore:
                 io.startup_error
             )
         self._io = io
-        await self._publish_schemas(schemas)
+        texts = {**self._schemas.published(), dlq_schema().fingerprint_hex: dlq_schema().text}
+        texts |= {s.fingerprint_hex: s.canonical for s in state_schemas.SCHEMAS.current.values()}
+        await self._publish_schemas(texts)
 
-    def _event_encoder(
-        self, schemas: EventSchemas, event_topics: dict[str, str]
-    ) -> Callable[[Event], bytes]:
-        """Items were checked against their data schema when polled, hence ``validated``."""
+    async def add_poller(self, poller: Poller) -> None:
+        """A poller added or redefined at run time: what ``start`` does for each poller, for
+        this one: its events and DLQ topics made to exist, its envelope registered (registry
+        mode) and published to the schemas topic. Before ``start``, it only joins the others.
+        """
+        self._pollers[poller.name] = poller
+        if self._io is None:
+            return
+        await self._ensure_topics([poller])
+        writer = self._declare(poller)
+        await asyncio.to_thread(self._register, [poller])
+        await self._publish_schemas({writer.fingerprint_hex: writer.text})
+
+    async def _ensure_topics(self, pollers: Sequence[Poller]) -> None:
+        """The internal topics and those of ``pollers``: created if missing, then checked."""
+        kafka, timeout = self.settings.kafka, self.settings.startup_timeout
+        admin = clients.admin_client(kafka)
+        try:
+            infos = await asyncio.to_thread(
+                ensure_topics,
+                admin,
+                self.layout,
+                [(p.name, p.topic) for p in pollers],
+                bootstrap=clients.bootstrap_of(kafka),
+                timeout=timeout,
+            )
+        except BrokerUnavailable as exc:
+            raise clients.unreachable(kafka, timeout) from exc
+        finally:
+            clients.drain_logs(admin)  # why it could not connect, if it could not
+        self.topics.update(infos)
+        self._max_bytes.update({name: info.max_message_bytes for name, info in infos.items()})
+
+    def _declare(self, poller: Poller) -> WriterSchema:
+        """Where ``poller``'s events go and with which envelope; returns that envelope."""
+        name = poller.name
+        self._event_topics[name] = self.layout.events(name, poller.topic)
+        data = None if poller.schema is None else DataSchema.load(poller.schema, f"poller '{name}'")
+        return self._schemas.add(name, data)
+
+    def _register(self, pollers: Sequence[Poller]) -> None:
+        """Registry mode: register each envelope now, so a bad registry fails here, not at the
+        first commit (blocking I/O: called in a thread)."""
         url = self.settings.registry_url
         if url is None:
-            return lambda event: encode_event(event, schemas, validated=True)
+            return
         client = registry_client(url, self.settings.registry_auth)
-        encoders = {poller: ConfluentEventEncoder(client, t) for poller, t in event_topics.items()}
-        for poller, encoder in encoders.items():  # register now: a bad registry fails the start
-            encoder.schema_id(schemas.writer(poller))
-        return lambda event: encoders[event.poller].encode(event, schemas, validated=True)
+        for poller in pollers:
+            encoder = ConfluentEventEncoder(client, self._event_topics[poller.name])
+            encoder.schema_id(self._schemas.writer(poller.name))
+            self._registry_encoders[poller.name] = encoder
 
-    async def _publish_schemas(self, schemas: EventSchemas) -> None:
-        """Every writer schema, keyed by fingerprint: consumers without a registry resolve here.
+    def _encode(self, event: Event) -> bytes:
+        """Items were checked against their data schema when polled, hence ``validated``."""
+        encoder = self._registry_encoders.get(event.poller)
+        if encoder is not None:
+            return encoder.encode(event, self._schemas, validated=True)
+        return encode_event(event, self._schemas, validated=True)
 
-        Compacted and keyed by content, so publishing at each start is idempotent.
+    async def _publish_schemas(self, texts: dict[str, str]) -> None:
+        """Writer schemas, keyed by fingerprint: consumers without a registry resolve here.
+
+        Compacted and keyed by content, so publishing again (each start) is idempotent.
         """
-        texts = {**schemas.published(), dlq_schema().fingerprint_hex: dlq_schema().text}
-        texts |= {s.fingerprint_hex: s.canonical for s in state_schemas.SCHEMAS.current.values()}
         done: list[asyncio.Future[None]] = []
         for fingerprint_hex, text in sorted(texts.items()):
             future = self._new_future()
@@ -293,6 +323,10 @@ class KafkaStore:
     async def partitions(self, poller: str) -> list[str]:
         return [s.partition for s in self._states.values() if s.poller == poller]
 
+    def states_of(self, poller: str) -> list[PartitionState]:
+        """Restored and committed since: only keys of partitions this instance owns."""
+        return [s for s in self._states.values() if s.poller == poller]
+
     def events(self, poller: str) -> LocalFeed:
         return LocalFeed(self._listeners[poller])
 
@@ -307,12 +341,6 @@ class KafkaStore:
         future = self._new_future()
         self._running().send_plain(record, self._hop(lambda error: _settle(future, error)))
         await future
-
-    @staticmethod
-    def new_command(
-        op: str, poller: str, partition: str, args: dict[str, Any], now: float
-    ) -> Command:
-        return Command(uuid.uuid4().hex, op, poller, partition, args, now)
 
     # -- commit plumbing ----------------------------------------------------------------------
 

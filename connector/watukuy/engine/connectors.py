@@ -1,0 +1,187 @@
+"""Connectors (pollers) at run time: added, redefined, removed, paused, stopped, restarted;
+and their offsets, in the shape Kafka Connect's KIP-875 gives them.
+
+A connector's target (:class:`~watukuy.core.lifecycle.Target`) is what the user asked of the
+whole poller, apart from each key's own pause: RUNNING polls its keys, PAUSED keeps them held
+and restored but polls none, STOPPED lets them go (state kept in the store) and is the only
+target under which offsets may be altered. A key the user paused stays paused whatever the
+connector's target does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from watukuy.core.lifecycle import KeyPhase, Target, parse_target
+from watukuy.core.operations import (
+    KEY_OPERATIONS,
+    connector_operation,
+    decode_offsets,
+    offsets_of,
+)
+from watukuy.core.poller import Poller
+from watukuy.engine.handlers import Dispatcher
+from watukuy.engine.keys import KeyRuntime
+from watukuy.engine.operations import Operations
+from watukuy.engine.registry import Registry
+
+log = logging.getLogger("watukuy.connectors")
+
+Prepare = Callable[[object, str], Poller]
+"""Checks a definition given at run time the way the constructor checks its list."""
+
+
+class Connectors:
+    def __init__(
+        self,
+        registry: Registry,
+        dispatcher: Dispatcher,
+        operations: Operations,
+        prepare: Prepare,
+        wake: Callable[[], None],
+    ) -> None:
+        self._registry = registry
+        self._dispatcher = dispatcher
+        self._ops = operations
+        self._prepare = prepare
+        self._wake = wake
+
+    # -- definitions ------------------------------------------------------------------------
+
+    async def add(self, poller: object, target: object = None) -> None:
+        """Add a poller, or replace the definition of that name.
+
+        The store first makes what the poller needs (on Kafka: its topics, its schema), so a
+        failure there leaves everything as it was. A replaced poller's keys are let go and
+        held again under the new definition, their state kept; its target is kept unless
+        ``target`` is given. A new poller starts RUNNING unless ``target`` says otherwise.
+        """
+        definition = self._prepare(poller, "poller")
+        wanted = None if target is None else parse_target(target)
+        registry = self._registry
+        name = definition.name
+        replaced = name in registry.pollers
+        await registry.store.add_poller(definition)
+        if replaced:
+            await self._let_go(name)
+        registry.install(definition)
+        if wanted is not None:
+            registry.targets[name] = wanted
+        self._dispatcher.add(definition, None if replaced else registry.store.events(name))
+        await self._hold(name)
+        log.info(
+            "poller '%s' %s (%s)", name, "redefined" if replaced else "added", self.target(name)
+        )
+
+    async def remove(self, name: str) -> None:
+        """Remove a poller: its keys stop, their state stays in the store."""
+        registry = self._registry
+        registry.poller(name)
+        await self._let_go(name)
+        registry.uninstall(name)
+        await self._dispatcher.remove(name)
+        registry.on_keys_changed()
+        log.info("poller '%s' removed; its state is kept", name)
+
+    # -- targets ------------------------------------------------------------------------------
+
+    def target(self, name: str) -> str:
+        """``"RUNNING"``, ``"PAUSED"`` or ``"STOPPED"``."""
+        self._registry.poller(name)
+        return self._registry.target(name).value
+
+    async def set_target(self, name: str, target: object) -> None:
+        registry = self._registry
+        registry.poller(name)
+        new = parse_target(target)
+        old = registry.target(name)
+        if new is old:
+            return
+        registry.targets[name] = new
+        if new is Target.STOPPED:
+            await self._let_go(name)
+        elif old is Target.STOPPED:
+            await self._hold(name)
+        else:  # RUNNING <-> PAUSED: the keys stay; only their due times change
+            for runtime in self._runtimes(name):
+                registry.reschedule(runtime)
+            self._wake()
+        log.info("poller '%s': %s -> %s", name, old.value, new.value)
+
+    async def restart(self, name: str) -> None:
+        """Let every key go and hold it again from the store (a stopped poller stays so)."""
+        registry = self._registry
+        poller = registry.poller(name)
+        if not registry.target(name).holds_keys:
+            return
+        await self._let_go(name)
+        registry.install(poller)
+        await self._hold(name)
+
+    async def control(self, name: str, operation: str) -> None:
+        """A connector operation by name (``pause``, ``resume``, ``stop``, ``restart``)."""
+        op = connector_operation(operation)
+        if op.target is None:
+            await self.restart(name)
+        else:
+            await self.set_target(name, op.target)
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    def offsets(self, name: str) -> list[dict[str, Any]]:
+        """Each stored key this instance owns: ``{"partition": {"key"}, "offset": {lanes}}``."""
+        self._registry.poller(name)
+        states = sorted(self._registry.store.states_of(name), key=lambda s: s.partition)
+        return [offsets_of(state) for state in states]
+
+    async def alter_offsets(self, name: str, offsets: object) -> None:
+        """Set (or, with ``"offset": None``, reset) the offsets of keys; only while STOPPED.
+
+        Every entry is checked before any is written. Keys this instance does not own are
+        sent to their owner as commands.
+        """
+        poller = self._registry.poller(name)
+        op = KEY_OPERATIONS["alter_offsets"]
+        self._ops.check_target(op, name)  # Conflict first: the body may be fine
+        entries = decode_offsets(offsets, partitioned=poller.partitioned)
+        for key, offset in entries:
+            await self._ops.dispatch(op, name, key or None, {"offset": offset})
+
+    async def reset_offsets(self, name: str) -> None:
+        """Start every key over (``DELETE .../offsets``); only while STOPPED.
+
+        The keys are those this instance has stored and those the poller last listed (the
+        listed ones another instance owns are sent to it as commands). A key another instance
+        stores that is no longer listed is that instance's to reset.
+        """
+        self._ops.check_target(KEY_OPERATIONS["alter_offsets"], name)
+        table = self._registry.tables.get(name)
+        keys = {s.partition for s in self._registry.store.states_of(name)}
+        keys |= set(table.current) if table is not None else set()
+        await self.alter_offsets(
+            name, [{"partition": {"key": k}, "offset": None} for k in sorted(keys)]
+        )
+
+    # -- holding and letting go ---------------------------------------------------------------
+
+    def _runtimes(self, name: str) -> list[KeyRuntime]:
+        return [rt for rt in self._registry.keys.values() if rt.poller.name == name]
+
+    async def _let_go(self, name: str) -> None:
+        """Let go of every key of ``name``, then wait for what was running on them."""
+        dropped = self._registry.drop_poller(name, KeyPhase.STOPPED)
+        for runtime in dropped:
+            async with runtime.lock:  # a poll ends after its page: nothing commits after this
+                pass
+        self._registry.on_keys_changed()
+
+    async def _hold(self, name: str) -> None:
+        """Hold the listed keys of ``name`` this instance owns, if its target holds keys."""
+        registry = self._registry
+        if registry.target(name).holds_keys:
+            await registry.refresh(name, force=False)
+            await registry.activate_listed(name)
+        registry.on_keys_changed()
+        self._wake()
