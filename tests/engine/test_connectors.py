@@ -508,3 +508,34 @@ async def test_offsets_of_another_owners_keys_are_sent_to_it(env: Env) -> None:
         ("alter_offsets", "never-listed", {"offset": None}),
     ]
     assert key(theirs) not in store.states
+
+
+# -- the lifecycle's fenced path --------------------------------------------------------------
+
+
+async def test_a_fenced_key_is_let_go_and_held_again_if_still_ours(
+    env: Env, engine: Engine, store: MemoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    recorder = env.recorder(engine)
+    await engine.tick()
+    recorder.take()
+    tenant = env.tid(0)
+    # Another owner took the key over meanwhile: the stored epoch moved on.
+    store.states[key(tenant)] = replace(store.states[key(tenant)], epoch=7)
+    changed = env.sim.update_item(tenant, env.sim.items(tenant)[2]["id"], amount=6.0)
+    env.clock.advance(900)
+
+    await engine.tick()
+
+    assert tenant not in inspected(engine)  # let go: its page was not committed
+    assert recorder.of(tenant) == []
+    assert store.states[key(tenant)].epoch == 7
+    assert any(
+        "fenced by another owner; letting the key go" in r.getMessage() for r in caplog.records
+    )
+
+    await engine.tick()  # still ours (the memory store owns every key): restored, polled
+
+    assert tenant in inspected(engine)
+    assert [(e.subject, e.sequence) for e in recorder.of(tenant)] == [(changed["id"], 11)]
+    assert store.states[key(tenant)].epoch == 7
