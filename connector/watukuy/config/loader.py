@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,7 @@ def parse_config(
     base = Path.cwd() if base_dir is None else Path(base_dir)
     data, secrets = resolve_references(given, base)
     try:
-        return _build(data, base, secrets)
+        built = _build(data, base, secrets)
     except ConfigError as exc:
         if not secrets.values:
             raise
@@ -86,6 +87,9 @@ def parse_config(
         if cause is not None and secrets.scrub(str(cause)) != str(cause):
             cause = None
         raise ConfigError(secrets.scrub(message_of(exc)), exc.path) from cause
+    # What REST shows of a config-file poller: as written, ``${...}`` never resolved.
+    written = given.get("pollers")
+    return replace(built, written_pollers=tuple(written) if isinstance(written, list) else ())
 
 
 def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerConfig:
@@ -111,6 +115,7 @@ def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerC
         poller_refs=refs,
         python_path=python_path,
         secrets=frozenset(secrets.paths),
+        base_dir=base_dir,
     )
 
 

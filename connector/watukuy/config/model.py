@@ -185,6 +185,10 @@ class RunnerConfig:
     poller_refs: tuple[str | Mapping[str, Any], ...] = ()
     """Where each poller came from: ``module:attr``, or a declarative poller's entry."""
     python_path: tuple[Path, ...] = ()
+    base_dir: Path = field(default_factory=Path.cwd)
+    """The config file's directory: relative paths of REST connectors resolve against it."""
+    written_pollers: tuple[Any, ...] = ()
+    """The ``pollers`` entries as written in the file, ``${...}`` references unresolved."""
     secrets: frozenset[str] = frozenset()
 
     def secret_paths(self) -> frozenset[str]:
@@ -239,6 +243,15 @@ class RunnerConfig:
         if self.rest.tls is not None:
             rest["tls"] = {"cert": str(self.rest.tls.cert), "key": str(self.rest.tls.key)}
         return rest
+
+    def file_pollers(self) -> dict[str, str | Mapping[str, Any]]:
+        """Each poller's name and where it came from, as written: ``module:attr`` for a Python
+        poller, the entry with its ``${...}`` references unresolved for a declarative one."""
+        out: dict[str, str | Mapping[str, Any]] = {}
+        for index, (ref, poller) in enumerate(zip(self._refs(), self.pollers, strict=True)):
+            written = self.written_pollers[index] if index < len(self.written_pollers) else ref
+            out[poller.name] = ref if isinstance(ref, str) else written
+        return out
 
     def _refs(self) -> tuple[str | Mapping[str, Any], ...]:
         if len(self.poller_refs) == len(self.pollers):

@@ -40,6 +40,7 @@ from confluent_kafka import Message as KafkaMessage
 
 from watukuy.control.reader import Message, TopicReader
 from watukuy.core.errors import ConfigError, Retriable, StateCorrupted, WatukuyError
+from watukuy.core.errors import Conflict as CoreConflict
 from watukuy.store.kafka import clients
 from watukuy.store.kafka.topics import TopicLayout
 
@@ -74,7 +75,7 @@ Listener = Callable[[str, Mapping[str, Any] | None, Target | None], None]
 """``on_change(name, config, target)``; ``config`` and ``target`` are ``None`` once deleted."""
 
 
-class Conflict(WatukuyError):
+class Conflict(CoreConflict):
     """The connector changed since the version the caller read: read it again, then retry."""
 
 
@@ -287,6 +288,18 @@ class ConfigTopic:
         if expected_version is None:
             expected_version = found.version
         return await self.put(name, found.config, target, expected_version=expected_version)
+
+    async def put_target(self, name: str, target: str) -> int:
+        """A target alone, for a poller from a runner's config file: its config is not here
+        (nor writable over REST), but pausing or stopping it must reach every instance."""
+        _check_name(name)
+        target = _check_target(target)
+        async with self._write:
+            version = max(self.version(name), self._versions.get(name, 0)) + 1
+            records = [(f"{TARGET_PREFIX}{name}".encode(), encode_target(name, target, version))]
+            end = await asyncio.to_thread(self._transact, records, f"writing target of '{name}'")
+            await self._read_back(end, name)
+        return version
 
     async def delete(self, name: str, *, expected_version: int | None = None) -> bool:
         """Tombstone both records in one transaction; ``False`` when there was nothing."""

@@ -325,6 +325,12 @@ class Engine:
         """A connector operation by name: ``pause``, ``resume``, ``stop`` or ``restart``."""
         await self._connectors.control(name, operation)
 
+    def listed(self, name: str) -> list[str]:
+        """The partition keys of ``name`` as last listed (every key, owned here or not), in
+        key order; ``[]`` before its first refresh or for an unknown poller."""
+        table = self._registry.tables.get(name)
+        return [] if table is None else sorted(table.current)
+
     def offsets(self, name: str) -> list[dict[str, Any]]:
         """``[{"partition": {"key": K}, "offset": {"live", "backfill", "reconcile"}}]`` for
         the stored keys this instance owns (Kafka Connect's KIP-875 shape)."""
