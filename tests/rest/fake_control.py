@@ -18,10 +18,10 @@ from typing import Any
 from watukuy.config.checks import message_of
 from watukuy.config.references import resolve_references
 from watukuy.core.errors import ConfigError
+from watukuy.core.lifecycle import Target
+from watukuy.core.operations import KEY_OPERATIONS, LANES
 from watukuy.declarative import compile_poller
 from watukuy.rest.control import (
-    LANES,
-    Backfill,
     ClusterInfo,
     Config,
     ConnectorOrigin,
@@ -33,12 +33,6 @@ from watukuy.rest.control import (
     Metrics,
     ParkedKind,
     PartitionInfo,
-    PartitionOperation,
-    PausePartition,
-    RemovePartition,
-    Replay,
-    ResetCursor,
-    ResumePartition,
     TargetState,
     TaskState,
     TaskStatus,
@@ -86,7 +80,8 @@ class FakeControl:
         self.base_dir = base_dir
         self.connectors_by_name: dict[str, FakeConnector] = {}
         self.accepted: list[tuple[str, str, str, Any]] = []
-        """``(operation, connector, key, detail)`` for every operation accepted."""
+        """``(operation, connector, key, args)`` for every operation accepted (``restart``
+        with its two flags as ``args``)."""
         self.health_state = Health("healthy", "the runner has started and owns its keys")
         self.fail_with: BaseException | None = None
         """Raised by every call when set (to see how the routes answer a broken seam)."""
@@ -291,25 +286,45 @@ class FakeControl:
             for key, state in sorted(connector.keys.items())
         ]
 
-    async def operate(self, name: str, key: str, operation: PartitionOperation) -> None:
+    async def operate(self, name: str, key: str, operation: str, args: dict[str, Any]) -> None:
+        """As the runner's: the registry's operation by name, refused (409) under a target it
+        does not allow, its effect on this fake's keys and parked items."""
         connector = self._get(name)
+        op = KEY_OPERATIONS[operation]  # a route passing anything else is a bug: a 500
+        # The seam takes the complete JSON form (what a command record carries): hold the
+        # routes to it, or the engine would read another value than the one checked here.
+        assert op.encode(op.decode(args)) == args, (operation, args)
         state = connector.keys.get(key)
         if state is None:
             raise NotFound(f"connector {name} has no partition {key!r}")
-        self.accepted.append((type(operation).__name__, name, key, operation))
+        if Target(connector.state) not in op.allowed:
+            raise Conflict(
+                f"connector '{name}' is {connector.state}, so its partitions are not running; "
+                f"resume it first to {op.name}"
+            )
+        if operation == "retry":  # checked before anything is accepted, as the engine does
+            known = {item["id"] for item in connector.parked if item["partition"] == key}
+            unknown = [parked_id for parked_id in args["ids"] if parked_id not in known]
+            if unknown:
+                raise ConfigError(f"no parked item {unknown[0]!r} in {name}/{key}", "ids")
+        self.accepted.append((operation, name, key, copy.deepcopy(args)))
         match operation:
-            case PausePartition():
+            case "pause":
                 state.paused = True
-            case ResumePartition():
+            case "resume":
                 state.paused = False
-            case ResetCursor(to=to):
-                state.offset["live"] = to
-            case Backfill(from_=start):
-                state.offset["backfill"] = start
-            case Replay(from_=start):
-                state.offset["live"] = start
-            case RemovePartition():
+            case "reset_cursor":
+                state.offset["live"] = args["to"]
+            case "backfill":
+                state.offset["backfill"] = args["from"]
+            case "replay":
+                state.offset["live"] = args["from"]
+            case "remove":
                 del connector.keys[key]
+            case "retry":
+                connector.parked = [
+                    item for item in connector.parked if item["id"] not in args["ids"]
+                ]
 
     async def parked(
         self, name: str, *, partition: str | None, kind: ParkedKind | None
@@ -321,17 +336,6 @@ class FakeControl:
             if (partition is None or item["partition"] == partition)
             and (kind is None or item["kind"] == kind)
         ]
-
-    async def retry_parked(self, name: str, partition: str, ids: list[str]) -> None:
-        connector = self._get(name)
-        if partition not in connector.keys:
-            raise NotFound(f"connector {name} has no partition {partition!r}")
-        known = {item["id"] for item in connector.parked if item["partition"] == partition}
-        missing = [item for item in ids if item not in known]
-        if missing:
-            raise NotFound(f"no parked item {missing[0]!r} in partition {partition!r}")
-        self.accepted.append(("retry", name, partition, tuple(ids)))
-        connector.parked = [item for item in connector.parked if item["id"] not in ids]
 
     async def health(self) -> Health:
         return self.health_state

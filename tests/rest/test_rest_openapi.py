@@ -16,7 +16,10 @@ import schemathesis
 from tests.rest.fake_control import FakeControl
 from tests.rest.support import rest_client, seed
 from watukuy.config.model import RestAuth, RestSettings
+from watukuy.core.operations import CONNECTOR_OPERATIONS, KEY_OPERATIONS, Argument, KeyOperation
 from watukuy.rest import build_app, openapi_document, start_rest
+from watukuy.rest.control import PARTITION_OPERATIONS
+from watukuy.rest.openapi import arguments_schema
 
 TOKEN = "fuzz-token-4f1d"
 FUZZ_SECONDS = 25.0
@@ -68,6 +71,52 @@ def test_every_operation_documents_its_errors_in_the_error_shape() -> None:
                 if int(code) >= 400 and path != "/health":
                     schema = answer["content"]["application/json"]["schema"]
                     assert schema == {"$ref": "#/components/schemas/Error"}, (method, path, code)
+
+
+def test_the_operations_are_documented_from_the_registry() -> None:
+    """Summary and body properties of each per-key route are the registry's, so an operation
+    added there is documented with its arguments."""
+    paths = openapi_document()["paths"]
+    documented: dict[str, tuple[str, KeyOperation, list[str]]] = {
+        f"/connectors/{{name}}/partitions/{{key}}/{verb}": ("post", op, [])
+        for verb, op in PARTITION_OPERATIONS.items()
+    }
+    documented["/connectors/{name}/partitions/{key}"] = ("delete", KEY_OPERATIONS["remove"], [])
+    documented["/connectors/{name}/parked/retry"] = ("post", KEY_OPERATIONS["retry"], ["partition"])
+    for path, (method, op, extra) in documented.items():
+        entry = paths[path][method]
+        assert entry["summary"].lower() == op.summary.lower(), path
+        if not op.arguments:
+            assert "requestBody" not in entry, path
+            continue
+        schema = entry["requestBody"]["content"]["application/json"]["schema"]
+        assert list(schema["properties"]) == extra + [a.name for a in op.arguments], path
+        assert schema["required"] == extra and schema["additionalProperties"] is False, path
+    reset = paths["/connectors/{name}/partitions/{key}/reset"]["post"]["requestBody"]
+    assert reset["content"]["application/json"]["schema"]["properties"]["clear_snapshot"] == {
+        "type": "boolean",
+        "default": False,
+    }
+    for connector_op in CONNECTOR_OPERATIONS.values():
+        (entry,) = paths[f"/connectors/{{name}}/{connector_op.name}"].values()
+        assert entry["summary"].lower() == connector_op.summary.lower()
+
+
+def test_a_new_operations_body_is_generated_from_its_arguments() -> None:
+    op = KeyOperation(
+        "rewind",
+        "go back",
+        (
+            Argument("by", "by", lambda value, path: value, schema={"type": "integer"}),
+            Argument("lanes", "lanes", lambda value, path: value, ("live",)),
+        ),
+    )
+    assert arguments_schema(op) == {
+        "type": "object",
+        "properties": {"by": {"type": "integer"}, "lanes": {"default": ["live"]}},
+        "required": [],
+        "additionalProperties": False,
+    }
 
 
 async def test_the_document_is_served() -> None:

@@ -1,4 +1,8 @@
-"""Per-partition operations, parked items and offsets over REST."""
+"""Per-partition operations, parked items and offsets over REST.
+
+The operations are the registry's (watukuy.core.operations): the routes pass its names and the
+JSON form of the arguments its ``decode`` checked to ``Control.operate``.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +12,9 @@ import pytest
 
 from tests.rest.fake_control import FakeControl
 from tests.rest.support import PARKED, error_of, rest_client, seed
-from watukuy.rest.control import (
-    Backfill,
-    PausePartition,
-    RemovePartition,
-    Replay,
-    ResetCursor,
-    ResumePartition,
-    Trigger,
-)
+from watukuy.core.operations import CONNECTOR_OPERATIONS
+from watukuy.rest import build_app
+from watukuy.rest.control import PARTITION_OPERATIONS, Control
 
 
 async def test_partitions_are_listed() -> None:
@@ -32,27 +30,108 @@ async def test_partitions_are_listed() -> None:
     assert unpartitioned == [{"key": "", "state": "RUNNING", "owner": "runner-1"}]
 
 
+def test_the_routes_are_the_registrys_operations() -> None:
+    """The contract's verbs, each one of the registry's per-key operations; remove and retry
+    have routes of their own, and each connector operation is a route of its name."""
+    assert {verb: op.name for verb, op in PARTITION_OPERATIONS.items()} == {
+        "trigger": "trigger",
+        "pause": "pause",
+        "resume": "resume",
+        "backfill": "backfill",
+        "replay": "replay",
+        "reset": "reset_cursor",
+    }
+    served = {
+        (route.method, route.resource.canonical)
+        for route in build_app(FakeControl()).router.routes()
+        if route.resource is not None
+    }
+    key_routes = {
+        path for method, path in served if path.startswith("/connectors/{name}/partitions/{key}/")
+    }
+    assert key_routes == {
+        f"/connectors/{{name}}/partitions/{{key}}/{verb}" for verb in PARTITION_OPERATIONS
+    }
+    for op in CONNECTOR_OPERATIONS.values():
+        assert ("POST" if op.restarts else "PUT", f"/connectors/{{name}}/{op.name}") in served
+        assert callable(getattr(Control, op.name)), op.name  # the seam's method of that name
+
+
 @pytest.mark.parametrize(
-    ("op", "body", "operation"),
+    ("verb", "body", "operation", "args"),
     [
-        ("trigger", None, Trigger()),
-        ("pause", None, PausePartition()),
-        ("resume", None, ResumePartition()),
-        ("backfill", None, Backfill(from_=None)),
-        ("backfill", {"from": "2026-01-01T00:00:00Z"}, Backfill(from_="2026-01-01T00:00:00Z")),
-        ("replay", {"from": 1700000000}, Replay(from_=1700000000)),
-        ("replay", {"from": None}, Replay(from_=None)),
-        ("reset", None, ResetCursor(to=None, clear_snapshot=False)),
-        ("reset", {"to": "tok-9", "clear_snapshot": True}, ResetCursor("tok-9", True)),
+        ("trigger", None, "trigger", {}),
+        ("trigger", {}, "trigger", {}),
+        ("pause", None, "pause", {}),
+        ("resume", None, "resume", {}),
+        ("backfill", None, "backfill", {"from": None}),
+        (
+            "backfill",
+            {"from": "2026-01-01T00:00:00Z"},
+            "backfill",
+            {"from": "2026-01-01T00:00:00Z"},
+        ),
+        (
+            "backfill",
+            {"from": {"page": 3, "since": "x"}},
+            "backfill",
+            {"from": {"page": 3, "since": "x"}},
+        ),
+        ("replay", {"from": 1700000000}, "replay", {"from": 1700000000}),
+        ("replay", None, "replay", {"from": None}),
+        ("reset", None, "reset_cursor", {"to": None, "clear_snapshot": False}),
+        (
+            "reset",
+            {"to": "tok-9", "clear_snapshot": True},
+            "reset_cursor",
+            {"to": "tok-9", "clear_snapshot": True},
+        ),
+        ("reset", {"clear_snapshot": True}, "reset_cursor", {"to": None, "clear_snapshot": True}),
     ],
 )
-async def test_operations_are_accepted(op: str, body: Any, operation: object) -> None:
+async def test_operations_are_accepted(verb: str, body: Any, operation: str, args: Any) -> None:
+    """Control.operate gets the registry's name and every argument in its JSON form."""
     fake = seed(FakeControl())
     async with rest_client(fake) as client:
-        response = await client.post(f"/connectors/tenants/partitions/acme/{op}", json=body)
+        response = await client.post(f"/connectors/tenants/partitions/acme/{verb}", json=body)
         assert response.status == 202, await response.text()
         assert await response.read() == b""
-    assert fake.accepted == [(type(operation).__name__, "tenants", "acme", operation)]
+    assert fake.accepted == [(operation, "tenants", "acme", args)]
+
+
+async def test_what_an_operation_changes_is_seen() -> None:
+    fake = seed(FakeControl())
+    async with rest_client(fake) as client:
+        assert (await client.post("/connectors/tenants/partitions/acme/pause")).status == 202
+        listed = await (await client.get("/connectors/tenants/partitions")).json()
+        assert listed[0] == {"key": "acme", "state": "PAUSED", "owner": "runner-1"}
+        body = {"to": "tok-9", "clear_snapshot": True}
+        assert (
+            await client.post("/connectors/tenants/partitions/acme/reset", json=body)
+        ).status == 202
+        offsets = await (await client.get("/connectors/tenants/offsets")).json()
+        assert offsets["offsets"][0]["offset"]["live"] == "tok-9"
+
+
+async def test_a_stopped_connector_refuses_key_operations_but_remove() -> None:
+    fake = seed(FakeControl())
+    async with rest_client(fake) as client:
+        assert (await client.put("/connectors/tenants/stop")).status == 202
+        refused = await client.post("/connectors/tenants/partitions/acme/trigger")
+        assert "is STOPPED" in await error_of(refused, 409)
+        retry = await client.post(
+            "/connectors/tenants/parked/retry", json={"partition": "acme", "ids": ["p1"]}
+        )
+        assert "resume it first" in await error_of(retry, 409)
+        assert (await client.delete("/connectors/tenants/partitions/acme")).status == 202
+    assert [entry[0] for entry in fake.accepted] == ["remove"]
+
+
+async def test_an_operation_outside_the_contract_has_no_route() -> None:
+    async with rest_client() as client:
+        for verb in ("reconcile", "reset_cursor", "remove", "retry", "alter_offsets"):
+            response = await client.post(f"/connectors/tenants/partitions/acme/{verb}")
+            assert (await error_of(response, 404)).startswith("unknown route"), verb
 
 
 async def test_the_unpartitioned_key_is_addressed_as_tilde() -> None:
@@ -72,38 +151,40 @@ async def test_delete_partition() -> None:
     async with rest_client(fake) as client:
         response = await client.delete("/connectors/tenants/partitions/globex")
         assert response.status == 202
-        assert fake.accepted[-1][0] == RemovePartition.__name__
+        assert fake.accepted[-1] == ("remove", "tenants", "globex", {})
         assert list(fake.connectors_by_name["tenants"].keys) == ["acme"]
         again = await client.delete("/connectors/tenants/partitions/globex")
         assert await error_of(again, 404) == "connector tenants has no partition 'globex'"
 
 
 @pytest.mark.parametrize(
-    ("op", "body", "message"),
+    ("verb", "body", "message"),
     [
-        ("replay", None, "body: is required: a JSON object"),
-        ("replay", {}, "from: is required: the cursor to replay from"),
-        ("replay", {"form": "x"}, "form: unknown field; did you mean 'from'?"),
-        (
-            "backfill",
-            {"from": {"a": 1}},
-            "from: must be a cursor value (a string, a number or null), got an object",
-        ),
-        ("backfill", {"from": True}, "from: must be a cursor value"),
-        ("reset", {"clear_snapshot": "yes"}, "clear_snapshot: must be true or false, got a string"),
+        ("replay", '{"form": "x"}', "form: unknown argument; did you mean 'from'?"),
+        ("backfill", '{"from": 1e400}', "from: must be a finite number"),
+        ("backfill", '{"from": {"a": [1, -1e999]}}', "from.a[1]: must be a finite number"),
+        ("reset", '{"clear_snapshot": "yes"}', "clear_snapshot: must be true or false, got a str"),
         (
             "reset",
-            {"to": None, "clear": True},
-            "clear: unknown field; expected one of: to, clear_snapshot",
+            '{"to": null, "clear": true}',
+            "clear: unknown argument; expected one of: to, clear_snapshot",
         ),
-        ("reset", [], "body: must be a JSON object, got an array"),
+        ("reset", "[]", "body: must be a JSON object, got an array"),
+        ("trigger", '{"now": true}', "now: takes no arguments"),
+        ("pause", '"acme"', "body: must be a JSON object, got a string"),
+        ("backfill", '{"from": NaN}', "body: is not valid JSON"),
     ],
 )
-async def test_operation_bodies_name_the_bad_field(op: str, body: Any, message: str) -> None:
+async def test_operation_bodies_name_the_bad_field(verb: str, body: str, message: str) -> None:
+    """The registry's checks (a cursor is any finite JSON value), answered as 400s."""
     fake = seed(FakeControl())
     before = fake.snapshot()
     async with rest_client(fake) as client:
-        response = await client.post(f"/connectors/tenants/partitions/acme/{op}", json=body)
+        response = await client.post(
+            f"/connectors/tenants/partitions/acme/{verb}",
+            data=body,
+            headers={"Content-Type": "application/json"},
+        )
         assert (await error_of(response, 400)).startswith(message)
     assert fake.snapshot() == before
 
@@ -140,19 +221,27 @@ async def test_parked_retry() -> None:
         body = {"partition": "acme", "ids": ["p1", "p2"]}
         response = await client.post("/connectors/tenants/parked/retry", json=body)
         assert response.status == 202
-        assert fake.accepted == [("retry", "tenants", "acme", ("p1", "p2"))]
+        assert fake.accepted == [("retry", "tenants", "acme", {"ids": ["p1", "p2"]})]
         left = await (await client.get("/connectors/tenants/parked")).json()
         assert [item["id"] for item in left] == ["p3"]
 
-        for body, message in [
+        for refused_body, message in [
             ({"ids": ["p3"]}, "partition: is required: a string, got null"),
-            ({"partition": "globex", "ids": []}, "ids: must be a non-empty list of ids"),
+            ({"partition": "globex", "ids": "p3"}, "ids: must be a list of parked item ids"),
             ({"partition": "globex", "ids": ["p3", 4]}, "ids[1]: must be a non-empty string"),
             ({"partition": "globex", "id": ["p3"]}, "id: unknown field; did you mean 'ids'?"),
+            ({"partition": "globex", "ids": ["p1"]}, "ids: no parked item 'p1' in tenants/globex"),
+            ({"partition": "a b", "ids": ["p3"]}, "partition: must match [A-Za-z0-9._-]+"),
         ]:
-            refused = await client.post("/connectors/tenants/parked/retry", json=body)
+            refused = await client.post("/connectors/tenants/parked/retry", json=refused_body)
             assert (await error_of(refused, 400)).startswith(message)
         assert len(fake.accepted) == 1
+
+        # As the registry has it: no ids, nothing to retry (and nothing refused).
+        none = await client.post("/connectors/tenants/parked/retry", json={"partition": "globex"})
+        assert none.status == 202
+        assert fake.accepted[-1] == ("retry", "tenants", "globex", {"ids": []})
+        assert len(await (await client.get("/connectors/tenants/parked")).json()) == 1
 
 
 async def test_offsets_read_and_changed_only_while_stopped() -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
@@ -34,6 +34,7 @@ from watukuy.core.state import Lane, LaneState, PartitionState, SnapshotEntry
 
 __all__ = [
     "CONNECTOR_OPERATIONS",
+    "CURSOR_SCHEMA",
     "KEY_OPERATIONS",
     "LANES",
     "Argument",
@@ -158,6 +159,8 @@ class Argument:
     default: Any = None
     legacy: tuple[str, ...] = ()
     """Names records written by earlier releases use (``from_``), read as this argument."""
+    schema: Mapping[str, Any] = field(default_factory=dict)
+    """The JSON Schema of its JSON form, for documents (the REST API's request bodies)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +208,14 @@ class KeyOperation:
     """Connector targets under which it may run (offsets change only while STOPPED)."""
     verb: str = ""
     """The REST route's and CLI command's name when it differs (``reset``)."""
+    partition_route: bool = True
+    """Served over REST as ``POST /connectors/{name}/partitions/{key}/{verb}``. Retry, remove
+    and alter_offsets have routes of their own (``parked/retry``, ``DELETE``, ``offsets``)."""
+
+    @property
+    def called(self) -> str:
+        """Its REST/CLI name: :attr:`verb`, or :attr:`name` when it has none."""
+        return self.verb or self.name
 
     @property
     def keywords(self) -> tuple[str, ...]:
@@ -311,7 +322,27 @@ def _alter_offsets(view: KeyView, values: Mapping[str, Any], now: float) -> KeyC
     return KeyChange(_triggered(state, now))
 
 
-_FROM = Argument("from", "from_", json_value, legacy=("from_",))
+CURSOR_SCHEMA: Mapping[str, Any] = {
+    "description": "A cursor: any JSON value as the poller keeps it (a token, an ISO-8601 "
+    "timestamp...)."
+}
+_FROM = Argument(
+    "from",
+    "from_",
+    json_value,
+    legacy=("from_",),
+    schema={**CURSOR_SCHEMA, "description": "The cursor to start from; null: the beginning."},
+)
+_OFFSET_SCHEMA = {
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": dict.fromkeys(LANES, CURSOR_SCHEMA),
+            "additionalProperties": False,
+        },
+        {"type": "null", "description": "Start over."},
+    ]
+}
 
 _KEY_OPERATIONS = (
     KeyOperation("trigger", "poll the key now", apply_state=_trigger),
@@ -333,31 +364,47 @@ _KEY_OPERATIONS = (
         "reset_cursor",
         "move the live cursor (and optionally forget the snapshot: everything is new again)",
         (
-            Argument("to", "to", json_value),
-            Argument("clear_snapshot", "clear_snapshot", _flag, False),
+            Argument("to", "to", json_value, schema=CURSOR_SCHEMA),
+            Argument("clear_snapshot", "clear_snapshot", _flag, False, schema={"type": "boolean"}),
         ),
         _reset_cursor,
         verb="reset",
     ),
-    KeyOperation("reconcile", "run a full scan now (finds deletions)", apply_state=_reconcile),
+    KeyOperation(
+        "reconcile",
+        "run a full scan now (finds deletions)",
+        apply_state=_reconcile,
+        partition_route=False,  # not in the REST contract (yet)
+    ),
     KeyOperation(
         "retry",
         "deliver parked items again; those that now succeed are unparked",
-        (Argument("ids", "ids", _ids, ()),),
+        (
+            Argument(
+                "ids",
+                "ids",
+                _ids,
+                (),
+                schema={"type": "array", "items": {"type": "string", "minLength": 1}},
+            ),
+        ),
         effect=Effect.RETRY,
+        partition_route=False,
     ),
     KeyOperation(
         "remove",
         "delete every record of the key",
         effect=Effect.REMOVE,
         allowed=frozenset(Target),
+        partition_route=False,
     ),
     KeyOperation(
         "alter_offsets",
         "set the key's lane cursors (null: start over); only while the connector is STOPPED",
-        (Argument("offset", "offset", _offset),),
+        (Argument("offset", "offset", _offset, schema=_OFFSET_SCHEMA),),
         _alter_offsets,
         allowed=frozenset({Target.STOPPED}),
+        partition_route=False,
     ),
 )
 

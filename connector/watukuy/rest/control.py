@@ -1,8 +1,11 @@
 """The control seam: everything the REST routes ask of a runner, and nothing about HTTP.
 
 The routes validate names, queries and bodies, call one :class:`Control` method and shape the
-answer; the runner implements ``Control`` over its engine, its Kafka store and the
-``<prefix>.configs`` / ``<prefix>.status`` topics. A method signals a failure by raising:
+answer. Per-key and per-connector operations are the ones :mod:`watukuy.core.operations`
+declares, by its names and with the arguments its ``KeyOperation.decode`` checked: the REST
+layer adds none of its own. The runner implements ``Control`` over its engine, its Kafka
+store and the ``<prefix>.configs`` / ``<prefix>.status`` topics. A method signals a failure
+by raising:
 
 - :class:`~watukuy.rest.errors.NotFound` (404): no such connector / partition;
 - :class:`~watukuy.rest.errors.Conflict` (409): e.g. the connector exists already, it comes
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias, TypedDict
 
 from watukuy.core.errors import ConfigError
+from watukuy.core.operations import KEY_OPERATIONS, KeyOperation
 
 JsonValue: TypeAlias = Any
 """A JSON value as ``json.loads`` returns it."""
@@ -36,7 +40,6 @@ TARGET_STATES: tuple[TargetState, ...] = ("RUNNING", "PAUSED", "STOPPED")
 TaskState = Literal["RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED", "RESTARTING"]
 ParkedKind = Literal["invalid", "poison"]
 PARKED_KINDS: tuple[ParkedKind, ...] = ("invalid", "poison")
-LANES = ("live", "backfill", "reconcile")
 PLUGINS = ("http", "python")
 """Connector classes: ``http`` (declarative) and ``python`` (``define_poller``)."""
 
@@ -142,52 +145,12 @@ class Metrics:
     content_type: str
 
 
-# --- per-partition operations: accepted and carried out by the key's owner -----------------
-
-
-@dataclass(frozen=True, slots=True)
-class Trigger:
-    """Poll now."""
-
-
-@dataclass(frozen=True, slots=True)
-class PausePartition:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class ResumePartition:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class Backfill:
-    """Walk the history from cursor ``from_`` (``None``: from the start) in the backfill lane."""
-
-    from_: JsonValue = None
-
-
-@dataclass(frozen=True, slots=True)
-class Replay:
-    """Re-read the live lane from cursor ``from_``."""
-
-    from_: JsonValue
-
-
-@dataclass(frozen=True, slots=True)
-class ResetCursor:
-    to: JsonValue = None
-    clear_snapshot: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class RemovePartition:
-    """Delete every record of the key."""
-
-
-PartitionOperation: TypeAlias = (
-    Trigger | PausePartition | ResumePartition | Backfill | Replay | ResetCursor | RemovePartition
-)
+PARTITION_OPERATIONS: Mapping[str, KeyOperation] = {
+    op.called: op for op in KEY_OPERATIONS.values() if op.partition_route
+}
+"""The key operations served as ``POST /connectors/{name}/partitions/{key}/{verb}``, by verb
+(``reset`` is ``reset_cursor``). ``remove`` is ``DELETE .../partitions/{key}`` and ``retry``
+is ``POST .../parked/retry``; all reach :meth:`Control.operate` by their registry names."""
 
 
 class Control(Protocol):
@@ -261,9 +224,19 @@ class Control(Protocol):
         """Refresh the connector's partition list now and return it, in key order."""
         ...
 
-    async def operate(self, name: str, key: str, operation: PartitionOperation) -> None:
-        """Accept ``operation`` on partition ``key`` (``''`` on an unpartitioned connector);
-        its owner carries it out."""
+    async def operate(
+        self, name: str, key: str, operation: str, args: dict[str, JsonValue]
+    ) -> None:
+        """Accept the key operation named ``operation`` (a name of
+        :data:`~watukuy.core.operations.KEY_OPERATIONS`: ``reset_cursor``, ``remove``,
+        ``retry``...) on partition ``key`` (``''`` on an unpartitioned connector); its owner
+        carries it out. ``args`` is its arguments' JSON form, already checked and complete
+        (``KeyOperation.encode(KeyOperation.decode(body))``: ``{"from": None}``,
+        ``{"to": "tok-9", "clear_snapshot": False}``, ``{"ids": ["p1"]}``).
+
+        ``ConfigError`` (400) for arguments the key refuses (a parked id it does not hold);
+        ``Conflict`` (409) when the connector's target does not allow the operation
+        (``KeyOperation.allowed``: nothing but ``remove`` runs while it is STOPPED)."""
         ...
 
     async def parked(
@@ -272,8 +245,6 @@ class Control(Protocol):
         """Parked items (``id``, ``partition``, ``kind``, ``subject``, ``error``,
         ``attempts``, ``parked_at``, ``lane``...), never partition data."""
         ...
-
-    async def retry_parked(self, name: str, partition: str, ids: list[str]) -> None: ...
 
     async def health(self) -> Health: ...
 

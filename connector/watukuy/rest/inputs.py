@@ -1,8 +1,10 @@
 """Checks of what a request carries (path names, query parameters, JSON bodies), pure.
 
-Each failure is a ``BadRequest`` naming the field (``config``, ``offsets[0].partition.key``,
-``from``). User input is never echoed in a message: it may be a secret pasted in the wrong
-place.
+Each failure is a ``BadRequest`` naming the field (``config``, ``offsets[0].partition.key``).
+The arguments of a key operation (``from``, ``ids``) are checked by the operation itself
+(:meth:`watukuy.core.operations.KeyOperation.decode`, a ``ConfigError`` naming the argument),
+so a REST body means exactly what a command record or an engine call does. User input is never
+echoed in a message: it may be a secret pasted in the wrong place.
 """
 
 from __future__ import annotations
@@ -13,18 +15,14 @@ import re
 from collections.abc import Mapping
 from typing import Any, cast
 
+from watukuy.core.operations import KEY_OPERATIONS, LANES, KeyOperation
 from watukuy.rest.control import (
-    LANES,
     PARKED_KINDS,
     TARGET_STATES,
-    Backfill,
     Config,
     JsonValue,
     KeyOffsets,
     ParkedKind,
-    PartitionOperation,
-    Replay,
-    ResetCursor,
     TargetState,
 )
 from watukuy.rest.errors import BadRequest
@@ -34,7 +32,6 @@ UNPARTITIONED = "~"
 """How a path or query addresses the key ``''`` of an unpartitioned connector: ``~`` is
 unreserved in URLs (nothing encodes or merges it, unlike an empty segment) and is not a
 character of any key, so it names nothing else."""
-MAX_IDS = 10_000
 
 
 def check_name(value: str, field: str = "name") -> str:
@@ -184,53 +181,28 @@ def offsets_request(body: JsonValue) -> list[KeyOffsets]:
     return out
 
 
-def partition_operation(op: str, body: JsonValue) -> PartitionOperation:
-    """The body of ``POST .../partitions/{key}/{op}`` for the ops that take one (``None``: no
-    body). ``from`` and ``to`` are cursor values: a string, a number or null."""
+def operation_args(op: KeyOperation, body: JsonValue) -> dict[str, JsonValue]:
+    """The body of a key operation's route (``None``: none) as :meth:`Control.operate` takes
+    it: checked by the registry's :meth:`KeyOperation.decode`, which names the bad argument
+    (``from``, ``ids[1]``) and refuses unknown ones, and complete in its JSON form (absent
+    arguments take their default)."""
     given = {} if body is None else mapping(body, "body")
-    if op == "backfill":
-        known_keys(given, ("from",))
-        return Backfill(from_=_cursor(given.get("from"), "from"))
-    if op == "replay":
-        known_keys(given, ("from",))
-        if "from" not in given:
-            raise BadRequest("is required: the cursor to replay from", "from")
-        return Replay(from_=_cursor(given["from"], "from"))
-    if op == "reset":
-        known_keys(given, ("to", "clear_snapshot"))
-        clear = given.get("clear_snapshot", False)
-        if not isinstance(clear, bool):
-            raise BadRequest(f"must be true or false, got {_kind(clear)}", "clear_snapshot")
-        return ResetCursor(to=_cursor(given.get("to"), "to"), clear_snapshot=clear)
-    raise AssertionError(f"operation {op!r} takes no body")  # the routes name three
+    return op.encode(op.decode(given))
 
 
-def retry_request(body: JsonValue) -> tuple[str, list[str]]:
-    """``POST .../parked/retry``: ``{"partition", "ids"}``."""
+def retry_request(body: JsonValue) -> tuple[str, dict[str, JsonValue]]:
+    """``POST .../parked/retry``: ``{"partition", "ids"}``; the key, and the arguments of the
+    registry's ``retry`` (the partition is this route's way to name the key)."""
+    op = KEY_OPERATIONS["retry"]
     given = mapping(body, "body")
-    known_keys(given, ("partition", "ids"))
+    known_keys(given, ("partition", *(argument.name for argument in op.arguments)))
     key = given.get("partition")
     if not isinstance(key, str):
         raise BadRequest(f"is required: a string, got {_kind(key)}", "partition")
-    if key != "":
+    if key != "":  # a body can say '' itself; '~' is only for paths and queries
         check_key(key, "partition")
-    ids = given.get("ids")
-    if not isinstance(ids, list) or not ids:
-        raise BadRequest(f"must be a non-empty list of ids, got {_kind(ids)}", "ids")
-    if len(ids) > MAX_IDS:
-        raise BadRequest(f"must list at most {MAX_IDS} ids", "ids")
-    for index, item in enumerate(ids):
-        if not isinstance(item, str) or not item:
-            raise BadRequest(f"must be a non-empty string, got {_kind(item)}", f"ids[{index}]")
-    return key, list(ids)
-
-
-def _cursor(value: JsonValue, field: str) -> JsonValue:
-    if value is None or isinstance(value, str) or _is_number(value):
-        return value
-    raise BadRequest(
-        f"must be a cursor value (a string, a number or null), got {_kind(value)}", field
-    )
+    args = operation_args(op, {name: value for name, value in given.items() if name != "partition"})
+    return key, args
 
 
 def _is_number(value: Any) -> bool:

@@ -1,14 +1,28 @@
 """The OpenAPI 3.1 document of every route, served at ``GET /openapi.json``.
 
-Written by hand, apart from the routes, so that a test comparing the two catches a route added
-without documentation (or documented and never served). The schemas are the contract's shapes.
+Written apart from the routes, so that a test comparing the two catches a route added without
+documentation (or documented and never served). The schemas are the contract's shapes. The
+operations' entries (per key and per connector: summary, request body) are generated from the
+registry, :mod:`watukuy.core.operations`, so an operation added there is documented here.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
+
+from watukuy.core.lifecycle import Target
+from watukuy.core.operations import (
+    CONNECTOR_OPERATIONS,
+    CURSOR_SCHEMA,
+    KEY_OPERATIONS,
+    ConnectorOperation,
+    KeyOperation,
+    json_value,
+)
+from watukuy.rest.control import PARTITION_OPERATIONS
 
 Schema = dict[str, Any]
 
@@ -30,9 +44,11 @@ def _object(
     return schema
 
 
-CURSOR: Schema = {
-    "type": ["string", "number", "null"],
-    "description": "A cursor value as the poller keeps it (a token, an ISO-8601 timestamp...).",
+CURSOR: Schema = dict(CURSOR_SCHEMA)
+KEY_IN_BODY: Schema = {
+    "type": "string",
+    "pattern": "^[A-Za-z0-9._-]*$",
+    "description": "The partition key ('' for an unpartitioned connector).",
 }
 
 SCHEMAS: dict[str, Schema] = {
@@ -117,10 +133,7 @@ SCHEMAS: dict[str, Schema] = {
     },
     "KeyOffsets": _object(
         {
-            "partition": _object(
-                {"key": {"type": "string", "pattern": "^[A-Za-z0-9._-]*$"}},
-                additionalProperties=False,
-            ),
+            "partition": _object({"key": KEY_IN_BODY}, additionalProperties=False),
             "offset": {"oneOf": [_ref("LaneCursors"), {"type": "null"}]},
         },
         additionalProperties=False,
@@ -147,25 +160,6 @@ SCHEMAS: dict[str, Schema] = {
         },
         description="An item that could not become an event; never partition data.",
         additionalProperties=True,
-    ),
-    "RetryParked": _object(
-        {
-            "partition": {"type": "string", "pattern": "^[A-Za-z0-9._-]*$"},
-            "ids": {
-                "type": "array",
-                "items": {"type": "string", "minLength": 1},
-                "minItems": 1,
-                "maxItems": 10000,
-            },
-        },
-        additionalProperties=False,
-    ),
-    "Backfill": _object({"from": CURSOR}, required=[], additionalProperties=False),
-    "Replay": _object({"from": CURSOR}, additionalProperties=False),
-    "Reset": _object(
-        {"to": CURSOR, "clear_snapshot": {"type": "boolean", "default": False}},
-        required=[],
-        additionalProperties=False,
     ),
     "Plugins": {
         "type": "array",
@@ -250,8 +244,12 @@ def _operation(
     parameters: tuple[str, ...] = (),
     query: tuple[Schema, ...] = (),
     open_route: bool = False,
+    operation_id: str | None = None,
 ) -> dict[str, Any]:
-    operation: dict[str, Any] = {"summary": summary, "operationId": _operation_id(summary)}
+    operation: dict[str, Any] = {
+        "summary": summary,
+        "operationId": operation_id or _operation_id(summary),
+    }
     params = [{"$ref": f"#/components/parameters/{name}"} for name in parameters]
     params.extend(query)
     if params:
@@ -292,15 +290,83 @@ C = ("name",)
 P = ("name", "key")
 
 
-def _paths() -> dict[str, dict[str, Any]]:
-    partition_ops = {
-        "trigger": ("Trigger a partition poll now", None, False),
-        "pause": ("Pause a partition", None, False),
-        "resume": ("Resume a partition", None, False),
-        "backfill": ("Backfill a partition from a cursor", _ref("Backfill"), False),
-        "replay": ("Replay a partition from a cursor", _ref("Replay"), True),
-        "reset": ("Reset a partition cursor", _ref("Reset"), False),
+# --- the registry's operations --------------------------------------------------------------
+
+
+def _sentence(summary: str) -> str:
+    return summary[:1].upper() + summary[1:]
+
+
+def arguments_schema(op: KeyOperation, extra: Mapping[str, Schema] | None = None) -> Schema:
+    """A key operation's body: one property per argument (its JSON Schema and default), none
+    required (every argument has a default), no other (an unknown one is a 400). ``extra``
+    comes first, and is required: what the route adds (``partition``)."""
+    properties: dict[str, Schema] = copy.deepcopy(dict(extra or {}))
+    for argument in op.arguments:
+        schema = copy.deepcopy(dict(argument.schema))
+        if argument.default is not None:
+            schema["default"] = json_value(argument.default, argument.name)
+        properties[argument.name] = schema
+    return _object(properties, required=list(extra or {}), additionalProperties=False)
+
+
+def _key_operation(op: KeyOperation, operation_id: str, **extra: Any) -> dict[str, Any]:
+    if op.arguments and "body" not in extra:
+        extra |= {"body": arguments_schema(op), "body_required": False}
+    # 409 where some connector target refuses it (nothing but remove runs while STOPPED)
+    errors = (409,) if op.allowed != frozenset(Target) else ()
+    return _operation(
+        _sentence(op.summary), ACCEPTED, errors=errors, operation_id=operation_id, **extra
+    )
+
+
+def _key_operations() -> dict[str, dict[str, Any]]:
+    """``POST .../partitions/{key}/{verb}`` for each routed key operation, ``DELETE
+    .../partitions/{key}`` (remove) and ``POST .../parked/retry`` (retry)."""
+    paths: dict[str, dict[str, Any]] = {
+        f"/connectors/{{name}}/partitions/{{key}}/{verb}": {
+            "post": _key_operation(op, f"{_camel(verb)}Partition", parameters=P)
+        }
+        for verb, op in PARTITION_OPERATIONS.items()
     }
+    paths["/connectors/{name}/partitions/{key}"] = {
+        "delete": _key_operation(KEY_OPERATIONS["remove"], "removePartition", parameters=P)
+    }
+    retry = KEY_OPERATIONS["retry"]
+    paths["/connectors/{name}/parked/retry"] = {
+        "post": _key_operation(
+            retry,
+            "retryParked",
+            parameters=C,
+            body=arguments_schema(retry, {"partition": KEY_IN_BODY}),
+        )
+    }
+    return paths
+
+
+RESTART_QUERY = (
+    _query("includeTasks", {"type": "boolean", "default": False}, "Restart its partitions too."),
+    _query("onlyFailed", {"type": "boolean", "default": False}, "Only the FAILED ones."),
+)
+
+
+def _connector_operation(op: ConnectorOperation) -> dict[str, Any]:
+    """``PUT .../pause`` and the like; ``POST .../restart`` with Connect's two flags."""
+    summary, operation_id = _sentence(op.summary), f"{op.name}Connector"
+    if op.restarts:
+        post = _operation(
+            summary, ACCEPTED, parameters=C, query=RESTART_QUERY, operation_id=operation_id
+        )
+        return {"post": post}
+    return {"put": _operation(summary, ACCEPTED, parameters=C, operation_id=operation_id)}
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(word.capitalize() for word in rest)
+
+
+def _paths() -> dict[str, dict[str, Any]]:
     paths: dict[str, dict[str, Any]] = {
         "/": {
             "get": _operation("Cluster info", {200: ("Version and cluster.", _ref("ClusterInfo"))})
@@ -374,23 +440,6 @@ def _paths() -> dict[str, dict[str, Any]]:
                 parameters=C,
             )
         },
-        "/connectors/{name}/restart": {
-            "post": _operation(
-                "Restart a connector",
-                ACCEPTED,
-                parameters=C,
-                query=(
-                    _query(
-                        "includeTasks",
-                        {"type": "boolean", "default": False},
-                        "Restart its partitions too.",
-                    ),
-                    _query(
-                        "onlyFailed", {"type": "boolean", "default": False}, "Only the FAILED ones."
-                    ),
-                ),
-            )
-        },
         "/connectors/{name}/offsets": {
             "get": _operation(
                 "Get connector offsets", {200: ("Cursors per key.", _ref("Offsets"))}, parameters=C
@@ -416,9 +465,6 @@ def _paths() -> dict[str, dict[str, Any]]:
                 parameters=C,
             )
         },
-        "/connectors/{name}/partitions/{key}": {
-            "delete": _operation("Delete a partition", ACCEPTED, parameters=P)
-        },
         "/connectors/{name}/parked": {
             "get": _operation(
                 "List parked items",
@@ -432,11 +478,6 @@ def _paths() -> dict[str, dict[str, Any]]:
                     ),
                     _query("kind", {"enum": ["invalid", "poison"]}, "Only this kind."),
                 ),
-            )
-        },
-        "/connectors/{name}/parked/retry": {
-            "post": _operation(
-                "Retry parked items", ACCEPTED, parameters=C, body=_ref("RetryParked")
             )
         },
         "/connector-plugins": {
@@ -472,15 +513,9 @@ def _paths() -> dict[str, dict[str, Any]]:
             "get": _operation("This document", {200: ("OpenAPI 3.1.", {"type": "object"})})
         },
     }
-    for action in ("pause", "resume", "stop"):
-        paths[f"/connectors/{{name}}/{action}"] = {
-            "put": _operation(f"{action.capitalize()} a connector", ACCEPTED, parameters=C)
-        }
-    for op, (summary, body, required) in partition_ops.items():
-        extra: dict[str, Any] = {} if body is None else {"body": body, "body_required": required}
-        paths[f"/connectors/{{name}}/partitions/{{key}}/{op}"] = {
-            "post": _operation(summary, ACCEPTED, parameters=P, **extra)
-        }
+    for op in CONNECTOR_OPERATIONS.values():
+        paths[f"/connectors/{{name}}/{op.name}"] = _connector_operation(op)
+    paths |= _key_operations()
     paths["/metrics"]["get"]["responses"]["200"]["content"] = {
         "text/plain": {"schema": {"type": "string"}}
     }

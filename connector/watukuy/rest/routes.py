@@ -2,6 +2,8 @@
 
 Path names are checked here (400), bodies after their content type (415) and size (413). The
 routes of :data:`ROUTES` are the ones ``/openapi.json`` documents (a test holds them equal).
+Operations are the registry's (:mod:`watukuy.core.operations`): the per-key routes, their
+bodies' checks and the connector routes are derived from it, not declared here.
 """
 
 from __future__ import annotations
@@ -11,17 +13,14 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from watukuy.core.errors import ConfigError
-from watukuy.rest import inputs
-from watukuy.rest.control import (
-    PLUGINS,
-    Control,
-    JsonValue,
-    PartitionOperation,
-    PausePartition,
-    RemovePartition,
-    ResumePartition,
-    Trigger,
+from watukuy.core.operations import (
+    CONNECTOR_OPERATIONS,
+    KEY_OPERATIONS,
+    ConnectorOperation,
+    KeyOperation,
 )
+from watukuy.rest import inputs
+from watukuy.rest.control import PARTITION_OPERATIONS, PLUGINS, Control, JsonValue
 from watukuy.rest.errors import BadRequest, NotFound
 from watukuy.rest.middleware import RequestError, dumps
 from watukuy.rest.openapi import openapi_document
@@ -30,12 +29,6 @@ CONTROL: web.AppKey[Control] = web.AppKey("control", Control)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 HEALTH_STATUS = {"healthy": 200, "starting": 503, "unhealthy": 500}
-BODY_OPERATIONS = ("backfill", "replay", "reset")
-PLAIN_OPERATIONS: dict[str, PartitionOperation] = {
-    "trigger": Trigger(),
-    "pause": PausePartition(),
-    "resume": ResumePartition(),
-}
 
 
 def _json(
@@ -170,22 +163,25 @@ async def get_status(request: web.Request) -> web.Response:
     return _json(dict(await _control(request).status(_name(request))))
 
 
-def _target(action: str) -> Handler:
-    async def handler(request: web.Request) -> web.Response:
+def _connector_operation(op: ConnectorOperation) -> Handler:
+    """``PUT .../pause`` and the like (the :class:`Control` method of the operation's name);
+    ``POST .../restart`` (the one that keeps the target) takes Connect's two flags."""
+
+    async def set_target(request: web.Request) -> web.Response:
         control, name = _control(request), _name(request)
-        await getattr(control, action)(name)
+        await getattr(control, op.name)(name)
         return web.Response(status=202)
 
-    handler.__name__ = f"{action}_connector"
+    async def restart(request: web.Request) -> web.Response:
+        include_tasks = inputs.flag(request.query, "includeTasks")
+        only_failed = inputs.flag(request.query, "onlyFailed")
+        control, name = _control(request), _name(request)
+        await getattr(control, op.name)(name, include_tasks=include_tasks, only_failed=only_failed)
+        return web.Response(status=202)
+
+    handler = restart if op.restarts else set_target
+    handler.__name__ = f"{op.name}_connector"
     return handler
-
-
-async def restart(request: web.Request) -> web.Response:
-    include_tasks = inputs.flag(request.query, "includeTasks")
-    only_failed = inputs.flag(request.query, "onlyFailed")
-    name = _name(request)
-    await _control(request).restart(name, include_tasks=include_tasks, only_failed=only_failed)
-    return web.Response(status=202)
 
 
 # --- offsets ---------------------------------------------------------------------------------
@@ -217,22 +213,18 @@ async def list_partitions(request: web.Request) -> web.Response:
     return _json([dict(partition) for partition in partitions])
 
 
-def _operation(op: str) -> Handler:
+def _key_operation(op: KeyOperation, *, body: bool = True) -> Handler:
+    """A key operation on the path's key; its body (optional: every argument has a default)
+    is checked by the operation itself. ``DELETE`` reads none."""
+
     async def handler(request: web.Request) -> web.Response:
         control, name = _control(request), _name(request)
         key = inputs.check_key(request.match_info["key"])
-        if op in BODY_OPERATIONS:
-            operation = inputs.partition_operation(
-                op, await _body(request, required=op == "replay")
-            )
-        elif op == "delete":
-            operation = RemovePartition()
-        else:
-            operation = PLAIN_OPERATIONS[op]
-        await control.operate(name, key, operation)
+        given = await _body(request, required=False) if body else None
+        await control.operate(name, key, op.name, inputs.operation_args(op, given))
         return web.Response(status=202)
 
-    handler.__name__ = f"{op}_partition"
+    handler.__name__ = f"{op.name}_partition"
     return handler
 
 
@@ -245,8 +237,8 @@ async def list_parked(request: web.Request) -> web.Response:
 
 async def retry_parked(request: web.Request) -> web.Response:
     control, name = _control(request), _name(request)
-    partition, ids = inputs.retry_request(await _body(request, required=True))
-    await control.retry_parked(name, partition, ids)
+    partition, args = inputs.retry_request(await _body(request, required=True))
+    await control.operate(name, partition, KEY_OPERATIONS["retry"].name, args)
     return web.Response(status=202)
 
 
@@ -297,19 +289,19 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("PUT", CONNECTOR + "/config", put_config),
     ("PATCH", CONNECTOR + "/config", patch_config),
     ("GET", CONNECTOR + "/status", get_status),
-    ("PUT", CONNECTOR + "/pause", _target("pause")),
-    ("PUT", CONNECTOR + "/resume", _target("resume")),
-    ("PUT", CONNECTOR + "/stop", _target("stop")),
-    ("POST", CONNECTOR + "/restart", restart),
+    *[
+        ("POST" if op.restarts else "PUT", f"{CONNECTOR}/{op.name}", _connector_operation(op))
+        for op in CONNECTOR_OPERATIONS.values()
+    ],
     ("GET", CONNECTOR + "/offsets", get_offsets),
     ("PATCH", CONNECTOR + "/offsets", patch_offsets),
     ("DELETE", CONNECTOR + "/offsets", delete_offsets),
     ("GET", CONNECTOR + "/partitions", list_partitions),
     *[
-        ("POST", f"{PARTITION}/{op}", _operation(op))
-        for op in (*PLAIN_OPERATIONS, *BODY_OPERATIONS)
+        ("POST", f"{PARTITION}/{verb}", _key_operation(op))
+        for verb, op in PARTITION_OPERATIONS.items()
     ],
-    ("DELETE", PARTITION, _operation("delete")),
+    ("DELETE", PARTITION, _key_operation(KEY_OPERATIONS["remove"], body=False)),
     ("GET", CONNECTOR + "/parked", list_parked),
     ("POST", CONNECTOR + "/parked/retry", retry_parked),
     ("GET", "/connector-plugins", list_plugins),
