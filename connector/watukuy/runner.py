@@ -12,10 +12,16 @@ import asyncio
 import logging
 import os
 import signal
+import time
 from contextlib import suppress
 
 from watukuy.config import RunnerConfig
+from watukuy.control.configs import ConfigTopic
+from watukuy.control.service import ConfigApplier, RunnerControl
+from watukuy.control.status import StatusTopic, key_statuses
+from watukuy.core.errors import WatukuyError
 from watukuy.engine.engine import Engine
+from watukuy.rest.server import start_rest
 from watukuy.store.kafka.store import KafkaSettings, KafkaStore
 from watukuy.store.kafka.topics import TopicLayout
 
@@ -49,6 +55,11 @@ class StoreFailed(Exception):
     """The Kafka thread stopped; the instance cannot go on."""
 
 
+STATUS_EVERY = 1.0
+"""Seconds between looks at this instance's keys for statuses to publish (only changes are
+written, and everything at least every 30 s)."""
+
+
 async def run(config: RunnerConfig) -> None:
     store = kafka_store(config)
     engine = Engine(
@@ -65,21 +76,93 @@ async def run(config: RunnerConfig) -> None:
     store.watch(lambda: stop.set() if store.crashed is not None else None)
     try:
         async with engine:
-            log.info(
-                "runner %s started: group %s, pollers %s",
-                config.runner.id,
-                store.settings.group,
-                ", ".join(sorted(engine.pollers)),
-            )
-            async with asyncio.TaskGroup() as group:
-                running = group.create_task(engine.run())
-                await stop.wait()
-                log.info("runner %s stopping", config.runner.id)
-                await engine.stop()
-                await running
+            await _serve(config, engine, store, stop)
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             with suppress(Exception):
                 loop.remove_signal_handler(signum)
     if store.crashed is not None:
         raise StoreFailed(f"the Kafka store failed: {store.crashed}") from store.crashed
+
+
+async def _serve(
+    config: RunnerConfig, engine: Engine, store: KafkaStore, stop: asyncio.Event
+) -> None:
+    """With the store started (its topics exist): the configs and status topics, the REST API,
+    and the engine, until ``stop``."""
+    runner = config.runner
+    layout, kafka = store.layout, config.kafka
+    file_pollers = config.file_pollers()
+    configs = ConfigTopic(
+        kafka,
+        layout,
+        runner_id=runner.id,
+        group=store.settings.group,
+        timeout=runner.startup_timeout,
+        transaction_timeout=runner.session_timeout,
+    )
+    status = StatusTopic(
+        kafka,
+        layout,
+        runner_id=runner.id,
+        session_timeout=runner.session_timeout,
+        group=store.settings.group,
+        timeout=runner.startup_timeout,
+    )
+    applier = ConfigApplier(engine, list(file_pollers), config.base_dir)
+    await configs.start()
+    try:
+        configs.listen(applier.changed)
+        await applier.apply_view(configs.view())
+        await status.start()
+        try:
+            running = False
+            control = RunnerControl(
+                engine=engine,
+                configs=configs,
+                status=status,
+                file_pollers=file_pollers,
+                kafka=kafka,
+                layout=layout,
+                runner_id=runner.id,
+                base_dir=config.base_dir,
+                started=lambda: running,
+                broken=lambda: store.crashed,
+            )
+            async with start_rest(control, config.rest) as server, asyncio.TaskGroup() as group:
+                log.info(
+                    "runner %s started: group %s, pollers %s, REST on port %d",
+                    runner.id,
+                    store.settings.group,
+                    ", ".join(sorted(engine.pollers)),
+                    server.port,
+                )
+                polling = group.create_task(engine.run())
+                helpers = [
+                    group.create_task(applier.run()),
+                    group.create_task(_publish_statuses(engine, status)),
+                ]
+                running = True
+                await stop.wait()
+                running = False
+                log.info("runner %s stopping", runner.id)
+                for task in helpers:
+                    task.cancel()
+                await engine.stop()
+                await polling
+        finally:
+            await status.stop(clean=True)
+    finally:
+        await configs.stop()
+
+
+async def _publish_statuses(engine: Engine, status: StatusTopic) -> None:
+    """Publish what changed of this instance's keys, every :data:`STATUS_EVERY` seconds."""
+    while True:
+        targets = {name: engine.target(name) for name in engine.pollers}
+        statuses = key_statuses(engine.inspect(), now=time.time(), targets=targets)
+        try:
+            await status.publish(statuses)
+        except WatukuyError as exc:  # Kafka busy: the next round writes it
+            log.warning("publishing key statuses failed: %s", exc)
+        await asyncio.sleep(STATUS_EVERY)

@@ -1,0 +1,170 @@
+"""The REST API of real runner processes on the real broker: a connector posted to one runner
+runs on keys the other owns, either answers its status, pause on one stops polling on the
+other, offsets change only while STOPPED, and config-file pollers cannot be reconfigured."""
+
+from __future__ import annotations
+
+import copy
+import json
+import socket
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from integration.demo import Simulator, example_config, runner_config, start_simulator
+from integration.demo import write_config as write_runner_config
+from tests.integration.kafka_support import delete_prefix, in_sequence, read_topic, unique_prefix
+from tests.integration.runners import Runner, runner_env, wait_for
+
+TENANTS = 4
+ITEMS = 3
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def call(
+    port: int, method: str, path: str, body: Any = None, content_type: str = "application/json"
+) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
+    if data is not None:
+        request.add_header("Content-Type", content_type)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            raw = response.read()
+            return response.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as error:
+        raw = error.read()
+        return error.code, json.loads(raw) if raw else None
+
+
+@pytest.fixture
+def simulator(tmp_path: Path) -> Iterator[Simulator]:
+    sim = start_simulator(
+        "--tenants", str(TENANTS), "--items", str(ITEMS), "--mutate-every", "0",
+        log=tmp_path / "simulator.log",
+    )  # fmt: skip
+    yield sim
+    sim.stop()
+
+
+@pytest.fixture
+def prefix(kafka_bootstrap: str) -> Iterator[str]:
+    name = unique_prefix()
+    yield name
+    delete_prefix(kafka_bootstrap, name)
+
+
+@pytest.fixture
+def cluster(
+    kafka_bootstrap: str, prefix: str, simulator: Simulator, tmp_path: Path
+) -> Iterator[tuple[list[int], dict[str, Any]]]:
+    example = example_config({"min": "1s", "max": "2s"})
+    example["pollers"][0]["partitions"]["refresh"] = "2s"
+    connector = copy.deepcopy(example["pollers"][0])
+    connector.pop("name")
+    ports = [free_port(), free_port()]
+    runners = []
+    for index, port in enumerate(ports, start=1):
+        config = runner_config(kafka_bootstrap, prefix, f"rest-{index}", example=example)
+        config["runner"]["session.timeout"] = "6s"
+        config["rest"] = {"listen": f"127.0.0.1:{port}"}
+        path = write_runner_config(tmp_path / f"r{index}.yaml", config)
+        log = tmp_path / f"r{index}.log"
+        runners.append(Runner(f"rest-{index}", path, runner_env(simulator.base_url), log).start())
+    try:
+        for runner, port in zip(runners, ports, strict=True):
+            wait_for(lambda port=port: _healthy(port), 60, f"{runner.name}'s /health")
+        yield ports, connector
+    finally:
+        for runner in runners:
+            assert runner.stop() == 0, runner.output()
+
+
+def _healthy(port: int) -> bool:
+    try:
+        return call(port, "GET", "/health")[0] == 200
+    except OSError:
+        return False
+
+
+def test_a_connector_posted_to_one_runner_runs_everywhere(
+    cluster: tuple[list[int], dict[str, Any]], kafka_bootstrap: str, prefix: str
+) -> None:
+    (a, b), connector = cluster
+
+    # The config-file poller is listed, and cannot be reconfigured over REST.
+    assert call(a, "GET", "/connectors") == (200, ["invoices"])
+    code, body = call(a, "PUT", "/connectors/invoices/config", connector)
+    assert code == 409 and "config file" in body["message"]
+
+    # A REST connector: created on one runner, polled by both (each owns some keys).
+    code, _ = call(a, "POST", "/connectors", {"name": "orders", "config": connector})
+    assert code == 201
+    wait_for(lambda: call(b, "GET", "/connectors")[1] == ["invoices", "orders"], 30, "b lists it")
+    topic = f"{prefix}.events.orders"
+
+    def all_arrived() -> bool:
+        read = read_topic(kafka_bootstrap, topic, idle=1.0)
+        return len(read.by_key) == TENANTS and all(
+            len(events) >= ITEMS for events in read.by_key.values()
+        )
+
+    wait_for(all_arrived, 90, "every tenant's orders events", step=1.0)
+    read = read_topic(kafka_bootstrap, topic, idle=1.0)
+    assert all(in_sequence(read.sequences(key)) for key in read.by_key)
+
+    # Either runner answers the status of every partition, from the status topic.
+    def status_shows_both() -> dict[str, Any] | None:
+        code, status = call(b, "GET", "/connectors/orders/status")
+        tasks = status["tasks"] if code == 200 else []
+        owners = {task["worker_id"] for task in tasks}
+        running = all(task["state"] == "RUNNING" for task in tasks)
+        ok = len(tasks) == TENANTS and running and owners == {"rest-1", "rest-2"}
+        return status if ok else None
+
+    status = wait_for(status_shows_both, 30, "a status naming both runners")
+    assert status["type"] == "source" and status["connector"]["state"] == "RUNNING"
+
+    # Pause on one runner: the status seen from the other says PAUSED.
+    assert call(a, "PUT", "/connectors/orders/pause")[0] == 202
+
+    def paused_everywhere() -> bool:
+        code, status = call(b, "GET", "/connectors/orders/status")
+        return code == 200 and all(task["state"] == "PAUSED" for task in status["tasks"])
+
+    wait_for(paused_everywhere, 30, "PAUSED seen from the other runner")
+
+    # Offsets: readable any time, changed only while STOPPED.
+    code, offsets = call(b, "GET", "/connectors/orders/offsets")
+    assert code == 200 and len(offsets["offsets"]) == TENANTS
+    key = offsets["offsets"][0]["partition"]["key"]
+    patch = {"offsets": [{"partition": {"key": key}, "offset": None}]}
+    assert call(a, "PATCH", "/connectors/orders/offsets", patch)[0] == 409
+    assert call(a, "PUT", "/connectors/orders/stop")[0] == 202
+    wait_for(
+        lambda: call(b, "GET", "/connectors/orders/status")[1]["connector"]["state"] == "STOPPED",
+        30,
+        "STOPPED",
+    )
+    assert call(b, "PATCH", "/connectors/orders/offsets", patch)[0] == 200
+
+    # Per-partition operations are accepted; bad input is named.
+    assert call(a, "PUT", "/connectors/orders/resume")[0] == 202
+    assert call(a, "POST", f"/connectors/orders/partitions/{key}/trigger")[0] == 202
+    code, body = call(a, "POST", f"/connectors/orders/partitions/{key}/backfill", {"form": 1})
+    assert code == 400 and "form" in body["message"]
+    assert call(a, "GET", "/connectors/nope/status")[0] == 404
+
+    # Delete: gone from both runners.
+    assert call(b, "DELETE", "/connectors/orders")[0] == 204
+    wait_for(lambda: call(a, "GET", "/connectors/orders")[0] == 404, 30, "orders deleted on a")
