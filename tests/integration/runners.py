@@ -33,6 +33,7 @@ def write_config(
             "commit.interval": "100ms",
             **runner_options,
         },
+        "rest": {"listen": "127.0.0.1:0"},  # many runners on one host: any free port each
         "pollers": [{"python": "integration.pollers:invoices"}],
     }
     path.write_text(yaml.safe_dump(config))

@@ -32,6 +32,7 @@ def _config(tmp_path: Path, bootstrap: str, **changes: object) -> Path:
         "kafka": {"bootstrap.servers": bootstrap},
         "topics": {"prefix": unique_prefix(), "partitions": 2},
         "runner": {"id": "cli-test"},
+        "rest": {"listen": "127.0.0.1:0"},
         "pollers": [{"python": "integration.pollers:invoices"}],
     }
     config.update(changes)
