@@ -206,8 +206,8 @@ def _dispatch(args: argparse.Namespace, operation: tuple[str, dict[str, Any]]) -
     from watukuy import offline
 
     op, op_args = operation
-    key = asyncio.run(offline.apply(config, args.poller, args.partition, op, op_args))
-    print(f"watukuy-source: {command} applied to {key}", file=sys.stderr)
+    done = asyncio.run(offline.apply(config, args.poller, args.partition, op, op_args))
+    print(f"watukuy-source: {command} {done}", file=sys.stderr)
     return 0
 
 

@@ -1,13 +1,15 @@
-"""``reset`` and ``replay`` from the command line while no runner is alive.
+"""``reset`` and ``replay`` from the command line, with runners alive or not.
 
-Like ``kafka-consumer-groups --reset-offsets``: the group must be empty, checked through the
-admin client, or the command refuses (a live owner would overwrite the change). The CLI then
-takes the key's partition without a group, restores it, applies the same operation a runner
-would (read from :mod:`watukuy.core.operations`), and commits it in one transaction.
+With runners alive (the group has members, checked through the admin client), the operation
+is written as a command record for the key's owner, as REST does: the owner applies it and
+tombstones it in one transaction, wherever the key moves meanwhile. With no runner alive, the
+CLI takes the key's partition without a group, restores it, applies the same operation a
+runner would (read from :mod:`watukuy.core.operations`), and commits it in one transaction.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from confluent_kafka import ConsumerGroupState, KafkaException
@@ -20,11 +22,8 @@ from watukuy.engine.clock import SystemClock
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.operations import commit_of
 from watukuy.runner import kafka_store
+from watukuy.store.base import Command
 from watukuy.store.kafka import clients
-
-
-class GroupActive(Exception):
-    """Runners are alive: the change must go through them."""
 
 
 def live_members(config: RunnerConfig) -> list[str]:
@@ -52,7 +51,8 @@ def live_members(config: RunnerConfig) -> list[str]:
 async def apply(
     config: RunnerConfig, poller_name: str, partition: str | None, op: str, args: dict[str, Any]
 ) -> str:
-    """Apply the state operation ``op`` with ``args`` in their JSON form (``{"from": ...}``)."""
+    """Apply the state operation ``op`` with ``args`` in their JSON form (``{"from": ...}``);
+    what was done, in words (``applied to invoices/t_42``, ``sent to the owner of ...``)."""
     operation = key_operation(op)
     if operation.effect is not Effect.STATE:
         raise ConfigError(f"{operation.name} needs a running owner; it cannot run offline", "op")
@@ -67,15 +67,19 @@ async def apply(
         raise ConfigError(f"poller '{poller_name}' is partitioned; pass --partition", "--partition")
     key = partition or ""
     members = live_members(config)
-    if members:
-        raise GroupActive(
-            f"runner group '{config.runner.group_id}' has live members ({', '.join(members)}); "
-            "stop them first, or send the operation through a running instance"
-        )
     store = kafka_store(config, use_group=False)
     store.bind(pollers)
     await store.start()
     try:
+        if members:
+            command = Command.issue(
+                operation.name, poller_name, key, operation.encode(values), time.time()
+            )
+            await store.send_command(command)
+            return (
+                f"sent to the owner of {poller_name}/{key} (runners alive: "
+                f"{', '.join(members)}); it applies it once, wherever the key moves"
+            )
         await store.acquire([store.partition_of(poller_name, key)])
         stored = await store.load(poller_name, key)
         if stored is None:
@@ -85,4 +89,4 @@ async def apply(
         await store.commit([commit])
     finally:
         await store.close()
-    return f"{poller_name}/{key}"
+    return f"applied to {poller_name}/{key}"
