@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import copy
 import json
+import signal
 import socket
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -168,3 +170,67 @@ def test_a_connector_posted_to_one_runner_runs_everywhere(
     # Delete: gone from both runners.
     assert call(b, "DELETE", "/connectors/orders")[0] == 204
     wait_for(lambda: call(a, "GET", "/connectors/orders")[0] == 404, 30, "orders deleted on a")
+
+
+@pytest.fixture
+def slow_pair(
+    kafka_bootstrap: str, prefix: str, simulator: Simulator, tmp_path: Path
+) -> Iterator[tuple[list[Runner], list[int]]]:
+    """Two runners on the Python poller that poll each tenant once, then not for 10 minutes:
+    only an operation makes a key poll again."""
+    ports = [free_port(), free_port()]
+    runners = []
+    env = runner_env(simulator.base_url, WATUKUY_SCHEDULE_MIN="600s", WATUKUY_SCHEDULE_MAX="600s")
+    for index, port in enumerate(ports, start=1):
+        config = runner_config(kafka_bootstrap, prefix, f"slow-{index}")
+        config["runner"]["session.timeout"] = "6s"
+        config["rest"] = {"listen": f"127.0.0.1:{port}"}
+        path = write_runner_config(tmp_path / f"s{index}.yaml", config)
+        runners.append(Runner(f"slow-{index}", path, dict(env), tmp_path / f"s{index}.log").start())
+    try:
+        yield runners, ports
+    finally:
+        for runner in runners:
+            runner.stop()
+
+
+def test_an_operation_whose_owner_dies_is_applied_once_by_the_next_owner(
+    slow_pair: tuple[list[Runner], list[int]], kafka_bootstrap: str, prefix: str
+) -> None:
+    runners, ports = slow_pair
+    topic = f"{prefix}.events.invoices"
+
+    def first_polls() -> dict[str, list[dict[str, Any]]] | None:
+        read = read_topic(kafka_bootstrap, topic, idle=1.0)
+        done = len(read.by_key) == TENANTS and all(len(e) == ITEMS for e in read.by_key.values())
+        return dict(read.by_key) if done else None
+
+    before = wait_for(first_polls, 90, "every tenant's first poll", step=1.0)
+
+    def owners() -> dict[str, str] | None:
+        code, status = call(ports[1], "GET", "/connectors/invoices/status")
+        tasks = status["tasks"] if code == 200 else []
+        found = {task["partition"]: task["worker_id"] for task in tasks}
+        return found if len(found) == TENANTS and set(found.values()) >= {"slow-1"} else None
+
+    owned = wait_for(owners, 30, "a key owned by slow-1")
+    key = next(partition for partition, owner in owned.items() if owner == "slow-1")
+
+    # slow-1 is frozen, then killed: the reset it was sent can only be applied by slow-2, once.
+    runners[0].signal(signal.SIGSTOP)
+    body = {"to": None, "clear_snapshot": True}
+    code, _ = call(ports[1], "POST", f"/connectors/invoices/partitions/{key}/reset", body)
+    assert code == 202
+    runners[0].kill()
+
+    def reset_applied() -> bool:
+        events = read_topic(kafka_bootstrap, topic, idle=1.0).by_key[f"invoices/{key}"]
+        return len(events) >= 2 * ITEMS
+
+    wait_for(reset_applied, 90, "the reset applied by the new owner", step=1.0)
+    time.sleep(3)  # were it applied twice, the second round would show by now
+    after = read_topic(kafka_bootstrap, topic, idle=1.0).by_key[f"invoices/{key}"]
+    assert len(after) == 2 * ITEMS, [e["sequence"] for e in after]
+    assert in_sequence(e["sequence"] for e in after)
+    assert after[: len(before[f"invoices/{key}"])] == before[f"invoices/{key}"]
+    assert {e["type"] for e in after[ITEMS:]} == {"created"}  # the snapshot was cleared
