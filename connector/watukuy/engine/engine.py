@@ -136,22 +136,28 @@ class Engine:
         await self._dispatcher.drain()
 
     async def run(self) -> None:
-        """Poll every due key concurrently until :meth:`stop`; then return cleanly."""
-        self._stopping.clear()
+        """Poll every due key concurrently until :meth:`stop`; then return cleanly.
+
+        A :meth:`stop` that comes before ``run()`` got going (a SIGTERM during start-up) still
+        counts: the stop request is consumed when ``run()`` returns, not when it starts.
+        """
         limit = asyncio.Semaphore(self._max_concurrency)
         in_flight: set[str] = set()
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self._dispatcher.run(self._stopping))
-            while not self._stopping.is_set():
-                await self._registry.refresh_due()
-                await self._follow_store()
-                for key in self._registry.due.pop_due(self.clock.now()):
-                    runtime = self._registry.keys.get(key)
-                    if runtime is None or key in in_flight:
-                        continue
-                    in_flight.add(key)
-                    group.create_task(self._poll_tracked(runtime, limit, in_flight))
-                await self._sleep_until_due()
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._dispatcher.run(self._stopping))
+                while not self._stopping.is_set():
+                    await self._registry.refresh_due()
+                    await self._follow_store()
+                    for key in self._registry.due.pop_due(self.clock.now()):
+                        runtime = self._registry.keys.get(key)
+                        if runtime is None or key in in_flight:
+                            continue
+                        in_flight.add(key)
+                        group.create_task(self._poll_tracked(runtime, limit, in_flight))
+                    await self._sleep_until_due()
+        finally:
+            self._stopping.clear()
 
     def _on_store_change(self) -> None:
         self._ownership_changed = True
