@@ -234,3 +234,59 @@ def test_an_operation_whose_owner_dies_is_applied_once_by_the_next_owner(
     assert in_sequence(e["sequence"] for e in after)
     assert after[: len(before[f"invoices/{key}"])] == before[f"invoices/{key}"]
     assert {e["type"] for e in after[ITEMS:]} == {"created"}  # the snapshot was cleared
+
+
+REST_TOKEN = "rest-canary-token-9c1e"
+
+
+def test_every_error_code_and_no_secret_against_a_real_runner(
+    kafka_bootstrap: str, prefix: str, simulator: Simulator, tmp_path: Path
+) -> None:
+    port = free_port()
+    config = runner_config(kafka_bootstrap, prefix, "guarded", example=example_config())
+    config["rest"] = {"listen": f"127.0.0.1:{port}", "auth": {"tokens": ["${env:REST_TOKEN}"]}}
+    path = write_runner_config(tmp_path / "guarded.yaml", config)
+    env = runner_env(simulator.base_url, REST_TOKEN=REST_TOKEN)
+    runner = Runner("guarded", path, env, tmp_path / "guarded.log").start()
+    bearer = {"Authorization": f"Bearer {REST_TOKEN}"}
+    answers: list[str] = []
+
+    def send(method: str, path: str, data: bytes | None = None, **headers: str) -> int:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}{path}", data=data, method=method, headers=headers
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                answers.append(response.read().decode(errors="replace"))
+                return int(response.status)
+        except urllib.error.HTTPError as error:
+            text = error.read().decode(errors="replace")
+            answers.append(text)
+            if error.code >= 400 and error.code != 405:
+                body = json.loads(text)
+                assert body["error_code"] == error.code and "Traceback" not in body["message"]
+            return error.code
+
+    try:
+        wait_for(lambda: _healthy(port), 60, "the runner's /health (open without credentials)")
+        as_json = {"Content-Type": "application/json", **bearer}
+        assert send("GET", "/connectors") == 401
+        assert send("GET", "/connectors", Authorization="Bearer wrong") == 401
+        assert send("GET", "/connectors", **bearer) == 200
+        assert send("GET", "/openapi.json", **bearer) == 200
+        assert send("GET", "/connectors/bad%20name/status", **bearer) == 400
+        assert send("GET", "/connectors/nope", **bearer) == 404
+        config_body = json.dumps({"request": {"url": "https://x.test/items"}}).encode()
+        assert send("PUT", "/connectors/invoices/config", config_body, **as_json) == 409
+        big = json.dumps({"name": "big", "config": {"pad": "x" * (2 << 20)}}).encode()
+        assert send("POST", "/connectors", big, **as_json) == 413
+        text = {"Content-Type": "text/plain", **bearer}
+        assert send("POST", "/connectors", b"name=orders", **text) == 415
+        wrong = {"request": {"url": "htps://x"}, "records": "data", "identity": "id"}
+        bad = json.dumps({"name": "orders", "config": wrong}).encode()
+        assert send("POST", "/connectors", bad, **as_json) == 400
+        assert "config.request.url" in answers[-1]
+    finally:
+        assert runner.stop() == 0, runner.output()
+    assert not any(REST_TOKEN in answer for answer in answers)
+    assert REST_TOKEN not in runner.output()
