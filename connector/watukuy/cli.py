@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import re
 import sys
 import traceback
@@ -18,7 +17,7 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, NoReturn
 
-from watukuy import __version__
+from watukuy import __version__, logs
 from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError, WatukuyError
 
@@ -131,16 +130,11 @@ def _instant(value: str, text: str) -> datetime:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.debug else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    # Text until the config is loaded; then its log settings (``--debug`` forces debug).
+    logs.configure("text", "debug" if args.debug else "info")
     from watukuy.store.kafka.clients import librdkafka_logger
 
-    # Every client logs here, each message at most once per period (readers included).
-    librdkafka = librdkafka_logger()
-    if not args.debug:
-        librdkafka.setLevel(logging.ERROR)
+    librdkafka_logger()  # every client logs here, each message at most once per period
     try:
         if args.config is None:
             raise ConfigError("is required", "--config")
@@ -177,6 +171,13 @@ def _dispatch(args: argparse.Namespace, operation: tuple[str, dict[str, Any]]) -
 
     config = load_config(args.config)
     command = args.command or "run"
+    log = config.log
+    logs.configure(
+        log.format,
+        "debug" if args.debug else log.level,
+        config.runner.id if command == "run" else None,
+        repeat_interval=log.repeat_interval,
+    )
     if command == "validate":
         print(json.dumps(config.describe(), indent=2, default=str))
         print(f"watukuy-source: {args.config} is valid", file=sys.stderr)

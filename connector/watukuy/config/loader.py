@@ -18,6 +18,7 @@ from watukuy.config.sections import (
     check_kafka_clients,
     parse_budgets,
     parse_kafka,
+    parse_log,
     parse_rest,
     parse_runner,
     parse_schema_registry,
@@ -33,6 +34,7 @@ TOP_LEVEL_KEYS = (
     "rest",
     "budgets",
     "schema.registry",
+    "log",
     "pollers",
     "python_path",
 )
@@ -101,6 +103,7 @@ def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerC
     rest = parse_rest(data.get("rest"), secrets, base_dir)
     budgets = parse_budgets(data.get("budgets"), secrets)
     schema_registry = parse_schema_registry(data.get("schema.registry"), secrets)
+    log = parse_log(data.get("log"), secrets)
     prepend_sys_path(python_path)
     pollers, refs = load_pollers(data.get("pollers"), secrets, base_dir)
     _check_budget_names(pollers, budgets)
@@ -111,6 +114,7 @@ def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerC
         rest=rest,
         budgets=budgets,
         schema_registry=schema_registry,
+        log=log,
         pollers=pollers,
         poller_refs=refs,
         python_path=python_path,

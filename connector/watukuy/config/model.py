@@ -106,6 +106,16 @@ class RunnerSettings:
     __repr__ = _redacting_repr
 
 
+@dataclass(frozen=True, slots=True)
+class LogSettings:
+    """``log``: how the runner's log lines look and how much they say."""
+
+    format: str = "text"  # or "json": one object a line
+    level: str = "info"
+    repeat_interval: float = 60.0
+    """Seconds between two showings of a tenant's same warning."""
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class RestAuth:
     """``rest.auth``: who may call the REST API. Tokens and passwords are secrets: ``repr``
@@ -181,6 +191,7 @@ class RunnerConfig:
     rest: RestSettings = field(default_factory=RestSettings)
     budgets: dict[str, dict[str, Any]] = field(default_factory=dict)
     schema_registry: SchemaRegistrySettings = field(default_factory=SchemaRegistrySettings)
+    log: LogSettings = field(default_factory=LogSettings)
     pollers: list[Poller]
     poller_refs: tuple[str | Mapping[str, Any], ...] = ()
     """Where each poller came from: ``module:attr``, or a declarative poller's entry."""
@@ -230,6 +241,12 @@ class RunnerConfig:
             tree["schema.registry"] = {"url": self.schema_registry.url}
             if self.schema_registry.basic_auth is not None:
                 tree["schema.registry"]["basic.auth.user.info"] = self.schema_registry.basic_auth
+        if self.log != LogSettings():
+            tree["log"] = {
+                "format": self.log.format,
+                "level": self.log.level,
+                "repeat.interval": format_duration(self.log.repeat_interval),
+            }
         if self.python_path:
             tree["python_path"] = [str(p) for p in self.python_path]
         secret = self.secret_paths()

@@ -142,6 +142,27 @@ RUNNER_KEYS: tuple[KeyDoc, ...] = (
         "Registry credentials (always redacted).",
     ),
     KeyDoc(
+        "log.format",
+        "text | json",
+        "text",
+        "`text`: a readable line, the context appended as `key=value`; `json`: one object a "
+        "line with `time`, `level`, `logger`, `message` and, where known, `poller`, "
+        "`partition`, `lane`, `runner`, `generation`.",
+    ),
+    KeyDoc(
+        "log.level",
+        "debug | info | warning | error",
+        "info",
+        "Least severe level shown (`--debug` forces `debug` and adds tracebacks).",
+    ),
+    KeyDoc(
+        "log.repeat.interval",
+        "duration",
+        "60s",
+        "A failing tenant's same warning shows at most once per interval; the next one says "
+        "how many were not shown.",
+    ),
+    KeyDoc(
         "python_path",
         "list",
         None,

@@ -21,6 +21,7 @@ from watukuy.config.checks import (
 from watukuy.config.model import (
     KafkaProperties,
     KafkaValue,
+    LogSettings,
     RestAuth,
     RestSettings,
     RestTls,
@@ -61,6 +62,9 @@ REST_KEYS: dict[str, str | tuple[str, ...]] = {
 REST_AUTH_KEYS = ("tokens", "basic")
 REST_TLS_KEYS = ("cert", "key")
 BUDGET_KEYS = ("rate", "burst", "fairness")
+LOG_KEYS = ("format", "level", "repeat.interval")
+LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def _secret_fields(
@@ -203,6 +207,27 @@ def _runner_id(given: Mapping[str, Any], secrets: Secrets) -> str:
             "runner.id",
         )
     return value
+
+
+def parse_log(raw: object, secrets: Secrets) -> LogSettings:
+    """``log``: ``format`` (text or json), ``level`` and ``repeat.interval``."""
+    given = section(raw, "log")
+    check_keys(given, LOG_KEYS, "log")
+    return LogSettings(
+        format=_choice(given, "log.format", LOG_FORMATS, "text", secrets),
+        level=_choice(given, "log.level", LOG_LEVELS, "info", secrets),
+        repeat_interval=_duration(given, "log.repeat.interval", "60s", secrets),
+    )
+
+
+def _choice(
+    given: Mapping[str, Any], path: str, allowed: tuple[str, ...], default: str, secrets: Secrets
+) -> str:
+    value = given.get(path.partition(".")[2], default)
+    if isinstance(value, str) and value.lower() in allowed:
+        return value.lower()
+    shown = secrets.show(value, path) if isinstance(value, str) else kind(value)
+    raise ConfigError(f"must be one of: {', '.join(allowed)}; got {shown}", path)
 
 
 SCHEMA_REGISTRY_KEYS = {"url": ("url",), "basic.auth.user.info": ("basic_auth",)}

@@ -19,6 +19,7 @@ from watukuy.core.events import Event
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.redaction import failure_text
 from watukuy.engine.clock import Clock
+from watukuy.logs import log_context
 from watukuy.store.base import EventFeed
 
 log = logging.getLogger("watukuy.handlers")
@@ -143,7 +144,9 @@ class Dispatcher:
         queue = self._pending[key]
         try:
             while queue:
-                await self._deliver_with_retries(queue[0])
+                event = queue[0]
+                with log_context(poller=event.poller, partition=event.partition, lane=event.lane):
+                    await self._deliver_with_retries(event)
                 queue.popleft()
         finally:
             self._working.discard(key)

@@ -28,6 +28,7 @@ from watukuy.core.state import ParkedItem
 from watukuy.engine.handlers import Dispatcher
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.registry import Registry
+from watukuy.logs import log_context
 from watukuy.store.base import Command, KeyCommit
 
 log = logging.getLogger("watukuy.operations")
@@ -105,19 +106,20 @@ class Operations:
         values: Mapping[str, Any],
         command: bytes | None = None,
     ) -> Any:
-        if op.effect is Effect.RETRY:
-            return await self._retry(poller, key, values["ids"], command)
-        if self._registry.target(poller) is Target.STOPPED:
-            runtime = await self._stopped(poller, key)
-        else:
-            runtime = await self._registry.resolve(poller, key)
-        async with runtime.lock:
-            commit = commit_of(op, runtime, values, self._registry.clock.now())
-            if command is not None:
-                commit = replace(commit, commands=(command,))
-            await self._registry.commit(runtime, commit)
-        self._wake()
-        return None
+        with log_context(poller=poller, partition=key):
+            if op.effect is Effect.RETRY:
+                return await self._retry(poller, key, values["ids"], command)
+            if self._registry.target(poller) is Target.STOPPED:
+                runtime = await self._stopped(poller, key)
+            else:
+                runtime = await self._registry.resolve(poller, key)
+            async with runtime.lock:
+                commit = commit_of(op, runtime, values, self._registry.clock.now())
+                if command is not None:
+                    commit = replace(commit, commands=(command,))
+                await self._registry.commit(runtime, commit)
+            self._wake()
+            return None
 
     async def _stopped(self, poller: str, key: str) -> KeyRuntime:
         """A key of a stopped connector, as stored (or fresh): not held, only written."""

@@ -19,6 +19,7 @@ from watukuy.engine.fetching import execute
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.registry import Registry
 from watukuy.http import HttpClient
+from watukuy.logs import log_context
 from watukuy.store.base import KeyCommit
 
 log = logging.getLogger("watukuy.poll")
@@ -46,6 +47,10 @@ class KeyPoller:
         caller that ticks less often than the key's interval still moves them forward.
         Never raises for vendor or user-code failures.
         """
+        with log_context(poller=runtime.poller.name, partition=runtime.partition.key):
+            await self._poll_key(runtime)
+
+    async def _poll_key(self, runtime: KeyRuntime) -> None:
         registry = self._registry
         async with runtime.lock:
             done: set[Lane] = set()
@@ -54,8 +59,9 @@ class KeyPoller:
                 if lane is None or lane in done:
                     break
                 done.add(lane)
-                if not await self._poll_lane(runtime, lane):
-                    break
+                with log_context(lane=lane.value):
+                    if not await self._poll_lane(runtime, lane):
+                        break
             if registry.keys.get(runtime.key) is runtime:
                 registry.reschedule(runtime)
 

@@ -28,6 +28,7 @@ from watukuy.core.poller import Partition, Poller
 from watukuy.core.redaction import failure_text
 from watukuy.engine.clock import Clock
 from watukuy.engine.keys import KeyRuntime
+from watukuy.logs import log_context
 from watukuy.store.base import Command, KeyCommit, Store
 
 log = logging.getLogger("watukuy.partitions")
@@ -79,6 +80,10 @@ class Registry:
         ``force`` (``engine.partitions.list``) lets the error reach the caller; a scheduled
         refresh logs it and keeps the previous list.
         """
+        with log_context(poller=name):
+            return await self._refresh(name, force=force)
+
+    async def _refresh(self, name: str, *, force: bool) -> list[Partition]:
         poller = self.pollers[name]
         table = self.tables[name]
         try:
@@ -121,13 +126,14 @@ class Registry:
         return normalise(poller.name, returned)
 
     async def _activate(self, poller: Poller, partition: Partition) -> None:
-        try:
-            await self._restore(poller, partition)
-        except (Fenced, Retriable) as exc:
-            # Ownership moved while it was loading, or the store is busy: the next pass over
-            # ownership tries again if the key is still ours.
-            log.info("%s/%s: not activated now: %s", poller.name, partition.key, exc)
-            self.activation_pending = True
+        with log_context(poller=poller.name, partition=partition.key):
+            try:
+                await self._restore(poller, partition)
+            except (Fenced, Retriable) as exc:
+                # Ownership moved while it was loading, or the store is busy: the next pass over
+                # ownership tries again if the key is still ours.
+                log.info("%s/%s: not activated now: %s", poller.name, partition.key, exc)
+                self.activation_pending = True
 
     async def _restore(self, poller: Poller, partition: Partition) -> None:
         now = self.clock.now()
@@ -161,19 +167,20 @@ class Registry:
         return self.pollers.get(poller.name) is poller and self.target(poller.name).holds_keys
 
     async def _deactivate(self, poller: Poller, key: str) -> None:
-        runtime = self.keys.get(f"{poller.name}/{key}")
-        if runtime is None:
-            return
-        async with runtime.lock:
-            if not runtime.held:
-                return  # let go meanwhile (fenced, stopped)
-            self.drop(runtime, KeyPhase.PAUSED_REMOVED)
-            if runtime.state.paused is None:
-                paused = replace(runtime.state, paused="removed")
-                try:
-                    await self.store.commit([KeyCommit(state=paused, fenced=False)])
-                except (Fenced, Retriable) as exc:
-                    log.info("%s: could not record the removal: %s", runtime.key, exc)
+        with log_context(poller=poller.name, partition=key):
+            runtime = self.keys.get(f"{poller.name}/{key}")
+            if runtime is None:
+                return
+            async with runtime.lock:
+                if not runtime.held:
+                    return  # let go meanwhile (fenced, stopped)
+                self.drop(runtime, KeyPhase.PAUSED_REMOVED)
+                if runtime.state.paused is None:
+                    paused = replace(runtime.state, paused="removed")
+                    try:
+                        await self.store.commit([KeyCommit(state=paused, fenced=False)])
+                    except (Fenced, Retriable) as exc:
+                        log.info("%s: could not record the removal: %s", runtime.key, exc)
 
     async def sync_ownership(self) -> None:
         """Follow the store's ownership: drop keys that moved away, activate those that came.

@@ -19,12 +19,13 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
+from watukuy import logs
 from watukuy.core.durations import format_duration
 from watukuy.core.errors import ConfigError, WatukuyError
 from watukuy.store.kafka.topics import BrokerUnavailable
@@ -153,41 +154,22 @@ COMMON_PROPERTIES = (
 # -- logs -------------------------------------------------------------------------------------
 
 
-class RepeatFilter(logging.Filter):
-    """Lets each distinct message through at most once per ``period`` seconds; the next one
-    shown after a quiet spell says how many were held back.
+class RepeatFilter(logs.RepeatFilter):
+    """Lets each distinct librdkafka message through at most once per ``period`` seconds; the
+    next one shown after a quiet spell says how many were held back (:class:`watukuy.logs.
+    RepeatFilter`).
 
-    Written here rather than taken from log-rate-limit: that library keys its streams by source
-    line (every librdkafka record comes from the same C call) and reports skipped records on a
-    second line, which breaks one-record-a-line logs. Here a message is the librdkafka text
-    without the client's name, so six clients failing to connect make one line, not six.
+    A message is the librdkafka text without the client's name, so six clients failing to
+    connect make one line, not six.
     """
 
     _VOLATILE = re.compile(r"after \d+ms|\d+ identical error\(s\) suppressed")
 
     def __init__(self, period: float = REPEAT_PERIOD, clock: Callable[[], float] = time.monotonic):
-        super().__init__()
-        self.period = period
-        self._clock = clock
-        self._lock = threading.Lock()  # librdkafka logs from whichever thread polls a client
-        self._shown: dict[tuple[int, str], float] = {}
-        self._held: dict[tuple[int, str], int] = {}
+        super().__init__(period, clock)
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        key = (record.levelno, self._VOLATILE.sub("…", self._text(record)))
-        now = self._clock()
-        with self._lock:
-            last = self._shown.get(key)
-            if last is not None and now - last < self.period:
-                self._held[key] = self._held.get(key, 0) + 1
-                return False
-            self._forget(now)
-            self._shown[key] = now
-            held = self._held.pop(key, 0)
-        if held:
-            record.msg = f"{record.getMessage()} ({held} more like this not shown)"
-            record.args = None
-        return True
+    def key(self, record: logging.LogRecord) -> Hashable:
+        return (record.levelno, self._VOLATILE.sub("…", self._text(record)))
 
     @staticmethod
     def _text(record: logging.LogRecord) -> str:
@@ -196,14 +178,6 @@ class RepeatFilter(logging.Filter):
         if record.msg == "%s [%s] %s" and isinstance(args, tuple) and len(args) == 3:
             return f"{args[0]} {args[2]}"
         return record.getMessage()
-
-    def _forget(self, now: float) -> None:
-        """Drop what is past its period, so the table stays small (keeps their held counts)."""
-        if len(self._shown) < 256:
-            return
-        for key, shown in list(self._shown.items()):
-            if now - shown >= self.period and key not in self._held:
-                del self._shown[key]
 
 
 _setup_lock = threading.Lock()

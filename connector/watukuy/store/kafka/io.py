@@ -29,6 +29,7 @@ from confluent_kafka import (
 )
 
 from watukuy.core.errors import Fenced, Retriable
+from watukuy.logs import log_context
 from watukuy.store.base import Command
 from watukuy.store.kafka import clients, records
 from watukuy.store.kafka.lease import Lease, Leases, LeaseState
@@ -229,10 +230,11 @@ class KafkaIO:
             lease = self._to_restore.popleft()
             if self._leases.get(lease.partition) != lease:
                 continue  # revoked meanwhile
-            if self._settled(lease):
-                self._begin_restore(lease)
-            else:
-                waiting.append(lease)
+            with log_context(generation=lease.generation):
+                if self._settled(lease):
+                    self._begin_restore(lease)
+                else:
+                    waiting.append(lease)
         self._to_restore = waiting
         self._read_tail()
         self._send_plain()
@@ -347,7 +349,8 @@ class KafkaIO:
             touched |= set(self._restoring)
         for partition in touched:
             if partition in self._restoring:
-                self._check_restored(partition)
+                with log_context(generation=self._restoring[partition].lease.generation):
+                    self._check_restored(partition)
 
     def _apply(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
         if key is None:
