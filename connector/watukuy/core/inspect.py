@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from watukuy.core.events import utc
 from watukuy.core.state import ParkedItem, PartitionState
@@ -30,12 +31,43 @@ class PollerInspect:
     lanes: dict[str, object] = field(default_factory=dict)
 
 
+def lane_views(
+    state: PartitionState, backfill_run: Mapping[str, Any] | None = None
+) -> dict[str, object]:
+    """Each lane as ``inspect()`` shows it (JSON values only).
+
+    ``live``: its cursor and whether it replays. ``backfill``: whether it runs, its cursor and
+    end (``until``), and with ``backfill_run`` (the engine's count of the run on this
+    instance) ``pages``, ``items`` and ``start``, from which a status works out how far it is.
+    ``reconcile``: whether a pass runs, its cursor, its scan number and when the next is due.
+    """
+    backfill: dict[str, object] = {
+        "active": state.backfill.active,
+        "cursor": state.backfill.cursor,
+        "until": state.backfill.until,
+    }
+    if state.backfill.active and backfill_run is not None:
+        backfill.update(backfill_run)
+    due = state.reconcile_due
+    return {
+        "live": {"cursor": state.live.cursor, "replaying": state.live.replaying},
+        "backfill": backfill,
+        "reconcile": {
+            "active": state.reconcile.active,
+            "cursor": state.reconcile.cursor,
+            "scan": state.reconcile.scan,
+            "due": None if due is None else utc(due).isoformat(),
+        },
+    }
+
+
 def inspect_state(
     state: PartitionState,
     parked: Mapping[str, ParkedItem],
     now: float,
     due: float | None,
     owner: str | None = None,
+    backfill_run: Mapping[str, Any] | None = None,
 ) -> PollerInspect:
     counts = {"invalid": 0, "poison": 0}
     for item in parked.values():
@@ -57,4 +89,5 @@ def inspect_state(
         reconcile=state.reconcile.active,
         replaying=state.live.replaying,
         last_error=state.last_error,
+        lanes=lane_views(state, backfill_run),
     )

@@ -17,6 +17,7 @@ from watukuy.core import schedule as schedules
 from watukuy.core.changes import Detected, deletions, detect, expired
 from watukuy.core.circuit import CircuitState
 from watukuy.core.events import Event
+from watukuy.core.observe import OutcomeKind
 from watukuy.core.poller import FetchResult, Poller
 from watukuy.core.state import (
     Lane,
@@ -131,10 +132,13 @@ class Page:
 
 @dataclass(frozen=True, slots=True)
 class Failure:
-    """A poll that failed. ``throttle_until`` set: the vendor said when (429, Retry-After)."""
+    """A poll that failed. ``throttle_until`` set: the vendor said when (429, Retry-After).
+
+    ``error`` is the redacted text (``last_error``), ``kind`` what it was, for observers."""
 
     error: str
     throttle_until: float | None = None
+    kind: OutcomeKind = OutcomeKind.ERROR
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,12 +157,14 @@ class Emit:
 class Backoff:
     state: PartitionState
     reason: str
+    kind: OutcomeKind = OutcomeKind.ERROR
 
 
 @dataclass(frozen=True, slots=True)
 class Trip:
     state: PartitionState
     reason: str
+    kind: OutcomeKind = OutcomeKind.ERROR
 
 
 Decision = Emit | Backoff | Trip
@@ -183,17 +189,17 @@ def _failed(poller: Poller, state: PartitionState, failure: Failure, now: float)
         circuit = state.circuit.on_cancel() if state.circuit.probe_in_flight else state.circuit
         throttled = schedules.throttle(state.schedule, failure.throttle_until)
         new = replace(state, schedule=throttled, circuit=circuit, last_error=failure.error)
-        return Backoff(state=new, reason=failure.error)
+        return Backoff(state=new, reason=failure.error, kind=failure.kind)
     circuit = state.circuit.on_failure(poller.circuit, now)
     if circuit.state is CircuitState.OPEN:
         opened = replace(state, circuit=circuit, last_error=failure.error)
         ready = circuit.ready_at(now)
         sched = schedules.backoff(poller.schedule, state.schedule, now, (ready or now) - now)
-        return Trip(state=replace(opened, schedule=sched), reason=failure.error)
+        return Trip(state=replace(opened, schedule=sched), reason=failure.error, kind=failure.kind)
     delay = min(poller.schedule.min * 2 ** (circuit.consecutive_failures - 1), poller.schedule.max)
     sched = schedules.backoff(poller.schedule, state.schedule, now, delay)
     new = replace(state, circuit=circuit, schedule=sched, last_error=failure.error)
-    return Backoff(state=new, reason=failure.error)
+    return Backoff(state=new, reason=failure.error, kind=failure.kind)
 
 
 def _emitted(

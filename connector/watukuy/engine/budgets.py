@@ -21,6 +21,7 @@ from typing import Any
 
 from watukuy.core.budget import Budget, Lane, parse_rate
 from watukuy.core.errors import ConfigError
+from watukuy.core.observe import Observer
 from watukuy.core.poller import Poller
 from watukuy.engine.clock import Clock
 
@@ -98,9 +99,10 @@ def split_budgets(
 
 
 class BudgetGate:
-    def __init__(self, budget: Budget, clock: Clock) -> None:
+    def __init__(self, budget: Budget, clock: Clock, observer: Observer | None = None) -> None:
         self.budget = budget
         self._clock = clock
+        self._observer = observer or Observer()
         self._waiters: dict[tuple[str, Lane], deque[asyncio.Future[None]]] = {}
         self._weights: dict[tuple[str, Lane], float] = {}
         self._pump: asyncio.Task[None] | None = None
@@ -113,6 +115,7 @@ class BudgetGate:
         per requester and lane.
         """
         slot = (requester, lane)
+        started = self._clock.now()
         self._weights[slot] = weight
         waiting = self._waiters.get(slot)
         if waiting is None:
@@ -128,6 +131,12 @@ class BudgetGate:
         except asyncio.CancelledError:
             self._withdraw(slot, granted)
             raise
+        now = self._clock.now()
+        poller, _, partition = requester.partition("/")
+        tokens = self.budget.bucket.tokens(now)
+        self._observer.budget_waited(
+            self.budget.name, poller, partition, lane.value, now - started, tokens
+        )
 
     def rescale(self, share: float) -> None:
         """Hold ``share`` of the budget from now on (:meth:`Budget.rescale`).

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from watukuy.core.errors import ShowsConfigOnly
+from watukuy.core.observe import OutcomeKind, outcome_kind
 from watukuy.core.poll import Failure, Page, PollPlan
 from watukuy.core.poller import FetchResult, Partition, Poller
 from watukuy.core.redaction import failure_text
@@ -51,9 +52,14 @@ async def execute(
     acquire: Callable[[], Awaitable[None]] | None,
     now: Callable[[], float],
     signal: asyncio.Event,
+    on_response: Callable[[str, int | None, float], None] | None = None,
 ) -> Page | Failure:
     key_http = http.for_key(
-        validators=validators, acquire=acquire, now=now, timeout=poller.fetch_timeout
+        validators=validators,
+        acquire=acquire,
+        now=now,
+        timeout=poller.fetch_timeout,
+        on_response=on_response,
     )
     ctx = FetchContext(
         poller=poller.name,
@@ -77,13 +83,19 @@ async def execute(
         )
     except Throttled as exc:
         return Failure(
-            error=failure_text(exc, partition.data, trusted=True), throttle_until=exc.until
+            error=failure_text(exc, partition.data, trusted=True),
+            throttle_until=exc.until,
+            kind=OutcomeKind.RATE_LIMITED,
         )
     except TimeoutError:
-        return Failure(error=f"fetch timed out after {poller.fetch_timeout:g}s")
+        return Failure(
+            error=f"fetch timed out after {poller.fetch_timeout:g}s", kind=OutcomeKind.TIMEOUT
+        )
     except Exception as exc:  # any failure of user code or the vendor is the core's to judge
         trusted = isinstance(exc, ShowsConfigOnly)
-        return Failure(error=failure_text(exc, partition.data, trusted=trusted))
+        return Failure(
+            error=failure_text(exc, partition.data, trusted=trusted), kind=outcome_kind(exc)
+        )
     return Page(
         result=result,
         validators=key_http.validators_changed,

@@ -46,6 +46,8 @@ __all__ = ["HttpClient", "KeyHttp", "Target", "TargetCache", "build_url"]
 
 Acquire = Callable[[], Awaitable[None]]
 Clock = Callable[[], float]
+Answered = Callable[[str, int | None, float], None]
+"""Told of each round trip: method, status (``None``: no answer came), seconds taken."""
 
 _SCHEMES = frozenset({"http", "https"})
 
@@ -201,6 +203,7 @@ class HttpClient:
         acquire: Acquire | None,
         now: Clock,
         timeout: float | None = None,
+        on_response: Answered | None = None,
     ) -> KeyHttp:
         """A :class:`KeyHttp` for one poll of one key (what ``fetch`` sees as ``ctx.http``)."""
         return KeyHttp(
@@ -209,6 +212,7 @@ class HttpClient:
             acquire=acquire,
             now=now,
             timeout=self.timeout if timeout is None else timeout,
+            on_response=on_response,
         )
 
     def __repr__(self) -> str:
@@ -227,10 +231,12 @@ class KeyHttp:
         acquire: Acquire | None,
         now: Clock,
         timeout: float,
+        on_response: Answered | None = None,
     ) -> None:
         if timeout <= 0:
             raise ConfigError("timeout must be > 0")
         self._client = client
+        self._on_response = on_response  # told of each round trip (the engine's observers)
         self._validators = dict(validators)
         self._acquire = acquire
         self._now = now
@@ -286,9 +292,17 @@ class KeyHttp:
         if self._acquire is not None:
             await self._acquire()
         self.requests += 1
-        response = await self._send(
-            method, target, send_headers, json=json, data=data, template=template
-        )
+        started = self._now()
+        try:
+            response = await self._send(
+                method, target, send_headers, json=json, data=data, template=template
+            )
+        except VendorUnavailable:
+            if self._on_response is not None:
+                self._on_response(method, None, self._now() - started)
+            raise
+        if self._on_response is not None:
+            self._on_response(method, response.status, self._now() - started)
         if response.status in passthrough:
             self._note_quota(response.headers, self._now())
             return response

@@ -1,0 +1,268 @@
+"""The observer seam: what the engine and the stores report, and the kind of each outcome.
+
+The engine and the Kafka store call an :class:`Observer` at each point worth counting (a poll
+decided, a page fetched, events committed, a transaction, a lease moved, a restore, a budget
+wait, an item parked, a circuit moved). Prometheus metrics, the status feed and test probes
+are observers; the I/O code holds one call per point and no metric of its own. In the spirit
+of trio's instruments: every hook is a no-op here, an observer overrides the ones it counts.
+
+Hooks run on the event loop, must not block, and must not raise: :class:`Fanout` hands what
+one raises to its ``on_error`` (the engine logs it) and goes on with the next observer.
+
+Outcomes keep their redacted text (``last_error``) and carry an :class:`OutcomeKind` next to
+it, so a metric can count timeouts without parsing messages. :func:`outcome_kind` maps an
+exception to its kind by the shape the HTTP and store errors share (``status``, ``until``,
+``reason``, a ``TimeoutError`` cause): ``core`` imports neither ``http`` nor ``store``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from enum import StrEnum
+
+from watukuy.core.errors import ConfigError, Fenced, Retriable
+
+__all__ = [
+    "SCHEMA_ERROR_PREFIX",
+    "Fanout",
+    "Observer",
+    "OutcomeKind",
+    "fanout",
+    "outcome_kind",
+    "parked_reason",
+    "status_class",
+]
+
+
+class OutcomeKind(StrEnum):
+    """What a poll (one page request) ended in. Values are metric label values."""
+
+    OK = "ok"
+    NOT_MODIFIED = "not_modified"  # 304: nothing changed since the validators we sent
+    RATE_LIMITED = "rate_limited"  # 429, or 503 with Retry-After: pacing, not an outage
+    TIMEOUT = "timeout"  # the request or the whole fetch ran out of time
+    CONNECT = "connect"  # no usable answer: refused, reset, DNS, TLS
+    CLIENT_ERROR = "http_4xx"
+    SERVER_ERROR = "http_5xx"
+    INVALID_BODY = "invalid_body"  # an answer whose body is not what it claims (bad JSON)
+    SCHEMA_INVALID = "schema_invalid"  # an item that fails the poller's data schema
+    INVALID_ITEM = "invalid_item"  # an item whose identity or version cannot be read
+    FENCED = "fenced"  # another owner took the key over
+    STORE = "store"  # the store refused for now (broker down, transaction failed)
+    CONFIG = "config"  # the poller or its partition is misconfigured
+    ERROR = "error"  # anything else ``fetch`` raised
+
+
+SCHEMA_ERROR_PREFIX = "SchemaError: "
+"""How :func:`watukuy.core.changes.detect` starts the error of an item the schema refused."""
+
+
+def outcome_kind(error: object) -> OutcomeKind:
+    """The kind of a failed outcome: a ``Failure``/``Backoff``/``Trip`` (its ``kind``) or an
+    exception.
+
+    An exception is read by its shape, in this order: a ``kind`` attribute that is an
+    ``OutcomeKind`` wins; ``Fenced`` and ``ConfigError`` by class; a ``TimeoutError`` (or one
+    as the ``__cause__``, as the HTTP client chains it); a ``status`` (``until`` or 429: rate
+    limited, 304, 5xx, 4xx); a ``reason`` (the client's "no usable answer": connect when
+    retriable, an invalid body otherwise); another ``Retriable`` (the store); else error.
+    """
+    kind = getattr(error, "kind", None)
+    if isinstance(kind, OutcomeKind):
+        return kind
+    if not isinstance(error, BaseException):
+        return OutcomeKind.ERROR
+    if isinstance(error, Fenced):
+        return OutcomeKind.FENCED
+    if isinstance(error, ConfigError):
+        return OutcomeKind.CONFIG
+    if isinstance(error, TimeoutError) or isinstance(error.__cause__, TimeoutError):
+        return OutcomeKind.TIMEOUT
+    status = getattr(error, "status", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        if getattr(error, "until", None) is not None or status == 429:
+            return OutcomeKind.RATE_LIMITED
+        if status == 304:
+            return OutcomeKind.NOT_MODIFIED
+        if status >= 500:
+            return OutcomeKind.SERVER_ERROR
+        if status >= 400:
+            return OutcomeKind.CLIENT_ERROR
+    if isinstance(getattr(error, "reason", None), str):
+        return OutcomeKind.CONNECT if isinstance(error, Retriable) else OutcomeKind.INVALID_BODY
+    if isinstance(error, Retriable):
+        return OutcomeKind.STORE
+    return OutcomeKind.ERROR
+
+
+def parked_reason(kind: str, error: str) -> OutcomeKind:
+    """Why an item was parked: a schema refused it, its identity/version could not be read,
+    or (``poison``) processing it kept failing."""
+    if kind == "poison":
+        return OutcomeKind.ERROR
+    if error.startswith(SCHEMA_ERROR_PREFIX):
+        return OutcomeKind.SCHEMA_INVALID
+    return OutcomeKind.INVALID_ITEM
+
+
+def status_class(status: int | None) -> str:
+    """``2xx``..``5xx`` for a response status; ``none`` when no answer came (timeout, refused)."""
+    if status is None or not 100 <= status <= 599:
+        return "none"
+    return f"{status // 100}xx"
+
+
+class Observer:
+    """What the engine and the stores report. Every hook is a no-op: override what you count.
+
+    ``poller``/``partition`` name the key (the partition key, never its data); ``lane`` is
+    ``live``, ``backfill`` or ``reconcile``; times are seconds.
+    """
+
+    # -- polls (engine) -----------------------------------------------------------------------
+
+    def poll_decided(
+        self, poller: str, partition: str, lane: str, kind: OutcomeKind, seconds: float
+    ) -> None:
+        """One page request was decided: ``kind`` is ``ok``/``not_modified`` or the failure's;
+        ``seconds`` is how long ``fetch`` took."""
+
+    def http_response(
+        self, poller: str, partition: str, method: str, status: int | None, seconds: float
+    ) -> None:
+        """One HTTP round trip of ``ctx.http``; ``status`` ``None``: no answer came."""
+
+    def page_fetched(
+        self, poller: str, partition: str, lane: str, items: int, not_modified: bool
+    ) -> None:
+        """A page came back (before change detection): ``items`` items in it."""
+
+    def events_committed(
+        self, poller: str, partition: str, lane: str, counts: Mapping[str, int]
+    ) -> None:
+        """A page's events were committed: ``counts`` by type (created, updated, deleted)."""
+
+    def item_parked(self, poller: str, partition: str, kind: str, reason: OutcomeKind) -> None:
+        """An item or event was parked (committed): ``kind`` ``invalid`` or ``poison``."""
+
+    def circuit_moved(self, poller: str, partition: str, old: str, new: str) -> None:
+        """The key's circuit went from ``old`` to ``new`` (closed, open, half-open)."""
+
+    def budget_waited(
+        self, budget: str, poller: str, partition: str, lane: str, seconds: float, tokens: float
+    ) -> None:
+        """A request got its token after ``seconds``; ``tokens`` were left in the bucket."""
+
+    # -- keys (engine) ------------------------------------------------------------------------
+
+    def key_gained(self, poller: str, partition: str) -> None:
+        """This instance holds the key now (restored, scheduled)."""
+
+    def key_released(self, poller: str, partition: str, reason: str) -> None:
+        """The key left this instance (``reason``: fenced, removed, stopped, ...): forget its
+        series."""
+
+    # -- the Kafka store ----------------------------------------------------------------------
+
+    def transaction_done(
+        self, committed: bool, seconds: float, records: int, kind: OutcomeKind | None
+    ) -> None:
+        """A Kafka transaction committed, or aborted (``kind`` says why)."""
+
+    def leases_gained(self, partitions: tuple[int, ...]) -> None:
+        """A rebalance assigned these partitions of ``<prefix>.state`` (restores follow)."""
+
+    def leases_lost(self, partitions: tuple[int, ...], lost: bool) -> None:
+        """A rebalance took these partitions away: revoked cleanly, or ``lost``."""
+
+    def restore_done(self, partition: int, keys: int, records: int, seconds: float) -> None:
+        """A partition was restored: ``records`` read for ``keys`` keys in ``seconds``."""
+
+    def dlq_written(self, poller: str, partition: str, records: int) -> None:
+        """``records`` parked items were copied to the poller's DLQ topic (committed)."""
+
+
+ErrorSink = Callable[[Observer, str, Exception], None]
+
+
+def _raise(observer: Observer, hook: str, error: Exception) -> None:
+    raise error
+
+
+class Fanout(Observer):
+    """Several observers as one: each hook is called on each, in order. An observer that
+    raises is reported to ``on_error`` (default: re-raised) and the others still hear it."""
+
+    def __init__(self, observers: Iterable[Observer], on_error: ErrorSink = _raise) -> None:
+        self.observers = tuple(observers)
+        self._on_error = on_error
+
+    def _each(self, hook: str, *args: object) -> None:
+        for observer in self.observers:
+            try:
+                getattr(observer, hook)(*args)
+            except Exception as exc:  # an observer's bug must not fail a poll or a commit
+                self._on_error(observer, hook, exc)
+
+    def poll_decided(
+        self, poller: str, partition: str, lane: str, kind: OutcomeKind, seconds: float
+    ) -> None:
+        self._each("poll_decided", poller, partition, lane, kind, seconds)
+
+    def http_response(
+        self, poller: str, partition: str, method: str, status: int | None, seconds: float
+    ) -> None:
+        self._each("http_response", poller, partition, method, status, seconds)
+
+    def page_fetched(
+        self, poller: str, partition: str, lane: str, items: int, not_modified: bool
+    ) -> None:
+        self._each("page_fetched", poller, partition, lane, items, not_modified)
+
+    def events_committed(
+        self, poller: str, partition: str, lane: str, counts: Mapping[str, int]
+    ) -> None:
+        self._each("events_committed", poller, partition, lane, counts)
+
+    def item_parked(self, poller: str, partition: str, kind: str, reason: OutcomeKind) -> None:
+        self._each("item_parked", poller, partition, kind, reason)
+
+    def circuit_moved(self, poller: str, partition: str, old: str, new: str) -> None:
+        self._each("circuit_moved", poller, partition, old, new)
+
+    def budget_waited(
+        self, budget: str, poller: str, partition: str, lane: str, seconds: float, tokens: float
+    ) -> None:
+        self._each("budget_waited", budget, poller, partition, lane, seconds, tokens)
+
+    def key_gained(self, poller: str, partition: str) -> None:
+        self._each("key_gained", poller, partition)
+
+    def key_released(self, poller: str, partition: str, reason: str) -> None:
+        self._each("key_released", poller, partition, reason)
+
+    def transaction_done(
+        self, committed: bool, seconds: float, records: int, kind: OutcomeKind | None
+    ) -> None:
+        self._each("transaction_done", committed, seconds, records, kind)
+
+    def leases_gained(self, partitions: tuple[int, ...]) -> None:
+        self._each("leases_gained", partitions)
+
+    def leases_lost(self, partitions: tuple[int, ...], lost: bool) -> None:
+        self._each("leases_lost", partitions, lost)
+
+    def restore_done(self, partition: int, keys: int, records: int, seconds: float) -> None:
+        self._each("restore_done", partition, keys, records, seconds)
+
+    def dlq_written(self, poller: str, partition: str, records: int) -> None:
+        self._each("dlq_written", poller, partition, records)
+
+
+def fanout(observers: Observer | Iterable[Observer] | None, on_error: ErrorSink = _raise) -> Fanout:
+    """``observers=`` as the engine and the store take it: none, one, or several."""
+    if observers is None:
+        return Fanout((), on_error)
+    if isinstance(observers, Observer):
+        return Fanout((observers,), on_error)
+    return Fanout(observers, on_error)
