@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from watukuy.core.errors import ConfigError, Conflict, Fenced, Retriable
 from watukuy.core.events import Event
 from watukuy.core.inspect import PollerInspect, inspect_state
+from watukuy.core.observe import Fanout, Observer, OutcomeKind
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.state import ParkedItem
 from watukuy.engine.budgets import BudgetGate, build_budgets, split_budgets
@@ -25,6 +26,7 @@ from watukuy.engine.handlers import Dispatcher, Handler, Subscription
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.operations import Operations, ParkedApi
 from watukuy.engine.polling import KeyPoller
+from watukuy.engine.progress import LaneProgress
 from watukuy.engine.registry import Registry
 from watukuy.http import HttpClient
 from watukuy.store.base import KeyCommit, Store
@@ -60,6 +62,7 @@ class Engine:
         http: HttpClient | None = None,
         max_concurrency: int = 256,
         owner: str | None = None,
+        observers: Observer | Iterable[Observer] | None = None,
     ) -> None:
         by_name: dict[str, Poller] = {}
         for index, poller in enumerate(pollers):
@@ -79,7 +82,13 @@ class Engine:
         for name, poller in by_name.items():
             if poller.budget is not None and poller.budget not in budget_specs:
                 raise ConfigError(f"unknown budget '{poller.budget}'", f"poller '{name}'.budget")
-        self._gates = {name: BudgetGate(b, self.clock) for name, b in budget_specs.items()}
+        # What happens is told to the observers (metrics, probes) and to the lanes' progress.
+        self._progress = LaneProgress()
+        extra = [observers] if isinstance(observers, Observer) else list(observers or ())
+        self.observer: Observer = Fanout([self._progress, *extra], on_error=_observer_failed)
+        self._gates = {
+            name: BudgetGate(b, self.clock, self.observer) for name, b in budget_specs.items()
+        }
         self._http = http or HttpClient()
         self._owns_http = http is None
         self._max_concurrency = max_concurrency
@@ -90,9 +99,20 @@ class Engine:
         self._ownership_changed = True
         self.store.watch(self._on_store_change)
         self._registry = Registry(
-            by_name, self.store, self.clock, on_keys_changed=self._split_budgets
+            by_name,
+            self.store,
+            self.clock,
+            on_keys_changed=self._split_budgets,
+            observer=self.observer,
         )
-        self._poller = KeyPoller(self._registry, self._http, self._gates, self._stopping)
+        self._poller = KeyPoller(
+            self._registry,
+            self._http,
+            self._gates,
+            self._stopping,
+            observer=self.observer,
+            progress=self._progress,
+        )
         self._dispatcher = Dispatcher(
             by_name,
             {name: self.store.events(name) for name in by_name},
@@ -259,6 +279,7 @@ class Engine:
         )
         async with runtime.lock:
             await self._registry.commit(runtime, KeyCommit(state=runtime.state, parked=[item]))
+        self.observer.item_parked(event.poller, event.partition, "poison", OutcomeKind.ERROR)
 
     # -- per-partition operations -------------------------------------------------------------
 
@@ -358,7 +379,15 @@ class Engine:
         now = self.clock.now()
         out = []
         for key, rt in sorted(self._registry.keys.items()):
-            entry = inspect_state(rt.state, rt.parked, now, self._registry.due.at(key), self.owner)
+            run = self._progress.backfill(key)
+            entry = inspect_state(
+                rt.state,
+                rt.parked,
+                now,
+                self._registry.due.at(key),
+                self.owner,
+                backfill_run=None if run is None else asdict(run),
+            )
             if not self._registry.target(rt.poller.name).polls:
                 entry = replace(entry, paused=True)  # its connector is paused
             out.append(entry)
@@ -377,6 +406,11 @@ class Engine:
     @property
     def pollers(self) -> dict[str, Poller]:
         return dict(self._registry.pollers)
+
+
+def _observer_failed(observer: Observer, hook: str, error: Exception) -> None:
+    # An observer's bug costs its own numbers, never a poll or a commit.
+    log.error("observer %s failed in %s: %r", type(observer).__name__, hook, error)
 
 
 def _with_data_schema(poller: Poller, path: str) -> Poller:

@@ -9,14 +9,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable
 
+from watukuy.core.circuit import CircuitState
 from watukuy.core.errors import Fenced, Retriable
-from watukuy.core.poll import Backoff, Emit, Trip, begin, decide, next_lane, next_page, plan
-from watukuy.core.state import Lane
+from watukuy.core.observe import Observer, OutcomeKind, parked_reason
+from watukuy.core.poll import (
+    Backoff,
+    Decision,
+    Emit,
+    Failure,
+    Page,
+    PollPlan,
+    Trip,
+    begin,
+    decide,
+    next_lane,
+    next_page,
+    plan,
+)
+from watukuy.core.state import Lane, PartitionState
 from watukuy.engine.budgets import BudgetGate
 from watukuy.engine.fetching import execute
 from watukuy.engine.keys import KeyRuntime
+from watukuy.engine.progress import LaneProgress
 from watukuy.engine.registry import Registry
 from watukuy.http import HttpClient
 from watukuy.logs import log_context
@@ -34,11 +51,15 @@ class KeyPoller:
         http: HttpClient,
         gates: dict[str, BudgetGate],
         stopping: asyncio.Event,
+        observer: Observer | None = None,
+        progress: LaneProgress | None = None,
     ) -> None:
         self._registry = registry
         self._http = http
         self._gates = gates
         self._stopping = stopping
+        self._observer = observer or Observer()
+        self._progress = progress or LaneProgress()
 
     async def poll(self, runtime: KeyRuntime) -> None:
         """Poll every lane of ``runtime`` that is due, in priority order, once each.
@@ -73,6 +94,8 @@ class KeyPoller:
         step = plan(poller, runtime.state, lane)
         while True:
             state = begin(runtime.state, clock.now())
+            responses: list[Answer] = []
+            started = clock.now()
             outcome = await execute(
                 poller,
                 runtime.partition,
@@ -83,7 +106,10 @@ class KeyPoller:
                 acquire=self._acquirer(runtime, lane),
                 now=clock.now,
                 signal=self._stopping,
+                on_response=_collect(responses),
             )
+            fetched = clock.now() - started
+            circuit = runtime.state.circuit.state  # before begin(): a probe moves it
             decision = decide(poller, state, runtime.snapshot, step, outcome, clock.now())
             if registry.keys.get(runtime.key) is not runtime:
                 return False  # let go meanwhile: the result is dropped
@@ -96,6 +122,10 @@ class KeyPoller:
                 log.warning("%s: commit failed, retrying in %gs: %s", runtime.key, STORE_RETRY, exc)
                 registry.hold(runtime, clock.now() + STORE_RETRY)
                 return False
+            # Told once committed: a result dropped or refused is fetched again, and a key let
+            # go meanwhile must not grow series again.
+            self._observed(runtime, step, outcome, decision, fetched, responses)
+            self._circuit_moved(runtime, circuit, state, decision)
             if isinstance(decision, Trip):
                 log.warning("%s: circuit opened: %s", runtime.key, decision.reason)
                 return False
@@ -107,6 +137,46 @@ class KeyPoller:
             if not self._may_go_on(runtime):
                 return False
             step = next_page(poller, step, decision)
+
+    def _observed(
+        self,
+        runtime: KeyRuntime,
+        step: PollPlan,
+        outcome: Page | Failure,
+        decision: Decision,
+        seconds: float,
+        responses: list[Answer],
+    ) -> None:
+        observer = self._observer
+        poller, partition, lane = runtime.poller.name, runtime.partition.key, step.lane.value
+        for method, status, took in responses:
+            observer.http_response(poller, partition, method, status, took)
+        if not isinstance(decision, Emit):
+            observer.poll_decided(poller, partition, lane, decision.kind, seconds)
+            return
+        assert isinstance(outcome, Page)  # only a page is emitted
+        kind = OutcomeKind.NOT_MODIFIED if outcome.not_modified else OutcomeKind.OK
+        observer.poll_decided(poller, partition, lane, kind, seconds)
+        items = len(outcome.result.items)
+        observer.page_fetched(poller, partition, lane, items, outcome.not_modified)
+        if decision.events:
+            counts: Counter[str] = Counter(event.type for event in decision.events)
+            observer.events_committed(poller, partition, lane, counts)
+        for item in decision.parked:
+            reason = parked_reason(item.kind, item.error)
+            observer.item_parked(poller, partition, item.kind, reason)
+        self._progress.page_done(runtime.key, step.lane, step.cursor, items, decision.state)
+
+    def _circuit_moved(
+        self, runtime: KeyRuntime, before: CircuitState, begun: PartitionState, decision: Decision
+    ) -> None:
+        """Each move of the key's circuit in this page: the probe's, then the outcome's."""
+        poller, partition = runtime.poller.name, runtime.partition.key
+        probe, after = begun.circuit.state, decision.state.circuit.state
+        if probe is not before:
+            self._observer.circuit_moved(poller, partition, before.value, probe.value)
+        if after is not probe:
+            self._observer.circuit_moved(poller, partition, probe.value, after.value)
 
     def _may_go_on(self, runtime: KeyRuntime) -> bool:
         """Still held, its connector still polling, and the engine not stopping."""
@@ -128,6 +198,16 @@ class KeyPoller:
             await gate.acquire(runtime.key, lane, weight)
 
         return acquire
+
+
+Answer = tuple[str, int | None, float]  # method, status (None: no answer), seconds
+
+
+def _collect(into: list[Answer]) -> Callable[[str, int | None, float], None]:
+    def answered(method: str, status: int | None, seconds: float) -> None:
+        into.append((method, status, seconds))
+
+    return answered
 
 
 def _commit_of(decision: Emit | Backoff | Trip) -> KeyCommit:

@@ -22,6 +22,7 @@ from watukuy.core import schedule as schedules
 from watukuy.core.due import DueQueue
 from watukuy.core.errors import ConfigError, Fenced, Retriable, ShowsConfigOnly
 from watukuy.core.lifecycle import KeyPhase, Target, held_phase
+from watukuy.core.observe import Observer
 from watukuy.core.partitions import SINGLE, diff, normalise
 from watukuy.core.poll import due_at, fresh_state
 from watukuy.core.poller import Partition, Poller
@@ -49,8 +50,10 @@ class Registry:
         store: Store,
         clock: Clock,
         on_keys_changed: Callable[[], None] = lambda: None,
+        observer: Observer | None = None,
     ) -> None:
         self.pollers = pollers
+        self.observer = observer or Observer()
         # Called once the partition lists or the store's ownership may have changed.
         self.on_keys_changed = on_keys_changed
         self.store = store
@@ -160,6 +163,7 @@ class Registry:
             return
         runtime.move(held_phase(runtime.state))
         self.keys[runtime.key] = runtime
+        self.observer.key_gained(poller.name, partition.key)
         self.reschedule(runtime)
 
     def _holds(self, poller: Poller) -> bool:
@@ -228,6 +232,7 @@ class Registry:
             del self.keys[runtime.key]
             self.due.discard(runtime.key)
             self.held_until.pop(runtime.key, None)
+            self.observer.key_released(runtime.poller.name, runtime.partition.key, phase.value)
         if phase is KeyPhase.FENCED and retry:
             self.activation_pending = True
 
