@@ -74,6 +74,22 @@ class CommitRequest:
 class Restored:
     lease: Lease
     keys: RestoredKeys
+    records: int = 0  # read from the co-partitioned topics
+    seconds: float = 0.0  # from the start of the restore to its end
+
+
+@dataclass(frozen=True, slots=True)
+class Assigned:
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Transacted:
+    """A transaction of commit requests ended: committed, or aborted with ``error``."""
+
+    records: int
+    seconds: float
+    error: BaseException | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +109,7 @@ class Crashed:
     error: BaseException
 
 
-Notification = Restored | Revoked | CommandReceived | Crashed
+Notification = Restored | Revoked | CommandReceived | Crashed | Assigned | Transacted
 
 
 @dataclass(slots=True)
@@ -101,6 +117,8 @@ class _Restoring:
     lease: Lease
     ends: dict[str, int]
     keys: RestoredKeys = field(default_factory=RestoredKeys)
+    started: float = field(default_factory=time.monotonic)
+    records: int = 0
 
 
 _NOT_READY = frozenset(
@@ -254,6 +272,7 @@ class KafkaIO:
                 self._layout.state,
                 sorted(tp.partition for tp in partitions),
             )
+            self._notify(Assigned(tuple(sorted(tp.partition for tp in partitions))))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Still ours during the callback: finish what is pending so the next owner sees it.
@@ -357,6 +376,7 @@ class KafkaIO:
             return
         restoring = self._restoring.get(partition)
         if restoring is not None:
+            restoring.records += 1
             if topic == self._layout.state:
                 restoring.keys.apply_state(key, value)
             elif topic == self._layout.items:
@@ -384,7 +404,8 @@ class KafkaIO:
         # Only commands are read from here on; snapshot and parked records are ours alone.
         self._unassign_tail([partition], (self._layout.items, self._layout.parked))
         log.info("restored partition %d: %d key(s)", partition, len(restoring.keys.states))
-        self._notify(Restored(lease, restoring.keys))
+        took = time.monotonic() - restoring.started
+        self._notify(Restored(lease, restoring.keys, restoring.records, took))
 
     def _unassign_tail(self, partitions: Sequence[int], topics: Sequence[str]) -> None:
         tail = self._require(self._tail)
@@ -430,6 +451,8 @@ class KafkaIO:
         if not batch:
             return
         producer = self._require(self._producer)
+        started = time.monotonic()
+        count = sum(len(request.records) for request in batch)
         try:
             producer.begin_transaction()
             for request in batch:
@@ -441,10 +464,12 @@ class KafkaIO:
                 time.sleep(self.settings.hold_open)
             producer.commit_transaction(self.settings.transaction_timeout * 3)
         except KafkaException as exc:
-            self._failed_transaction(exc, batch)
+            outcome = self._failed_transaction(exc, batch)
+            self._notify(Transacted(count, time.monotonic() - started, outcome))
             return
         for request in batch:
             request.done(None)
+        self._notify(Transacted(count, time.monotonic() - started))
 
     def _produce(self, producer: Producer, record: Record) -> None:
         kwargs: dict[str, Any] = {"key": record.key, "value": record.value}
@@ -472,7 +497,7 @@ class KafkaIO:
             offsets, self._group.consumer_group_metadata(), self.settings.transaction_timeout
         )
 
-    def _failed_transaction(self, exc: KafkaException, batch: list[CommitRequest]) -> None:
+    def _failed_transaction(self, exc: KafkaException, batch: list[CommitRequest]) -> BaseException:
         error: KafkaError = exc.args[0]
         log.warning("transaction failed: %s", error)
         outcome: BaseException
@@ -494,6 +519,7 @@ class KafkaIO:
                 self._replace_producer()
         for request in batch:
             request.done(outcome)
+        return outcome
 
     def _rejoin(self) -> None:
         """Give up every lease and join the group again (a fresh restore follows)."""

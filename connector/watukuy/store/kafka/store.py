@@ -18,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 
 from watukuy.core.errors import ConfigError, Fenced, Retriable
 from watukuy.core.events import Event
+from watukuy.core.observe import Observer, fanout, outcome_kind
 from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
 from watukuy.serde import state as state_schemas
@@ -33,6 +34,7 @@ from watukuy.serde.registry import ConfluentEventEncoder, registry_client
 from watukuy.store.base import Command, KeyCommit, StoredKey
 from watukuy.store.kafka import clients, records
 from watukuy.store.kafka.io import (
+    Assigned,
     CommandReceived,
     CommitRequest,
     Crashed,
@@ -41,6 +43,7 @@ from watukuy.store.kafka.io import (
     Record,
     Restored,
     Revoked,
+    Transacted,
 )
 from watukuy.store.kafka.outgoing import Outgoing
 from watukuy.store.kafka.partitioner import partition_for
@@ -54,8 +57,12 @@ log = logging.getLogger("watukuy.kafka")
 
 
 class KafkaStore:
-    def __init__(self, settings: KafkaSettings) -> None:
+    def __init__(
+        self, settings: KafkaSettings, observers: Observer | Iterable[Observer] | None = None
+    ) -> None:
         self.settings = settings
+        # Transactions, leases, restores and DLQ copies are told to them, on the event loop.
+        self.observer: Observer = fanout(observers, on_error=_observer_failed)
         self.layout = settings.layout
         self._pollers: dict[str, Poller] = {}
         self._owned: dict[int, int] = {}  # Kafka partition -> lease generation
@@ -218,7 +225,12 @@ class KafkaStore:
             loop.call_soon_threadsafe(self._handle, notification)
 
     def _handle(self, notification: Notification) -> None:
-        if isinstance(notification, Restored):
+        if isinstance(notification, Transacted):
+            self._transacted(notification)
+            return  # nothing moved: the engine need not look at ownership
+        if isinstance(notification, Assigned):
+            self.observer.leases_gained(notification.partitions)
+        elif isinstance(notification, Restored):
             self._restored(notification)
         elif isinstance(notification, Revoked):
             self._revoked(notification)
@@ -240,8 +252,10 @@ class KafkaStore:
             self._parked[key] = keys.parked.get(key, {})
         self._owned[partition] = restored.lease.generation
         self._commands.extend(keys.pending_commands())
+        self.observer.restore_done(partition, len(keys.states), restored.records, restored.seconds)
 
     def _revoked(self, revoked: Revoked) -> None:
+        self.observer.leases_lost(revoked.partitions, revoked.lost)
         gone = set(revoked.partitions)
         for partition in gone:
             self._owned.pop(partition, None)
@@ -249,6 +263,10 @@ class KafkaStore:
             self._states.pop(key, None)
             self._snapshots.pop(key, None)
             self._parked.pop(key, None)
+
+    def _transacted(self, done: Transacted) -> None:
+        kind = None if done.error is None else outcome_kind(done.error)
+        self.observer.transaction_done(done.error is None, done.seconds, done.records, kind)
 
     def _partition_of_key(self, key: str) -> int:
         return partition_for(key, self.layout.partitions)
@@ -290,6 +308,9 @@ class KafkaStore:
             if error is None:
                 for entry in batch:
                     self._apply(entry)
+                    if entry.parked:
+                        state = entry.state
+                        self.observer.dlq_written(state.poller, state.partition, len(entry.parked))
             _settle(future, error)
 
         await self._send(CommitRequest(out, leases, self._hop(done)), future)
@@ -397,6 +418,10 @@ class KafkaStore:
         if self._outgoing is None:
             raise ConfigError("start the Kafka store before using it")
         return self._outgoing
+
+
+def _observer_failed(observer: Observer, hook: str, error: Exception) -> None:
+    log.error("observer %s failed in %s: %r", type(observer).__name__, hook, error)
 
 
 def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
