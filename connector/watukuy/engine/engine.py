@@ -116,7 +116,7 @@ class Engine:
         self._dispatcher = Dispatcher(
             by_name,
             {name: self.store.events(name) for name in by_name},
-            partition_of=self._registry.partition_of,
+            partition_of=self._partition_of,
             park=self._park_poison,
             clock=self.clock,
         )
@@ -257,13 +257,16 @@ class Engine:
             timer.cancel()
             self._deadline = float("-inf")
 
+    def _partition_of(self, poller: str, key: str) -> Partition | None:
+        """The partition with its data as last listed, whether this instance holds the key or
+        not: on Kafka, handlers get the events of keys other instances poll."""
+        held = self._registry.partition_of(poller, key)
+        if held is not None:
+            return held
+        table = self._registry.tables.get(poller)
+        return None if table is None else table.current.get(key)
+
     async def _park_poison(self, event: Event, error: str, attempts: int) -> None:
-        runtime = self._registry.keys.get(event.key)
-        if runtime is None:
-            log.warning(
-                "%s: cannot park event #%d, key no longer active", event.key, event.sequence
-            )
-            return
         item = ParkedItem(
             id=event.id,
             poller=event.poller,
@@ -277,6 +280,13 @@ class Engine:
             subject=event.subject,
             event=event.to_dict(),
         )
+        runtime = self._registry.keys.get(event.key)
+        if runtime is None:  # another instance holds the key (Kafka): the DLQ copy only
+            if await self._dispatcher.dead_letter(item):
+                log.warning("%s: event #%d copied to the DLQ", event.key, event.sequence)
+            else:
+                log.warning("%s: cannot park event #%d, key not held", event.key, event.sequence)
+            return
         async with runtime.lock:
             await self._registry.commit(runtime, KeyCommit(state=runtime.state, parked=[item]))
         self.observer.item_parked(event.poller, event.partition, "poison", OutcomeKind.ERROR)

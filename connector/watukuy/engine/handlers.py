@@ -1,8 +1,12 @@
 """Delivering committed events to ``engine.on()`` handlers and ``engine.subscribe()`` iterators.
 
-Events arrive from the store's feed in commit order and are queued per key. One worker per key
-delivers them in order; a handler that raises is retried with backoff while only that key
-waits, and after the last attempt the event is parked as ``poison`` and the key moves on.
+Events arrive from the store's feed (the memory store's outbox; on Kafka, the poller's events
+topic read by a consumer group of the handlers' own) in per-key order and are queued per key.
+One worker per key delivers them in order; a handler that raises is retried with backoff while
+only that key waits, and after the last attempt the event is parked as ``poison`` and the key
+moves on. Each event goes back to its feed once handled or parked (``done``), so a feed that
+commits positions commits only past handled events: at-least-once delivery to handlers.
+Subscribers get each event as it is read; it counts as done for them at once.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 from watukuy.core.events import Event
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.redaction import failure_text
+from watukuy.core.state import ParkedItem
 from watukuy.engine.clock import Clock
 from watukuy.logs import log_context
 from watukuy.store.base import EventFeed
@@ -74,14 +79,27 @@ class Dispatcher:
         self._clock = clock
         self.handlers: dict[str, list[Handler]] = defaultdict(list)
         self.subscribers: dict[str, list[asyncio.Queue[Event]]] = defaultdict(list)
-        self._pending: dict[str, deque[Event]] = defaultdict(deque)
+        self._pending: dict[str, deque[tuple[Event, EventFeed]]] = defaultdict(deque)
         self._working: set[str] = set()
 
     def on(self, poller: str, handler: Handler) -> None:
         self.handlers[poller].append(handler)
+        self._listen(poller)
 
     def subscribe(self, poller: str) -> Subscription:
-        return Subscription(self.subscribers[poller])
+        subscription = Subscription(self.subscribers[poller])
+        self._listen(poller)
+        return subscription
+
+    def _listen(self, poller: str) -> None:
+        feed = self._feeds.get(poller)
+        if feed is not None:
+            feed.listen()
+
+    async def dead_letter(self, item: ParkedItem) -> bool:
+        """A poison event this instance cannot park: to its feed's dead letters, if it has any."""
+        feed = self._feeds.get(item.poller)
+        return feed is not None and await feed.dead_letter(item)
 
     def add(self, poller: Poller, feed: EventFeed | None) -> None:
         """A poller added (``feed``: its events) or redefined (``None``: keep its feed)."""
@@ -89,6 +107,8 @@ class Dispatcher:
         if feed is None:
             return
         self._feeds[poller.name] = feed
+        if self.handlers.get(poller.name) or self.subscribers.get(poller.name):
+            feed.listen()
         if self._group is not None:  # running: read it like the others
             self._readers[poller.name] = self._group.create_task(self._read(feed, self._group))
 
@@ -105,7 +125,7 @@ class Dispatcher:
         """Deliver everything committed so far, then return (``tick()`` mode)."""
         for feed in self._feeds.values():
             for event in feed.ready():
-                self._route(event)
+                self._route(event, feed)
         async with asyncio.TaskGroup() as group:
             for key in [k for k, queue in self._pending.items() if queue]:
                 if key not in self._working:
@@ -128,26 +148,29 @@ class Dispatcher:
 
     async def _read(self, feed: EventFeed, group: asyncio.TaskGroup) -> None:
         async for event in feed:
-            self._route(event)
+            self._route(event, feed)
             key = event.key
             if self._pending[key] and key not in self._working:
                 self._working.add(key)
                 group.create_task(self._work(key))
 
-    def _route(self, event: Event) -> None:
+    def _route(self, event: Event, feed: EventFeed) -> None:
         for queue in self.subscribers.get(event.poller, ()):
             queue.put_nowait(event)
         if self.handlers.get(event.poller):
-            self._pending[event.key].append(event)
+            self._pending[event.key].append((event, feed))
+        else:
+            feed.done(event)
 
     async def _work(self, key: str) -> None:
         queue = self._pending[key]
         try:
             while queue:
-                event = queue[0]
+                event, feed = queue[0]
                 with log_context(poller=event.poller, partition=event.partition, lane=event.lane):
                     await self._deliver_with_retries(event)
                 queue.popleft()
+                feed.done(event)
         finally:
             self._working.discard(key)
             if not queue:

@@ -58,6 +58,18 @@ class EventFeed(Protocol):
     def ready(self) -> list[Event]:
         """Events available now, without waiting."""
 
+    def listen(self) -> None:
+        """A handler or subscriber wants these events: start reading them (idempotent). A
+        feed that reads from elsewhere (the Kafka store's) reads nothing before this."""
+
+    def done(self, event: Event) -> None:
+        """``event`` was handled (or parked): the feed may move past it. Every event taken
+        from the feed is handed back once, so a feed that commits positions can."""
+
+    async def dead_letter(self, item: ParkedItem) -> bool:
+        """A poison event that could not be parked here (another instance holds its key): put
+        it where an operator finds it. ``False``: this feed has no such place."""
+
     async def aclose(self) -> None: ...
 
 

@@ -116,7 +116,7 @@ class MemoryStore:
 
 
 class LocalFeed:
-    """Events committed by this process, for handlers and subscribers (both stores use it).
+    """Events committed by this process, for handlers and subscribers of the memory store.
 
     Registered at creation, so nothing committed after ``events()`` returns is missed."""
 
@@ -136,6 +136,15 @@ class LocalFeed:
         while not self._queue.empty():
             out.append(self._queue.get_nowait())
         return out
+
+    def listen(self) -> None:
+        return None  # registered at creation
+
+    def done(self, event: Event) -> None:
+        return None  # nothing to commit: the outbox is the store itself
+
+    async def dead_letter(self, item: ParkedItem) -> bool:
+        return False  # every key is held here: poison is always parked
 
     async def aclose(self) -> None:
         if self._queue in self._listeners:

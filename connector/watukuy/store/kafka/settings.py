@@ -24,7 +24,13 @@ class KafkaSettings:
     registry_url: str | None = None  # Confluent wire format through this registry; else
     registry_auth: str | None = None  # single-object encoding and the schemas topic
     hold_open: float = 0.0  # fault injection only: keep each transaction open this long
+    # Handlers and subscribers read each poller's events in the group
+    # ``<handlers_group>.<poller>``; by default ``<group>.handlers.<poller>``.
+    handlers_group: str | None = None
 
     @property
     def group(self) -> str:
         return self.group_id or f"{self.layout.prefix}.runners"
+
+    def handlers_group_of(self, poller: str) -> str:
+        return f"{self.handlers_group or self.group + '.handlers'}.{poller}"

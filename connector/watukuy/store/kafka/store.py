@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -28,11 +27,13 @@ from watukuy.core.observe import Observer, fanout, outcome_kind
 from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
 from watukuy.serde import state as state_schemas
+from watukuy.serde.consumer import Decoder, SchemaTopicResolver, event_decoder
 from watukuy.serde.data import DataSchema
 from watukuy.serde.events import EventSchemas, WriterSchema, dlq_schema, encode_event
 from watukuy.serde.registry import ConfluentEventEncoder, registry_client
 from watukuy.store.base import Command, KeyCommit, StoredKey
 from watukuy.store.kafka import clients, records
+from watukuy.store.kafka.feed import KafkaEventFeed, handlers_config
 from watukuy.store.kafka.io import (
     Assigned,
     CommandReceived,
@@ -49,7 +50,6 @@ from watukuy.store.kafka.outgoing import Outgoing
 from watukuy.store.kafka.partitioner import partition_for
 from watukuy.store.kafka.settings import KafkaSettings
 from watukuy.store.kafka.topics import BrokerUnavailable, TopicInfo, ensure_topics
-from watukuy.store.memory import LocalFeed
 
 __all__ = ["KafkaSettings", "KafkaStore"]
 
@@ -71,7 +71,7 @@ class KafkaStore:
         self._parked: dict[str, dict[str, ParkedItem]] = {}
         self._commands: list[Command] = []
         self._watchers: list[Callable[[], None]] = []
-        self._listeners: dict[str, list[asyncio.Queue[Event]]] = defaultdict(list)
+        self._feeds: list[KafkaEventFeed] = []  # handlers' and subscribers' (see .feed)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._io: KafkaIO | None = None
         self._outgoing: Outgoing | None = None
@@ -109,6 +109,8 @@ class KafkaStore:
         texts = {**self._schemas.published(), dlq_schema().fingerprint_hex: dlq_schema().text}
         texts |= {s.fingerprint_hex: s.canonical for s in state_schemas.SCHEMAS.current.values()}
         await self._publish_schemas(texts)
+        for feed in self._feeds:
+            feed.start(self._loop)
 
     async def add_poller(self, poller: Poller) -> None:
         """A poller added or redefined at run time: what ``start`` does for each poller, for
@@ -183,6 +185,8 @@ class KafkaStore:
         await asyncio.gather(*done)
 
     async def close(self) -> None:
+        for feed in self._feeds:  # before the clients: a dead letter may still be on its way
+            await feed.aclose()
         io, self._io = self._io, None
         if io is not None:
             await asyncio.to_thread(io.stop)
@@ -348,8 +352,45 @@ class KafkaStore:
         """Restored and committed since: only keys of partitions this instance owns."""
         return [s for s in self._states.values() if s.poller == poller]
 
-    def events(self, poller: str) -> LocalFeed:
-        return LocalFeed(self._listeners[poller])
+    def events(self, poller: str) -> KafkaEventFeed:
+        """The poller's events as the whole group published them, read from its topic in the
+        handlers' consumer group once someone listens (:mod:`watukuy.store.kafka.feed`)."""
+        settings = self.settings
+
+        def topic() -> str:
+            known = self._pollers.get(poller)
+            return self.layout.events(poller, None if known is None else known.topic)
+
+        def config() -> dict[str, object]:
+            group = settings.handlers_group_of(poller)
+            return handlers_config(
+                settings.kafka, group=group, session_timeout=settings.session_timeout
+            )
+
+        feed = KafkaEventFeed(
+            poller, topic=topic, config=config, decoder=self._decoder, dead_letter=self._dead_letter
+        )
+        self._feeds.append(feed)
+        if self._io is not None and self._loop is not None:
+            feed.start(self._loop)
+        return feed
+
+    def _decoder(self) -> tuple[Decoder, Callable[[], None]]:
+        """A decoder of events as this store writes them, and how to close it (in a thread)."""
+        settings = self.settings
+        resolver = SchemaTopicResolver(settings.kafka, self.layout.schemas)
+        registry = None
+        if settings.registry_url is not None:
+            registry = registry_client(settings.registry_url, settings.registry_auth)
+        return event_decoder(resolver, registry), resolver.close
+
+    async def _dead_letter(self, item: ParkedItem) -> None:
+        """A poison event whose key another instance holds: its DLQ copy, outside the key's
+        transaction (the parked record belongs to the owner, so only the DLQ has it)."""
+        record = self._require_outgoing().dlq(item, cursor="null")
+        future = self._new_future()
+        self._running().send_plain(record, self._hop(partial(_settle, future)))
+        await future
 
     async def send_command(self, command: Command) -> None:
         partition = self.partition_of(command.poller, command.partition)
@@ -384,10 +425,6 @@ class KafkaStore:
             parked[item.id] = item
         for parked_id in entry.unpark:
             parked.pop(parked_id, None)
-        if entry.events:
-            for queue in self._listeners[entry.state.poller]:
-                for event in entry.events:
-                    queue.put_nowait(event)
 
     def _hop(
         self, done: Callable[[BaseException | None], None]
