@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -111,6 +112,14 @@ def assignments(bootstrap: str, group: str) -> dict[str, set[int]]:
         (m.group_instance_id or m.client_id): {tp.partition for tp in m.assignment.topic_partitions}
         for m in described.members
     }
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now (for a runner's ``rest.listen``)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def wait_for(predicate: Any, timeout: float, what: str, step: float = 0.2) -> Any:

@@ -17,10 +17,8 @@ import yaml
 
 from tests.engine.support import INVOICE_SCHEMA, Env, Recorder, simulated
 from tests.integration.kafka_support import (
-    delete_prefix,
     make_store,
     read_to_end,
-    unique_prefix,
     wait_owned,
 )
 from tests.integration.runners import ROOT, runner_env
@@ -37,13 +35,6 @@ INVOICE = INVOICE_SCHEMA
 async def env() -> AsyncIterator[Env]:
     async with simulated(2, 5, 7) as environment:
         yield environment
-
-
-@pytest.fixture
-def prefix(kafka_bootstrap: str) -> Any:
-    name = unique_prefix()
-    yield name
-    delete_prefix(kafka_bootstrap, name)
 
 
 async def _every_event_type(env: Env, engine: Engine) -> list[Event]:

@@ -21,7 +21,6 @@ import pytest
 
 from integration.demo import Simulator, example_config, runner_config, start_simulator
 from integration.demo import write_config as write_runner_config
-from tests.integration.kafka_support import delete_prefix, unique_prefix
 from tests.integration.runners import Runner, assignments, runner_env, wait_for
 from watukuy.store.kafka.partitioner import partition_for
 
@@ -43,13 +42,6 @@ def simulator(tmp_path: Path) -> Iterator[Simulator]:
     )  # fmt: skip
     yield sim
     sim.stop()
-
-
-@pytest.fixture
-def prefix(kafka_bootstrap: str) -> Iterator[str]:
-    name = unique_prefix()
-    yield name
-    delete_prefix(kafka_bootstrap, name)
 
 
 def counts(sim: Simulator) -> dict[str, int]:

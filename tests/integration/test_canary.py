@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -16,22 +16,13 @@ from integration.simulator import VendorSimulator, running_simulator
 from tests.engine.canaries import POLLER, TEMPLATE, Scenario
 from tests.integration.kafka_support import (
     Stored,
-    delete_prefix,
     make_store,
     read_to_end,
-    unique_prefix,
     wait_owned,
 )
 from watukuy import Engine, FakeClock
 
 ROUNDS = 4
-
-
-@pytest.fixture
-def prefix(kafka_bootstrap: str) -> Iterator[str]:
-    name = unique_prefix()
-    yield name
-    delete_prefix(kafka_bootstrap, name)
 
 
 @pytest.fixture

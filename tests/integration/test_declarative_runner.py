@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from integration.demo import Simulator, example_config, runner_config, start_simulator
+from integration.demo import Simulator, example_config, runner_config
 from integration.demo import write_config as write_runner_config
 from tests.integration.kafka_support import (
-    delete_prefix,
     in_sequence,
     read_to_end,
     read_topic,
-    unique_prefix,
 )
 from tests.integration.runners import Runner, runner_env, wait_for
 
@@ -27,21 +25,8 @@ ITEMS = 6
 
 
 @pytest.fixture
-def simulator(tmp_path: Path) -> Iterator[Simulator]:
-    # No mutations: the items the vendor holds are exactly what must arrive.
-    sim = start_simulator(
-        "--tenants", str(TENANTS), "--items", str(ITEMS), "--mutate-every", "0",
-        log=tmp_path / "simulator.log",
-    )  # fmt: skip
-    yield sim
-    sim.stop()
-
-
-@pytest.fixture
-def prefix(kafka_bootstrap: str) -> Iterator[str]:
-    name = unique_prefix()
-    yield name
-    delete_prefix(kafka_bootstrap, name)
+def simulator(simulator_process: Callable[..., Simulator]) -> Simulator:
+    return simulator_process(TENANTS, ITEMS)
 
 
 def add_tenant(sim: Simulator, slug: str, items: int) -> dict[str, str]:

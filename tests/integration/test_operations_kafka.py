@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,12 +15,10 @@ from confluent_kafka.admin import AdminClient
 
 from tests.engine.support import INVOICE_SCHEMA, Env, simulated
 from tests.integration.kafka_support import (
-    delete_prefix,
     in_sequence,
     latest_values,
     make_store,
     read_topic,
-    unique_prefix,
     wait_owned,
 )
 from tests.integration.runners import ROOT, runner_env
@@ -34,13 +32,6 @@ PARTITIONS = 4
 async def env() -> AsyncIterator[Env]:
     async with simulated(3, 10, 5) as environment:
         yield environment
-
-
-@pytest.fixture
-def prefix(kafka_bootstrap: str) -> Iterator[str]:
-    name = unique_prefix()
-    yield name
-    delete_prefix(kafka_bootstrap, name)
 
 
 SEND_RETRY = """

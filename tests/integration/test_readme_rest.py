@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import re
 import shutil
-import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from integration.demo import Simulator, example_config, runner_config, start_simulator
+from integration.demo import Simulator, example_config, runner_config
 from integration.demo import write_config as write_runner_config
 from tests.integration.kafka_support import delete_prefix, unique_prefix
-from tests.integration.runners import ROOT, Runner, runner_env, wait_for
+from tests.integration.runners import ROOT, Runner, free_port, runner_env, wait_for
 
 BLOCK = re.compile(
     r"<!-- rest-examples:start -->\n```sh\n(.*?)```\n<!-- rest-examples:end -->", re.S
@@ -28,18 +27,9 @@ def readme_commands() -> list[str]:
     return [line for line in found.group(1).splitlines() if line.startswith("curl ")]
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @pytest.fixture
-def simulator(tmp_path: Path) -> Iterator[Simulator]:
-    sim = start_simulator("--tenants", "2", "--items", "3", log=tmp_path / "simulator.log")
-    yield sim
-    sim.stop()
+def simulator(simulator_process: Callable[..., Simulator]) -> Simulator:
+    return simulator_process(2, 3)
 
 
 def test_the_readme_rest_examples_run(

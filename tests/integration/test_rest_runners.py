@@ -7,30 +7,22 @@ from __future__ import annotations
 import copy
 import json
 import signal
-import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from integration.demo import Simulator, example_config, runner_config, start_simulator
+from integration.demo import Simulator, example_config, runner_config
 from integration.demo import write_config as write_runner_config
-from tests.integration.kafka_support import delete_prefix, in_sequence, read_topic, unique_prefix
-from tests.integration.runners import Runner, runner_env, wait_for
+from tests.integration.kafka_support import in_sequence, read_topic
+from tests.integration.runners import Runner, free_port, runner_env, wait_for
 
 TENANTS = 4
 ITEMS = 3
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def call(
@@ -50,20 +42,8 @@ def call(
 
 
 @pytest.fixture
-def simulator(tmp_path: Path) -> Iterator[Simulator]:
-    sim = start_simulator(
-        "--tenants", str(TENANTS), "--items", str(ITEMS), "--mutate-every", "0",
-        log=tmp_path / "simulator.log",
-    )  # fmt: skip
-    yield sim
-    sim.stop()
-
-
-@pytest.fixture
-def prefix(kafka_bootstrap: str) -> Iterator[str]:
-    name = unique_prefix()
-    yield name
-    delete_prefix(kafka_bootstrap, name)
+def simulator(simulator_process: Callable[..., Simulator]) -> Simulator:
+    return simulator_process(TENANTS, ITEMS)
 
 
 @pytest.fixture
