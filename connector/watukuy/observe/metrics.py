@@ -1,0 +1,336 @@
+"""Prometheus metrics: an observer of the engine and the Kafka store, served at ``GET /metrics``.
+
+Names follow Prometheus' rules: the ``watukuy_`` prefix, base units (seconds), ``_total``
+counters, ``_seconds`` histograms. Per-key series carry ``poller`` and ``partition`` (the
+seed's ``watukuy.partition`` attribute); ``partition_label=False`` drops ``partition`` and
+aggregates per poller, for pollers with many tenants. Histograms are labelled per poller (or
+budget) only: buckets times tenants would be too many series.
+
+Counters move as the observer hears of things. What is a state rather than an event (lag,
+circuit state, parked items, owned keys) is read from ``inspect()`` at each scrape by a
+collector, so it is never stale and a key that left is simply not there. The counters of a
+key that leaves this instance (lease lost, removed, stopped) are removed with it: another
+instance counts it from now on.
+
+Each observer has its own ``CollectorRegistry`` (not the global one), so two engines in one
+process, or tests, do not collide; the process' CPU and memory are on it too.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import suppress
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.registry import Collector
+
+from watukuy.core.inspect import PollerInspect
+from watukuy.core.observe import Observer, OutcomeKind, status_class
+
+__all__ = ["CIRCUIT_STATES", "PrometheusObserver"]
+
+CIRCUIT_STATES = ("closed", "open", "half-open")
+
+# Seconds: vendor calls from a few ms to the 30 s default timeout; commits of ~100 ms batches.
+_REQUEST_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_WAIT_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+_COMMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_RESTORE_BUCKETS = (0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+Inspect = Callable[[], Iterable[PollerInspect]]
+
+
+class PrometheusObserver(Observer):
+    """Counts what the engine and the Kafka store report; :meth:`render` is the scrape."""
+
+    def __init__(self, *, partition_label: bool = True, process: bool = True) -> None:
+        # The ``_created`` series double every counter for what ``process_start_time_seconds``
+        # already says; prometheus_client switches them off process-wide only.
+        disable_created_metrics()  # type: ignore[no-untyped-call]
+        self.partition_label = partition_label
+        self.registry = CollectorRegistry()
+        self._inspect: Inspect | None = None
+        # Per key: each labelled series made for it, to remove them when the key leaves.
+        self._series: dict[tuple[str, str], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = (
+            defaultdict(set)
+        )
+        key = ("poller", "partition") if partition_label else ("poller",)
+        r = self.registry
+        self.polls = Counter(
+            "watukuy_polls",
+            "Page requests decided, by outcome kind.",
+            [*key, "lane", "outcome"],
+            registry=r,
+        )
+        self.items = Counter(
+            "watukuy_items_fetched", "Items in the pages fetched.", [*key, "lane"], registry=r
+        )
+        self.events = Counter(
+            "watukuy_events",
+            "Events committed, by type and lane.",
+            [*key, "lane", "type"],
+            registry=r,
+        )
+        self.http_requests = Counter(
+            "watukuy_http_requests",
+            "HTTP round trips of ctx.http, by status class ('none': no answer came).",
+            [*key, "method", "status_class"],
+            registry=r,
+        )
+        self.http_latency = Histogram(
+            "watukuy_http_request_duration_seconds",
+            "Time of one HTTP round trip.",
+            ["poller"],
+            buckets=_REQUEST_BUCKETS,
+            registry=r,
+        )
+        self.poll_latency = Histogram(
+            "watukuy_poll_duration_seconds",
+            "Time fetch() took for one page, budget waits and retries included.",
+            ["poller"],
+            buckets=_REQUEST_BUCKETS,
+            registry=r,
+        )
+        self.throttle_waits = Counter(
+            "watukuy_throttle_waits",
+            "Polls the vendor paced (429, or 503 with Retry-After): the key waits.",
+            list(key),
+            registry=r,
+        )
+        self.circuit_moves = Counter(
+            "watukuy_circuit_transitions",
+            "Moves of a key's circuit breaker, by the state it moved to.",
+            [*key, "to"],
+            registry=r,
+        )
+        self.parked = Counter(
+            "watukuy_items_parked",
+            "Items or events parked, by kind (invalid, poison) and reason.",
+            [*key, "kind", "reason"],
+            registry=r,
+        )
+        self.dlq = Counter(
+            "watukuy_dlq_records", "Parked items copied to the DLQ topic.", list(key), registry=r
+        )
+        self.budget_wait = Histogram(
+            "watukuy_budget_wait_seconds",
+            "Time a request waited for a budget token.",
+            ["budget", "lane"],
+            buckets=_WAIT_BUCKETS,
+            registry=r,
+        )
+        self.budget_waits = Counter(
+            "watukuy_budget_waits", "Budget tokens granted.", ["budget", "lane"], registry=r
+        )
+        self.budget_tokens = Gauge(
+            "watukuy_budget_tokens",
+            "Tokens left in this instance's share of the budget, at its last grant.",
+            ["budget"],
+            registry=r,
+        )
+        self.transactions = Counter(
+            "watukuy_transactions",
+            "Kafka transactions of the store: committed, or aborted (with the kind of error).",
+            ["result", "kind"],
+            registry=r,
+        )
+        self.transaction_latency = Histogram(
+            "watukuy_transaction_duration_seconds",
+            "Time from begin to commit (or abort) of a Kafka transaction.",
+            ["result"],
+            buckets=_COMMIT_BUCKETS,
+            registry=r,
+        )
+        self.transaction_records = Counter(
+            "watukuy_transaction_records", "Records written in committed transactions.", registry=r
+        )
+        self.rebalances = Counter(
+            "watukuy_rebalances",
+            "Partitions of <prefix>.state assigned, revoked or lost in rebalances.",
+            ["change"],
+            registry=r,
+        )
+        self.leases = Gauge(
+            "watukuy_leases", "Partitions of <prefix>.state this instance holds.", registry=r
+        )
+        self.restores = Counter(
+            "watukuy_restores", "Partitions restored from the state topics.", registry=r
+        )
+        self.restore_records = Counter(
+            "watukuy_restore_records", "Records read while restoring partitions.", registry=r
+        )
+        self.restore_latency = Histogram(
+            "watukuy_restore_duration_seconds",
+            "Time to restore one partition.",
+            buckets=_RESTORE_BUCKETS,
+            registry=r,
+        )
+        self._held: set[int] = set()
+        r.register(_StateCollector(self))
+        if process:
+            ProcessCollector(registry=r)  # process_cpu_seconds_total, process_resident_memory...
+
+    # -- wiring -------------------------------------------------------------------------------
+
+    def watch(self, inspect: Inspect) -> None:
+        """Read key states (lag, circuit, parked, owned keys) from ``inspect`` at each scrape."""
+        self._inspect = inspect
+
+    def render(self) -> tuple[bytes, str]:
+        """The scrape: Prometheus' text format and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+    def inspected(self) -> list[PollerInspect]:
+        return [] if self._inspect is None else list(self._inspect())
+
+    def key_labels(self, poller: str, partition: str) -> tuple[str, ...]:
+        return (poller, partition) if self.partition_label else (poller,)
+
+    def _inc(
+        self, metric: Counter, poller: str, partition: str, *more: str, by: float = 1.0
+    ) -> None:
+        labels = (*self.key_labels(poller, partition), *more)
+        metric.labels(*labels).inc(by)
+        if self.partition_label:
+            self._series[(poller, partition)].add((metric, labels))
+
+    # -- the engine ---------------------------------------------------------------------------
+
+    def poll_decided(
+        self, poller: str, partition: str, lane: str, kind: OutcomeKind, seconds: float
+    ) -> None:
+        self._inc(self.polls, poller, partition, lane, kind.value)
+        self.poll_latency.labels(poller).observe(seconds)
+        if kind is OutcomeKind.RATE_LIMITED:
+            self._inc(self.throttle_waits, poller, partition)
+
+    def http_response(
+        self, poller: str, partition: str, method: str, status: int | None, seconds: float
+    ) -> None:
+        self._inc(self.http_requests, poller, partition, method, status_class(status))
+        self.http_latency.labels(poller).observe(seconds)
+
+    def page_fetched(
+        self, poller: str, partition: str, lane: str, items: int, not_modified: bool
+    ) -> None:
+        self._inc(self.items, poller, partition, lane, by=items)
+
+    def events_committed(
+        self, poller: str, partition: str, lane: str, counts: Mapping[str, int]
+    ) -> None:
+        for kind, count in counts.items():
+            self._inc(self.events, poller, partition, lane, kind, by=count)
+
+    def item_parked(self, poller: str, partition: str, kind: str, reason: OutcomeKind) -> None:
+        self._inc(self.parked, poller, partition, kind, reason.value)
+
+    def circuit_moved(self, poller: str, partition: str, old: str, new: str) -> None:
+        self._inc(self.circuit_moves, poller, partition, new)
+
+    def budget_waited(
+        self, budget: str, poller: str, partition: str, lane: str, seconds: float, tokens: float
+    ) -> None:
+        self.budget_wait.labels(budget, lane).observe(seconds)
+        self.budget_waits.labels(budget, lane).inc()
+        self.budget_tokens.labels(budget).set(tokens)
+
+    def key_released(self, poller: str, partition: str, reason: str) -> None:
+        for metric, labels in self._series.pop((poller, partition), ()):
+            with suppress(KeyError):  # already gone
+                metric.remove(*labels)
+
+    # -- the Kafka store ----------------------------------------------------------------------
+
+    def transaction_done(
+        self, committed: bool, seconds: float, records: int, kind: OutcomeKind | None
+    ) -> None:
+        result = "committed" if committed else "aborted"
+        self.transactions.labels(result, "" if kind is None else kind.value).inc()
+        self.transaction_latency.labels(result).observe(seconds)
+        if committed:
+            self.transaction_records.inc(records)
+
+    def leases_gained(self, partitions: tuple[int, ...]) -> None:
+        self.rebalances.labels("assigned").inc(len(partitions))
+
+    def leases_lost(self, partitions: tuple[int, ...], lost: bool) -> None:
+        self.rebalances.labels("lost" if lost else "revoked").inc(len(partitions))
+        self._held.difference_update(partitions)
+        self.leases.set(len(self._held))
+
+    def restore_done(self, partition: int, keys: int, records: int, seconds: float) -> None:
+        self.restores.inc()
+        self.restore_records.inc(records)
+        self.restore_latency.observe(seconds)
+        self._held.add(partition)
+        self.leases.set(len(self._held))
+
+    def dlq_written(self, poller: str, partition: str, records: int) -> None:
+        self._inc(self.dlq, poller, partition, by=records)
+
+
+class _StateCollector(Collector):
+    """Key states from ``inspect()``, read at each scrape: lag, circuit, parked, owned keys."""
+
+    def __init__(self, observer: PrometheusObserver) -> None:
+        self._observer = observer
+
+    def describe(self) -> list[Metric]:
+        return []  # built per scrape; nothing to check at registration
+
+    def collect(self) -> Iterator[Metric]:
+        observer = self._observer
+        entries = observer.inspected()
+        by_key = observer.partition_label
+        key = ["poller", "partition"] if by_key else ["poller"]
+        lag = GaugeMetricFamily(
+            "watukuy_lag_seconds",
+            "Seconds since the key's last successful poll"
+            + ("." if by_key else " (the largest of the poller's keys)."),
+            labels=key,
+        )
+        circuit = GaugeMetricFamily(
+            "watukuy_circuit_state",
+            "Keys whose circuit breaker is in each state (1 or 0 per key).",
+            labels=[*key, "state"],
+        )
+        parked = GaugeMetricFamily(
+            "watukuy_parked_items", "Items parked now, by kind.", labels=[*key, "kind"]
+        )
+        owned = GaugeMetricFamily(
+            "watukuy_owned_keys", "Keys of the poller this instance holds.", labels=["poller"]
+        )
+        lags: dict[tuple[str, ...], float] = {}
+        states: dict[tuple[str, ...], int] = defaultdict(int)
+        counts: dict[tuple[str, ...], int] = defaultdict(int)
+        keys: dict[str, int] = defaultdict(int)
+        for entry in entries:
+            labels = observer.key_labels(entry.poller, entry.partition)
+            keys[entry.poller] += 1
+            if entry.lag is not None:
+                lags[labels] = max(lags.get(labels, 0.0), entry.lag)
+            for state in CIRCUIT_STATES:
+                states[(*labels, state)] += int(entry.circuit == state)
+            for kind, count in entry.parked.items():
+                counts[(*labels, kind)] += count
+        for labels_lag in sorted(lags.items()):
+            lag.add_metric(list(labels_lag[0]), labels_lag[1])
+        for labels, value in sorted(states.items()):
+            circuit.add_metric(list(labels), value)
+        for labels, value in sorted(counts.items()):
+            parked.add_metric(list(labels), value)
+        for poller, count in sorted(keys.items()):
+            owned.add_metric([poller], count)
+        yield from (lag, circuit, parked, owned)
