@@ -22,6 +22,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
         ("rest", sections.REST_KEYS),
         ("schema.registry", sections.SCHEMA_REGISTRY_KEYS),
         ("log", sections.LOG_KEYS),
+        ("metrics", sections.METRICS_KEYS),
     ],
 )
 def test_every_key_the_validator_knows_is_documented(section: str, known: object) -> None:

@@ -19,6 +19,7 @@ from watukuy.config.sections import (
     parse_budgets,
     parse_kafka,
     parse_log,
+    parse_metrics,
     parse_rest,
     parse_runner,
     parse_schema_registry,
@@ -35,6 +36,7 @@ TOP_LEVEL_KEYS = (
     "budgets",
     "schema.registry",
     "log",
+    "metrics",
     "pollers",
     "python_path",
 )
@@ -104,6 +106,7 @@ def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerC
     budgets = parse_budgets(data.get("budgets"), secrets)
     schema_registry = parse_schema_registry(data.get("schema.registry"), secrets)
     log = parse_log(data.get("log"), secrets)
+    metrics = parse_metrics(data.get("metrics"))
     prepend_sys_path(python_path)
     pollers, refs = load_pollers(data.get("pollers"), secrets, base_dir)
     _check_budget_names(pollers, budgets)
@@ -115,6 +118,7 @@ def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerC
         budgets=budgets,
         schema_registry=schema_registry,
         log=log,
+        metrics=metrics,
         pollers=pollers,
         poller_refs=refs,
         python_path=python_path,

@@ -116,6 +116,14 @@ class LogSettings:
     """Seconds between two showings of a tenant's same warning."""
 
 
+@dataclass(frozen=True, slots=True)
+class MetricsSettings:
+    """``metrics``: what ``GET /metrics`` serves."""
+
+    partition_label: bool = True
+    """``False``: series aggregate per poller, without a ``partition`` label."""
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class RestAuth:
     """``rest.auth``: who may call the REST API. Tokens and passwords are secrets: ``repr``
@@ -192,6 +200,7 @@ class RunnerConfig:
     budgets: dict[str, dict[str, Any]] = field(default_factory=dict)
     schema_registry: SchemaRegistrySettings = field(default_factory=SchemaRegistrySettings)
     log: LogSettings = field(default_factory=LogSettings)
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
     pollers: list[Poller]
     poller_refs: tuple[str | Mapping[str, Any], ...] = ()
     """Where each poller came from: ``module:attr``, or a declarative poller's entry."""
@@ -247,6 +256,8 @@ class RunnerConfig:
                 "level": self.log.level,
                 "repeat.interval": format_duration(self.log.repeat_interval),
             }
+        if self.metrics != MetricsSettings():
+            tree["metrics"] = {"partition_label": self.metrics.partition_label}
         if self.python_path:
             tree["python_path"] = [str(p) for p in self.python_path]
         secret = self.secret_paths()

@@ -163,6 +163,13 @@ RUNNER_KEYS: tuple[KeyDoc, ...] = (
         "how many were not shown.",
     ),
     KeyDoc(
+        "metrics.partition_label",
+        "bool",
+        True,
+        "Label the per-key series of `GET /metrics` with `partition`; `false` aggregates them "
+        "per poller (many tenants: fewer series).",
+    ),
+    KeyDoc(
         "python_path",
         "list",
         None,

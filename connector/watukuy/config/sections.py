@@ -22,6 +22,7 @@ from watukuy.config.model import (
     KafkaProperties,
     KafkaValue,
     LogSettings,
+    MetricsSettings,
     RestAuth,
     RestSettings,
     RestTls,
@@ -63,6 +64,7 @@ REST_AUTH_KEYS = ("tokens", "basic")
 REST_TLS_KEYS = ("cert", "key")
 BUDGET_KEYS = ("rate", "burst", "fairness")
 LOG_KEYS = ("format", "level", "repeat.interval")
+METRICS_KEYS = ("partition_label",)
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -218,6 +220,16 @@ def parse_log(raw: object, secrets: Secrets) -> LogSettings:
         level=_choice(given, "log.level", LOG_LEVELS, "info", secrets),
         repeat_interval=_duration(given, "log.repeat.interval", "60s", secrets),
     )
+
+
+def parse_metrics(raw: object) -> MetricsSettings:
+    """``metrics``: ``partition_label`` (a boolean)."""
+    given = section(raw, "metrics")
+    check_keys(given, METRICS_KEYS, "metrics")
+    label = given.get("partition_label", True)
+    if not isinstance(label, bool):
+        raise ConfigError(f"must be true or false, got {kind(label)}", "metrics.partition_label")
+    return MetricsSettings(partition_label=label)
 
 
 def _choice(

@@ -80,6 +80,8 @@ def _kept(url: str | URL | None) -> str | None:
 class NotModified(WatukuyError, ShowsConfigOnly):
     """304: nothing changed since the validators we sent; the engine records an idle poll."""
 
+    status = 304  # as the other errors with a status: what observers read its kind from
+
     def __init__(
         self, url: str | URL | None = None, method: str = "GET", *, template: str | None = None
     ) -> None:

@@ -1,0 +1,273 @@
+"""The Prometheus observer: names by Prometheus' rules, the partition label on and off, the
+series of a key that leaves removed, key states read at scrape; and ``metrics`` config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from watukuy.config import ConfigError, parse_config
+from watukuy.core.inspect import PollerInspect
+from watukuy.core.observe import OutcomeKind
+from watukuy.observe.metrics import PrometheusObserver
+
+pytestmark = pytest.mark.unit
+
+Samples = list[tuple[str, dict[str, str], float]]
+
+
+def scrape(observer: PrometheusObserver) -> Samples:
+    body, content_type = observer.render()
+    assert content_type.startswith("text/plain; version=")
+    return [
+        (sample.name, dict(sample.labels), sample.value)
+        for family in text_string_to_metric_families(body.decode())
+        for sample in family.samples
+    ]
+
+
+def values(samples: Samples, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    return {tuple(sorted(labels.items())): value for n, labels, value in samples if n == name}
+
+
+def inspected(poller: str, partition: str, **fields: Any) -> PollerInspect:
+    defaults: dict[str, Any] = {
+        "paused": False,
+        "circuit": "closed",
+        "interval": 30.0,
+        "next_due": None,
+        "lag": 5.0,
+        "parked": {"invalid": 0, "poison": 0},
+    }
+    defaults.update(fields)
+    return PollerInspect(poller=poller, partition=partition, **defaults)
+
+
+def exercise(observer: PrometheusObserver) -> None:
+    """One of every hook, for two tenants of one poller."""
+    for tenant in ("t_1", "t_2"):
+        observer.key_gained("invoices", tenant)
+        observer.poll_decided("invoices", tenant, "live", OutcomeKind.OK, 0.2)
+        observer.http_response("invoices", tenant, "GET", 200, 0.1)
+        observer.page_fetched("invoices", tenant, "live", 10, False)
+        observer.events_committed("invoices", tenant, "live", {"created": 10})
+    observer.poll_decided("invoices", "t_2", "live", OutcomeKind.RATE_LIMITED, 0.1)
+    observer.http_response("invoices", "t_2", "GET", 429, 0.1)
+    observer.http_response("invoices", "t_2", "GET", None, 5.0)
+    observer.item_parked("invoices", "t_2", "invalid", OutcomeKind.SCHEMA_INVALID)
+    observer.dlq_written("invoices", "t_2", 1)
+    observer.circuit_moved("invoices", "t_2", "closed", "open")
+    observer.budget_waited("vendor", "invoices", "t_1", "live", 0.25, 3.0)
+    observer.transaction_done(True, 0.05, 12, None)
+    observer.transaction_done(False, 0.5, 3, OutcomeKind.FENCED)
+    observer.leases_gained((0, 1))
+    observer.restore_done(0, 2, 40, 0.3)
+    observer.restore_done(1, 0, 0, 0.1)
+    observer.leases_lost((1,), False)
+
+
+def test_names_follow_prometheus_rules() -> None:
+    observer = PrometheusObserver()
+    observer.watch(lambda: [inspected("invoices", "t_1")])
+    exercise(observer)
+    body = observer.render()[0].decode()
+    families = list(text_string_to_metric_families(body))
+    names = {family.name for family in families}
+    assert {
+        "watukuy_polls",
+        "watukuy_items_fetched",
+        "watukuy_events",
+        "watukuy_http_requests",
+        "watukuy_http_request_duration_seconds",
+        "watukuy_throttle_waits",
+        "watukuy_circuit_state",
+        "watukuy_budget_tokens",
+        "watukuy_budget_wait_seconds",
+        "watukuy_parked_items",
+        "watukuy_lag_seconds",
+        "watukuy_transactions",
+        "watukuy_transaction_duration_seconds",
+        "watukuy_rebalances",
+        "watukuy_owned_keys",
+        "watukuy_restore_records",
+        "watukuy_restore_duration_seconds",
+        "watukuy_dlq_records",
+        "process_cpu_seconds",
+        "process_resident_memory_bytes",
+    } <= names
+    for family in families:
+        assert family.name.startswith(("watukuy_", "process_")), family.name
+        assert family.name == family.name.lower()
+        if family.type == "counter":
+            assert {s.name for s in family.samples} == {f"{family.name}_total"}
+        if family.type == "histogram":
+            assert family.name.endswith("_seconds"), family.name
+        if family.name.startswith("watukuy_"):
+            assert family.documentation, family.name
+    assert "_created" not in body  # no doubled series per counter
+
+
+def test_counters_carry_poller_and_partition() -> None:
+    observer = PrometheusObserver()
+    exercise(observer)
+    samples = scrape(observer)
+    assert values(samples, "watukuy_events_total") == {
+        (("lane", "live"), ("partition", "t_1"), ("poller", "invoices"), ("type", "created")): 10,
+        (("lane", "live"), ("partition", "t_2"), ("poller", "invoices"), ("type", "created")): 10,
+    }
+    polls = values(samples, "watukuy_polls_total")
+    assert (
+        polls[
+            (
+                ("lane", "live"),
+                ("outcome", "rate_limited"),
+                ("partition", "t_2"),
+                ("poller", "invoices"),
+            )
+        ]
+        == 1
+    )
+    assert values(samples, "watukuy_http_requests_total") == {
+        (("method", "GET"), ("partition", t), ("poller", "invoices"), ("status_class", c)): 1
+        for t, c in [("t_1", "2xx"), ("t_2", "2xx"), ("t_2", "4xx"), ("t_2", "none")]
+    }
+    assert values(samples, "watukuy_throttle_waits_total") == {
+        (("partition", "t_2"), ("poller", "invoices")): 1
+    }
+    assert values(samples, "watukuy_items_parked_total") == {
+        (
+            ("kind", "invalid"),
+            ("partition", "t_2"),
+            ("poller", "invoices"),
+            ("reason", "schema_invalid"),
+        ): 1
+    }
+    assert values(samples, "watukuy_transactions_total") == {
+        (("kind", ""), ("result", "committed")): 1,
+        (("kind", "fenced"), ("result", "aborted")): 1,
+    }
+    assert values(samples, "watukuy_rebalances_total") == {
+        (("change", "assigned"),): 2,
+        (("change", "revoked"),): 1,
+    }
+    assert values(samples, "watukuy_leases") == {(): 1}
+    assert values(samples, "watukuy_restore_records_total") == {(): 40}
+    assert values(samples, "watukuy_budget_tokens") == {(("budget", "vendor"),): 3.0}
+    assert values(samples, "watukuy_budget_wait_seconds_sum") == {
+        (("budget", "vendor"), ("lane", "live")): 0.25
+    }
+
+
+def test_without_the_partition_label_series_aggregate_per_poller() -> None:
+    observer = PrometheusObserver(partition_label=False)
+    observer.watch(
+        lambda: [
+            inspected("invoices", "t_1", lag=5.0, parked={"invalid": 1, "poison": 0}),
+            inspected("invoices", "t_2", lag=50.0, circuit="open", parked={"invalid": 2}),
+        ]
+    )
+    exercise(observer)
+    samples = scrape(observer)
+    assert not [s for s in samples if "partition" in s[1]]
+    assert values(samples, "watukuy_events_total") == {
+        (("lane", "live"), ("poller", "invoices"), ("type", "created")): 20
+    }
+    assert values(samples, "watukuy_lag_seconds") == {(("poller", "invoices"),): 50.0}
+    assert values(samples, "watukuy_circuit_state") == {
+        (("poller", "invoices"), ("state", "closed")): 1,
+        (("poller", "invoices"), ("state", "open")): 1,
+        (("poller", "invoices"), ("state", "half-open")): 0,
+    }
+    assert values(samples, "watukuy_parked_items") == {
+        (("kind", "invalid"), ("poller", "invoices")): 3,
+        (("kind", "poison"), ("poller", "invoices")): 0,
+    }
+    observer.key_released("invoices", "t_2", "fenced")  # aggregates stay: they are the poller's
+    assert values(scrape(observer), "watukuy_events_total") == {
+        (("lane", "live"), ("poller", "invoices"), ("type", "created")): 20
+    }
+
+
+def test_key_states_are_read_at_each_scrape() -> None:
+    keys = [inspected("invoices", "t_1", lag=7.5, circuit="half-open", parked={"poison": 2})]
+    observer = PrometheusObserver()
+    observer.watch(lambda: keys)
+    samples = scrape(observer)
+    t_1 = (("partition", "t_1"), ("poller", "invoices"))
+    assert values(samples, "watukuy_lag_seconds") == {t_1: 7.5}
+    assert values(samples, "watukuy_circuit_state") == {
+        (*t_1, ("state", "closed")): 0,
+        (*t_1, ("state", "open")): 0,
+        (*t_1, ("state", "half-open")): 1,
+    }
+    assert values(samples, "watukuy_parked_items") == {(("kind", "poison"), *t_1): 2}
+    assert values(samples, "watukuy_owned_keys") == {(("poller", "invoices"),): 1}
+    keys.clear()  # the key left: its state series go with it
+    samples = scrape(observer)
+    for name in ("watukuy_lag_seconds", "watukuy_circuit_state", "watukuy_parked_items"):
+        assert values(samples, name) == {}
+
+
+def test_the_series_of_a_key_that_leaves_are_removed() -> None:
+    observer = PrometheusObserver()
+    exercise(observer)
+    observer.key_released("invoices", "t_2", "fenced")
+    samples = scrape(observer)
+    assert not [s for s in samples if s[1].get("partition") == "t_2"]
+    assert values(samples, "watukuy_events_total") == {
+        (("lane", "live"), ("partition", "t_1"), ("poller", "invoices"), ("type", "created")): 10
+    }
+    # Back on this instance later: it counts again from zero.
+    observer.events_committed("invoices", "t_2", "live", {"updated": 1})
+    assert (
+        values(scrape(observer), "watukuy_events_total")[
+            (("lane", "live"), ("partition", "t_2"), ("poller", "invoices"), ("type", "updated"))
+        ]
+        == 1
+    )
+
+
+def test_two_observers_do_not_share_series() -> None:
+    one, two = PrometheusObserver(process=False), PrometheusObserver(process=False)
+    one.events_committed("invoices", "t_1", "live", {"created": 3})
+    assert values(scrape(two), "watukuy_events_total") == {}
+    assert not [s for s in scrape(two) if s[0].startswith("process_")]
+
+
+# -- config ----------------------------------------------------------------------------------
+
+
+def _config(metrics: object) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "kafka": {"bootstrap.servers": "127.0.0.1:9092"},
+        "runner": {"id": "r"},
+        "pollers": [{"python": "integration.pollers:invoices"}],
+    }
+    if metrics is not None:
+        config["metrics"] = metrics
+    return config
+
+
+def test_the_metrics_section() -> None:
+    assert parse_config(_config(None)).metrics.partition_label is True
+    config = parse_config(_config({"partition_label": False}))
+    assert config.metrics.partition_label is False
+    assert config.describe()["metrics"] == {"partition_label": False}
+    assert "metrics" not in parse_config(_config({})).describe()
+
+
+@pytest.mark.parametrize(
+    ("metrics", "path", "message"),
+    [
+        ({"partition_label": "no"}, "metrics.partition_label", "must be true or false, got a str"),
+        ({"partition_labels": True}, "metrics.partition_labels", "did you mean 'partition_label'"),
+        ([], "metrics", "must be a mapping"),
+    ],
+)
+def test_a_bad_metrics_setting_names_its_path(metrics: object, path: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(_config(metrics))
+    assert caught.value.path == path
+    assert message in str(caught.value)
