@@ -14,13 +14,17 @@ import os
 import signal
 import time
 from contextlib import suppress
+from functools import partial
 
 from watukuy.config import RunnerConfig
 from watukuy.control.configs import ConfigTopic
 from watukuy.control.service import ConfigApplier, RunnerControl
 from watukuy.control.status import StatusTopic, key_statuses
 from watukuy.core.errors import WatukuyError
+from watukuy.core.observe import Observer
 from watukuy.engine.engine import Engine
+from watukuy.observe.metrics import PrometheusObserver
+from watukuy.rest.control import Metrics
 from watukuy.rest.server import start_rest
 from watukuy.store.kafka.store import KafkaSettings, KafkaStore
 from watukuy.store.kafka.topics import TopicLayout
@@ -28,7 +32,9 @@ from watukuy.store.kafka.topics import TopicLayout
 log = logging.getLogger("watukuy.runner")
 
 
-def kafka_store(config: RunnerConfig, *, use_group: bool = True) -> KafkaStore:
+def kafka_store(
+    config: RunnerConfig, *, use_group: bool = True, observers: Observer | None = None
+) -> KafkaStore:
     topics = config.topics
     runner = config.runner
     return KafkaStore(
@@ -47,7 +53,8 @@ def kafka_store(config: RunnerConfig, *, use_group: bool = True) -> KafkaStore:
             registry_auth=config.schema_registry.basic_auth,
             # Fault tests set it so that a SIGKILL lands inside an open transaction.
             hold_open=float(os.environ.get("WATUKUY_FAULT_HOLD_TRANSACTION", "0") or 0),
-        )
+        ),
+        observers=observers,
     )
 
 
@@ -61,14 +68,17 @@ written, and everything at least every 30 s)."""
 
 
 async def run(config: RunnerConfig) -> None:
-    store = kafka_store(config)
+    metrics = PrometheusObserver(partition_label=config.metrics.partition_label)
+    store = kafka_store(config, observers=metrics)
     engine = Engine(
         config.pollers,
         store=store,
         budgets=config.budgets,
         max_concurrency=config.runner.max_concurrency,
         owner=config.runner.id,
+        observers=metrics,
     )
+    metrics.watch(engine.inspect)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -76,7 +86,7 @@ async def run(config: RunnerConfig) -> None:
     store.watch(lambda: stop.set() if store.crashed is not None else None)
     try:
         async with engine:
-            await _serve(config, engine, store, stop)
+            await _serve(config, engine, store, stop, metrics)
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             with suppress(Exception):
@@ -86,7 +96,11 @@ async def run(config: RunnerConfig) -> None:
 
 
 async def _serve(
-    config: RunnerConfig, engine: Engine, store: KafkaStore, stop: asyncio.Event
+    config: RunnerConfig,
+    engine: Engine,
+    store: KafkaStore,
+    stop: asyncio.Event,
+    metrics: PrometheusObserver,
 ) -> None:
     """With the store started (its topics exist): the configs and status topics, the REST API,
     and the engine, until ``stop``."""
@@ -128,6 +142,7 @@ async def _serve(
                 base_dir=config.base_dir,
                 started=lambda: running,
                 broken=lambda: store.crashed,
+                metrics=partial(_scrape, metrics),
             )
             async with start_rest(control, config.rest) as server, asyncio.TaskGroup() as group:
                 log.info(
@@ -154,6 +169,10 @@ async def _serve(
             await status.stop(clean=True)
     finally:
         await configs.stop()
+
+
+async def _scrape(metrics: PrometheusObserver) -> Metrics:
+    return Metrics(*metrics.render())
 
 
 async def _publish_statuses(engine: Engine, status: StatusTopic) -> None:

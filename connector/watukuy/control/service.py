@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -380,6 +381,8 @@ class RunnerControl:
         return Health("healthy", "the runner is running")
 
     async def healthz(self) -> dict[str, Any]:
+        """This instance's keys from ``inspect()``: lag, circuit, parked counts, and each lane
+        (cursor; a running backfill's pages, items and end; the reconcile pass)."""
         now = time.time()
         keys = [
             {
@@ -390,7 +393,9 @@ class RunnerControl:
                 "lag": entry.lag,
                 "parked": dict(entry.parked),
                 "next_due": None if entry.next_due is None else entry.next_due.isoformat(),
+                "throttled_until": _iso(entry.throttled_until),
                 "last_error": entry.last_error,
+                "lanes": entry.lanes,
             }
             for entry in self._engine.inspect()
         ]
@@ -502,6 +507,10 @@ class RunnerControl:
             await reader.caught_up()
         finally:
             await reader.stop()
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
 
 
 def _as_written(source: PollerSource) -> Config:
