@@ -391,6 +391,7 @@ class KafkaStore:
         future = self._new_future()
         self._running().send_plain(record, self._hop(partial(_settle, future)))
         await future
+        self.observer.dlq_written(item.poller, item.partition, 1)
 
     async def send_command(self, command: Command) -> None:
         partition = self.partition_of(command.poller, command.partition)
