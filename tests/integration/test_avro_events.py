@@ -7,7 +7,7 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,15 @@ async def env() -> AsyncIterator[Env]:
         yield environment
 
 
+async def delivered(engine: Engine, done: Callable[[], bool]) -> None:
+    """Tick until ``done()`` (30 s at most): on Kafka, handlers get events from the events
+    topic's consumer, so what a tick commits reaches them a moment later."""
+    async with asyncio.timeout(30):
+        while not done():
+            await engine.tick()
+            await asyncio.sleep(0.1)
+
+
 async def _every_event_type(env: Env, engine: Engine) -> list[Event]:
     """created (first poll), updated (a change), deleted (a reconcile after a deletion)."""
     seen = Recorder()
@@ -49,6 +58,7 @@ async def _every_event_type(env: Env, engine: Engine) -> list[Event]:
     env.clock.advance(60)
     await engine.reconcile("invoices", partition=tenant.id)
     await engine.tick()
+    await delivered(engine, lambda: {"updated", "deleted"} <= {e.type for e in seen.events})
     assert {e.type for e in seen.events} == {"created", "updated", "deleted"}
     return seen.events
 
@@ -131,6 +141,7 @@ async def test_an_item_failing_its_schema_goes_to_the_dlq_and_the_key_goes_on(
     await engine.__aenter__()
     await wait_owned(store, 4)
     await engine.tick()
+    await delivered(engine, lambda: len(seen.of(tenant.id)) >= 5)
     await engine.close()
 
     assert len(seen.of(tenant.id)) == 5
