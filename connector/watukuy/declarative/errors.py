@@ -10,6 +10,7 @@ answers. A ``retry`` status raises :class:`watukuy.http.VendorError` and a ``rat
 from __future__ import annotations
 
 from watukuy.core.errors import Retriable, ShowsConfigOnly, WatukuyError
+from watukuy.core.observe import OutcomeKind
 from watukuy.http.errors import request_line
 
 __all__ = [
@@ -33,6 +34,8 @@ class RenderError(WatukuyError, ShowsConfigOnly):
 
 class BadBody(WatukuyError, ShowsConfigOnly):
     """The vendor answered 2xx, but the body is not what the poller describes."""
+
+    kind = OutcomeKind.INVALID_BODY
 
 
 class StatusFailed(WatukuyError, ShowsConfigOnly):
