@@ -4,7 +4,8 @@
 The simulator's address comes from ``WATUKUY_VENDOR_URL``. Each tenant is a partition whose
 ``data`` holds its slug and bearer token: the token is a secret, so it must never reach Kafka
 (the canary test looks for it in every topic). ``WATUKUY_SCHEDULE_MIN`` and ``_MAX`` bound
-how often a tenant is polled (default 1s..10s, so a demo shows changes quickly).
+how often a tenant is polled (default 1s..10s, so a demo shows changes quickly);
+``WATUKUY_PAGE_SIZE`` how many items a page asks for (100).
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ from watukuy import FetchContext, define_poller
 
 def vendor_url() -> str:
     return os.environ.get("WATUKUY_VENDOR_URL", "http://127.0.0.1:8099").rstrip("/")
+
+
+def page_size() -> int:
+    """Items per page, ``WATUKUY_PAGE_SIZE`` (default 100; the simulator allows 1..500)."""
+    return int(os.environ.get("WATUKUY_PAGE_SIZE", "100"))
 
 
 async def list_tenants() -> list[dict[str, Any]]:
@@ -38,7 +44,7 @@ async def fetch_items(ctx: FetchContext) -> dict[str, Any]:
     tenant = ctx.partition.data
     response = await ctx.http.get(
         f"{vendor_url()}/{tenant['slug']}/items",
-        query={"cursor": ctx.cursor.value, "limit": 100},
+        query={"cursor": ctx.cursor.value, "limit": page_size()},
         headers={"Authorization": f"Bearer {tenant['token']}"},
     )
     body = await response.json()
