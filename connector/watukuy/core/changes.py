@@ -36,6 +36,12 @@ class Identified:
 
 def identify(poller: Poller, item: Any) -> Identified:
     """Identity and version of ``item``; raises ``ValueError`` describing why not."""
+    identity, version = _identity_version(poller, item)
+    return Identified(identity=identity, version=version, item=item)
+
+
+def _identity_version(poller: Poller, item: Any) -> tuple[str, str]:
+    # A plain tuple: detection runs this once per item, and no object per item is kept.
     try:
         raw_identity = poller.identity(item)
     except Exception as exc:
@@ -52,10 +58,12 @@ def identify(poller: Poller, item: Any) -> Identified:
         raise
     except Exception as exc:
         raise ValueError(f"version() raised {type(exc).__name__}: {exc}") from exc
-    return Identified(identity=identity, version=version, item=item)
+    return identity, version
 
 
 def _as_text(value: Any, what: str) -> str:
+    if type(value) is str and value:  # the common case first: one type check
+        return value
     if isinstance(value, bool) or value is None or value == "":
         raise ValueError(f"{what}() returned {value!r}")
     if isinstance(value, str | int):
@@ -94,63 +102,53 @@ def detect(
 ) -> Detected:
     """Events for ``items`` against ``snapshot``; ``scan`` marks entries seen by a reconcile."""
     out = Detected(sequence=sequence)
+    # What every event of the page shares is computed once per page, not per item.
+    name, schema_version, time = poller.name, poller.schema_version, utc(now)
+    validate = poller.validate
+    upserts, events = out.upserts, out.events
     for item in items:
         try:
-            seen = identify(poller, item)
+            identity, version = _identity_version(poller, item)
         except ValueError as exc:
             out.parked.append(invalid_item(poller, partition, item, str(exc), lane, now))
             continue
-        problem = poller.validate(item) if poller.validate is not None else None
+        problem = validate(item) if validate is not None else None
         if problem is not None:  # parked before the snapshot sees it: a fix is a change
             error = f"SchemaError: {problem}"
             out.parked.append(invalid_item(poller, partition, item, error, lane, now))
             continue
-        in_page = out.upserts.get(seen.identity)
-        previous = in_page or snapshot.get(seen.identity)
+        in_page = upserts.get(identity)
+        previous = in_page or snapshot.get(identity)
         kind: EventType | None
-        if in_page is not None and in_page.version == seen.version and in_page.deleted is None:
+        if in_page is not None and in_page.version == version and in_page.deleted is None:
             kind = None  # the same version twice in one page is one change, replaying or not
         elif previous is None or previous.deleted is not None:
             kind = "created"
-        elif previous.version != seen.version:
+        elif previous.version != version:
             kind = "updated"
         else:
             kind = "updated" if replaying else None
         if kind is not None:
             out.sequence += 1
-            out.events.append(
-                Event(**_fields(poller, partition, seen, kind, out.sequence, lane, now))
+            events.append(
+                Event(
+                    event_id(name, partition, identity, version),
+                    name,
+                    partition,
+                    identity,
+                    kind,
+                    version,
+                    out.sequence,
+                    time,
+                    lane,
+                    schema_version,
+                    item,
+                )
             )
         if kind is not None or scan is not None:
             keep_scan = scan if scan is not None else (previous.scan if previous else 0)
-            out.upserts[seen.identity] = SnapshotEntry(
-                version=seen.version, seen=now, scan=keep_scan
-            )
+            upserts[identity] = SnapshotEntry(version, now, keep_scan)
     return out
-
-
-def _fields(
-    poller: Poller,
-    partition: str,
-    seen: Identified,
-    kind: EventType,
-    seq: int,
-    lane: str,
-    now: float,
-) -> dict[str, Any]:
-    return {
-        "id": event_id(poller.name, partition, seen.identity, seen.version),
-        "poller": poller.name,
-        "partition": partition,
-        "subject": seen.identity,
-        "type": kind,
-        "version": seen.version,
-        "sequence": seq,
-        "time": utc(now),
-        "lane": lane,
-        "schema_version": poller.schema_version,
-        "data": seen.item,
-    }
 
 
 def deletions(

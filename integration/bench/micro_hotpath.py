@@ -1,0 +1,97 @@
+"""CPU per event of the per-page hot path, in process: change detection and the records of
+the page's transaction (events encoded as Avro single objects, snapshot entries, state).
+
+    python -m integration.bench.micro_hotpath [--items 20000] [--page 100] [--rounds 5]
+        [--profile]
+
+Items are the vendor simulator's invoices (``integration.simulator``); the poller is the
+runner benchmark's ``integration.pollers:invoices`` (identity ``id``, version ``etag``). Each
+round walks every page against an empty snapshot (every item ``created``), as a first poll
+does, and builds the Kafka records of each page exactly as the Kafka store does before it
+produces them. No broker, no HTTP: this isolates the CPU the profile of issue 13 points at.
+Printed: µs per event of detection, of the records, and of both (best of ``--rounds``).
+``--profile`` prints the top of a cProfile of one round instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+from typing import Any
+
+from integration.pollers import invoices
+from integration.simulator import VendorSimulator
+from watukuy.core.changes import detect
+from watukuy.core.poll import fresh_state
+from watukuy.serde.events import EventSchemas, encode_event
+from watukuy.store.base import KeyCommit
+from watukuy.store.kafka.outgoing import Outgoing
+from watukuy.store.kafka.topics import TopicLayout
+
+
+def pages(items: int, size: int) -> list[list[dict[str, Any]]]:
+    sim = VendorSimulator(tenants=1, items_per_tenant=items, seed=7, now=lambda: 1_700_000_000.0)
+    listed = sim.items(sim.tenants[0].id)
+    return [listed[i : i + size] for i in range(0, len(listed), size)]
+
+
+def one_round(chunks: list[list[dict[str, Any]]], outgoing: Outgoing) -> tuple[float, float, int]:
+    state = fresh_state(invoices, "tenant-1", 1_700_000_000.0)
+    detect_s = records_s = 0.0
+    events = 0
+    for chunk in chunks:
+        t0 = time.perf_counter()
+        found = detect(
+            invoices, "tenant-1", chunk, {}, lane="live", sequence=events, now=1_700_000_001.0
+        )
+        t1 = time.perf_counter()
+        commit = KeyCommit(state=state, events=found.events, upserts=found.upserts)
+        outgoing.of(commit, 0)
+        t2 = time.perf_counter()
+        detect_s += t1 - t0
+        records_s += t2 - t1
+        events += len(found.events)
+    return detect_s, records_s, events
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=20_000)
+    parser.add_argument("--page", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    chunks = pages(args.items, args.page)
+    schemas = EventSchemas({"invoices": None})
+    outgoing = Outgoing(
+        TopicLayout("bench", 8, 1),
+        {"invoices": "bench.events.invoices"},
+        {},
+        "watukuy://bench",
+        lambda event: encode_event(event, schemas, validated=True),
+    )
+    one_round(chunks, outgoing)  # warm caches
+    if args.profile:
+        profile = cProfile.Profile()
+        profile.runcall(one_round, chunks, outgoing)
+        pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+        return
+    best: tuple[float, float, int] | None = None
+    for _ in range(args.rounds):
+        found = one_round(chunks, outgoing)
+        if best is None or sum(found[:2]) < sum(best[:2]):
+            best = found
+    assert best is not None
+    detect_s, records_s, events = best
+    per = 1e6 / events
+    print(
+        f"{events} events, pages of {args.page}: detect {detect_s * per:.1f} µs/event, "
+        f"records {records_s * per:.1f} µs/event, total {(detect_s + records_s) * per:.1f} "
+        f"µs/event ({events / (detect_s + records_s):,.0f} events/s)"
+    )
+
+
+if __name__ == "__main__":
+    main()
