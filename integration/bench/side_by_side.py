@@ -57,15 +57,16 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from integration.bench import singer
-from integration.bench.cpu import CpuMeter
+from integration.bench import singer as peer
+from integration.bench.cpu import CpuMeter, live_cpu_seconds
 from integration.bench.throughput import check
 from integration.demo import (
     ROOT,
@@ -114,6 +115,9 @@ class Row:
     samples: list[tuple[float, int, float]] = field(default_factory=list)
     """(seconds since launch, events visible, CPU seconds of the pipeline), about 5 a second."""
     processes: int = 0
+    load: float = math.nan  # 1-minute load average when the row started
+    vendor_cpu: float = math.nan  # the simulator's CPU seconds over the row (not counted)
+    broker_cpu: float = math.nan  # the local broker's, if it is the one in .watukuy/broker
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -202,7 +206,14 @@ def popen(command: Sequence[str], log: Path, **kwargs: Any) -> subprocess.Popen[
 
 
 def measure(
-    row: Row, bootstrap: str, topic: str, launcher: Launcher, timeout: float, *, stop_wait: float
+    row: Row,
+    bootstrap: str,
+    topic: str,
+    launcher: Launcher,
+    timeout: float,
+    *,
+    stop_wait: float,
+    on_first: Callable[[], None] = lambda: None,
 ) -> Values:
     """Launch, read ``topic`` read_committed until ``row.expected`` events, stop; the values."""
     values: Values = []
@@ -230,6 +241,7 @@ def measure(
                 if math.isnan(row.first):
                     row.first = now - started
                     row.cpu_at_first = cpu
+                    on_first()
             elif launcher.finished() and now - quiet_since > 3:
                 break  # everything exited and nothing more comes
         row.seen = len(values)
@@ -330,8 +342,20 @@ class Bench:
         command = [sys.executable, "-m", "watukuy.cli", "--config", str(config)]
         launcher = Launcher([lambda meter: _started(meter, popen(command, log, env=env))])
         topic = f"{prefix}.events.invoices"
+        spy: list[subprocess.Popen[bytes]] = []
+
+        def profile() -> None:
+            if self.args.py_spy:
+                runner = launcher.meter.processes[0].pid
+                spy.append(start_py_spy(runner, self.args.py_spy, BENCH_DIR / f"{name}.py-spy"))
+
         # a runner runs until told to stop: SIGTERM once the events are in
-        values = measure(row, self.bootstrap, topic, launcher, self.args.timeout, stop_wait=0)
+        values = measure(
+            row, self.bootstrap, topic, launcher, self.args.timeout, stop_wait=0, on_first=profile
+        )
+        for process in spy:
+            process.wait(60)
+            print(summarize_py_spy(BENCH_DIR / f"{name}.py-spy"), file=sys.stderr)
         if row.complete:
             resolver = SchemaTopicResolver(self.bootstrap, f"{prefix}.schemas")
             try:
@@ -341,17 +365,17 @@ class Bench:
                 resolver.close()
         return row, values
 
-    def singer(self, prefix: str, installed: singer.Installed) -> tuple[Row, Values]:
+    def singer(self, prefix: str, installed: peer.Installed) -> tuple[Row, Values]:
         row = Row("singer", self.expected)
-        topic = f"{prefix}.{singer.STREAM}"
+        topic = f"{prefix}.{peer.STREAM}"
         create_topic(self.bootstrap, topic, self.args.partitions)
         target = BENCH_DIR / "singer-target.json"
-        target.write_text(json.dumps(singer.target_config(self.bootstrap, f"{prefix}.")))
+        target.write_text(json.dumps(peer.target_config(self.bootstrap, f"{prefix}.")))
         jobs: list[Job] = []
         for tenant in self.sim.tenants:
             config = BENCH_DIR / f"singer-tap-{tenant['id']}.json"  # holds a token: .watukuy/
             config.write_text(
-                json.dumps(singer.tap_config(self.sim.base_url, tenant, self.args.page))
+                json.dumps(peer.tap_config(self.sim.base_url, tenant, self.args.page))
             )
             jobs.append(
                 self._singer_job(installed, config, target, self.log(f"singer-{tenant['id']}"))
@@ -368,7 +392,7 @@ class Bench:
 
     @staticmethod
     def _singer_job(
-        installed: singer.Installed, tap_config: Path, target_config: Path, log: Path
+        installed: peer.Installed, tap_config: Path, target_config: Path, log: Path
     ) -> Job:
         def start(meter: CpuMeter) -> list[subprocess.Popen[bytes]]:
             tap = popen(
@@ -382,6 +406,47 @@ class Bench:
             return _started(meter, tap, target)
 
         return start
+
+
+def start_py_spy(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes]:
+    """``py-spy record --gil`` (the thread holding the GIL: where Python time goes) of ``pid`` for
+    ``seconds``, collapsed stacks (``--format raw``) in
+    ``out`` (it slows the profiled process: read the other figures from a run without it)."""
+    exe = VENVS / "py-spy" / "bin" / "py-spy"
+    return popen(
+        [str(exe), "record", "--pid", str(pid), "--duration", f"{seconds:g}", "--rate", "200",
+         "--format", "raw", "--output", str(out), "--nonblocking", "--gil"],
+        out.with_suffix(".log"),
+    )  # fmt: skip
+
+
+def summarize_py_spy(path: Path, top: int = 20) -> str:
+    """The functions present in the most samples (inclusive) and the most own time, as shares of
+    all samples, from py-spy's collapsed stacks (``frame;frame;... count`` lines)."""
+    inclusive: Counter[str] = Counter()
+    own: Counter[str] = Counter()
+    total = 0
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        return f"py-spy: no profile ({exc})"
+    for line in lines:
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = [f.split(" (")[0] + " " + f.rsplit("/", 1)[-1].split(":")[0].rstrip(")")
+                  for f in stack.split(";")]  # fmt: skip
+        total += int(count)
+        own[frames[-1]] += int(count)
+        for frame in set(frames):
+            inclusive[frame] += int(count)
+    if not total:
+        return "py-spy: no samples"
+    out = [f"py-spy {path.name}: {total} samples; inclusive %:"]
+    out += [f"  {n / total:6.1%}  {f}" for f, n in inclusive.most_common(top)]
+    out.append("own %:")
+    out += [f"  {n / total:6.1%}  {f}" for f, n in own.most_common(top)]
+    return "\n".join(out)
 
 
 def _started(meter: CpuMeter, *processes: subprocess.Popen[bytes]) -> list[subprocess.Popen[bytes]]:
@@ -403,19 +468,19 @@ def fetch_backlog(sim: Simulator, path: Path) -> None:
     path.write_text(json.dumps(backlog))
 
 
-def versions(installed: singer.Installed | None) -> str:
+def versions(installed: peer.Installed | None) -> str:
     import confluent_kafka
     import fastavro
 
-    peer = (
-        f"; {singer.TAP} {installed.tap_version}, {singer.TARGET} {installed.target_version}"
+    singer = (
+        f"; {peer.TAP} {installed.tap_version}, {peer.TARGET} {installed.target_version}"
         if installed
         else ""
     )
     return (
         f"Python {platform.python_version()}; Kafka {broker.KAFKA_VERSION}; confluent-kafka "
         f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]}); "
-        f"fastavro {fastavro.__version__}{peer}"
+        f"fastavro {fastavro.__version__}{singer}"
     )
 
 
@@ -438,12 +503,14 @@ def table(rows: list[Row]) -> list[str]:
     ceiling = next((r for r in rows if r.name == "ceiling" and r.complete), None)
     lines = [
         "| pipeline | events | events/s | first s | steady/s | CPU µs/ev | steady µs/ev "
-        "| start CPU s | processes | x ceiling: steady/s | x ceiling: ev/CPU-s | check |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| start CPU s | processes | x ceiling: steady/s | x ceiling: ev/CPU-s "
+        "| vendor CPU s | broker CPU s | load | check |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | ---: | ---: | --- |",
     ]
     for r in rows:
         if r.skipped:
-            lines.append(f"| {r.name} | not run ({r.skipped}) |" + " |" * 10)
+            lines.append(f"| {r.name} | not run ({r.skipped}) |" + " |" * 13)
             continue
         speed = per_cpu = math.nan
         if ceiling is not None and r.complete:  # nan when a run was too short to have a steady part
@@ -454,6 +521,7 @@ def table(rows: list[Row]) -> list[str]:
             f"| {fmt(r.steady_rate, ',.0f')} | {fmt(r.us_per_event, ',.0f')} "
             f"| {fmt(r.steady_us_per_event, ',.0f')} | {fmt(r.cpu_at_first, '.1f')} "
             f"| {r.processes} | {fmt(speed, '.2f')} | {fmt(per_cpu, '.2f')} "
+            f"| {fmt(r.vendor_cpu, '.1f')} | {fmt(r.broker_cpu, '.1f')} | {fmt(r.load, '.1f')} "
             f"| {'; '.join(r.problems) or 'ok'} |"
         )
     return lines
@@ -461,14 +529,18 @@ def table(rows: list[Row]) -> list[str]:
 
 def run(args: argparse.Namespace, rows: list[Row]) -> str:
     with kafka_broker("side_by_side") as bootstrap:
-        installed: singer.Installed | None = None
+        installed: peer.Installed | None = None
         if "singer" in args.pipelines:
             print("side_by_side: installing/reusing the Singer virtualenvs ...", file=sys.stderr)
             try:
-                installed = singer.install(VENVS, args.tap_spec, args.target_spec)
-            except singer.SingerUnavailable as exc:
+                installed = peer.install(VENVS, args.tap_spec, args.target_spec)
+            except peer.SingerUnavailable as exc:
                 print(f"side_by_side: the Singer row is not run: {exc}", file=sys.stderr)
                 args.singer_skipped = str(exc)
+        if args.py_spy:
+            peer.venv_tool(VENVS, "py-spy", "py-spy")
+        local = broker.read_running()
+        broker_pid = local.pid if local is not None and local.bootstrap == bootstrap else 0
         sim = start_simulator(
             "--tenants", str(args.tenants), "--items", str(args.items),
             "--quota", str(10**9), log=BENCH_DIR / "simulator.log",
@@ -490,6 +562,8 @@ def run(args: argparse.Namespace, rows: list[Row]) -> str:
                     rows.append(Row(name, bench.expected, skipped=args.singer_skipped))
                     continue
                 prefix = f"sbs-{uuid.uuid4().hex[:8]}"
+                load = os.getloadavg()[0]
+                vendor0, broker0 = live_cpu_seconds(sim.process.pid), live_cpu_seconds(broker_pid)
                 try:
                     if name == "ceiling":
                         row, _ = bench.ceiling(prefix)
@@ -501,11 +575,19 @@ def run(args: argparse.Namespace, rows: list[Row]) -> str:
                 finally:
                     if not args.keep_topics:
                         delete_topics(bootstrap, prefix)
+                row.load = load
+                row.vendor_cpu = _spent(sim.process.pid, vendor0)
+                row.broker_cpu = _spent(broker_pid, broker0)
                 rows.append(row)
                 print("\n".join(table(rows)[-1:]), file=sys.stderr, flush=True)
         finally:
             sim.stop()
     return header
+
+
+def _spent(pid: int, before: float | None) -> float:
+    now = live_cpu_seconds(pid) if pid else None
+    return now - before if now is not None and before is not None else math.nan
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -528,11 +610,19 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--singer-parallel", type=int, default=0, help="Singer pipelines at once (0: all)"
     )
-    parser.add_argument("--tap-spec", default=singer.TAP_SPEC, help=f"pip spec ({singer.TAP_SPEC})")
+    parser.add_argument("--tap-spec", default=peer.TAP_SPEC, help=f"pip spec ({peer.TAP_SPEC})")
     parser.add_argument(
-        "--target-spec", default=singer.TARGET_SPEC, help=f"pip spec ({singer.TARGET_SPEC})"
+        "--target-spec", default=peer.TARGET_SPEC, help=f"pip spec ({peer.TARGET_SPEC})"
     )
     parser.add_argument("--timeout", type=float, default=240, help="give up on a pipeline (240 s)")
+    parser.add_argument(
+        "--py-spy",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="profile the runner with py-spy (installed into .watukuy/bench/venvs) for this "
+        "long from its first event, and print where its time goes (off)",
+    )
     parser.add_argument("--keep-topics", action="store_true", help="keep each pipeline's topics")
     return parser
 

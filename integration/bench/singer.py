@@ -33,7 +33,7 @@ class Installed:
     target_version: str
 
 
-def _venv(root: Path, name: str, spec: str, timeout: float) -> tuple[Path, str]:
+def venv_tool(root: Path, name: str, spec: str, timeout: float = 600) -> tuple[Path, str]:
     """``root/name`` with ``spec`` installed (once: a marker holds the spec it was made with);
     the path of its ``name`` executable and the installed version."""
     home = root / name
@@ -72,8 +72,8 @@ def install(
     root: Path, tap_spec: str = TAP_SPEC, target_spec: str = TARGET_SPEC, timeout: float = 600
 ) -> Installed:
     """Both virtualenvs, made or reused; :class:`SingerUnavailable` if pip fails."""
-    tap, tap_version = _venv(root, TAP, tap_spec, timeout)
-    target, target_version = _venv(root, TARGET, target_spec, timeout)
+    tap, tap_version = venv_tool(root, TAP, tap_spec, timeout)
+    target, target_version = venv_tool(root, TARGET, target_spec, timeout)
     return Installed(tap, target, tap_version, target_version)
 
 

@@ -1,0 +1,71 @@
+"""The pure helpers of the side-by-side benchmark: CPU accounting, steady window, page order."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from integration.bench.ceiling import pages
+from integration.bench.cpu import CpuMeter, stat_cpu_seconds
+from integration.bench.side_by_side import Row, parse_args, table
+
+
+def test_stat_cpu_counts_user_system_and_waited_children_after_an_odd_command_name() -> None:
+    # pid (comm) state ppid ... utime=250 stime=50 cutime=100 cstime=0 (fields 14..17)
+    fields = ["S", "1"] + ["0"] * 9 + ["250", "50", "100", "0"] + ["0"] * 30
+    stat = "4242 (tap) x (y)) " + " ".join(fields)
+    assert stat_cpu_seconds(stat, ticks=100) == pytest.approx(4.0)
+
+
+def test_the_meter_keeps_the_cpu_of_a_process_that_exited() -> None:
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    meter = CpuMeter()
+    process = subprocess.Popen([sys.executable, "-c", busy])
+    meter.add(process)
+    while meter.running():
+        time.sleep(0.01)
+    assert process.returncode == 0
+    assert 0.3 <= meter.seconds() < 5
+
+
+def test_the_steady_window_leaves_out_start_up_and_tail() -> None:
+    row = Row("x", expected=1000, seen=1000, last=12.0, cpu=9.0)
+    # start-up: 5 s and 4 CPU-s before anything; then 100 events and 0.5 CPU-s a second
+    row.samples = [(5.0, 0, 4.0)] + [(5.0 + t, 100 * t, 4.0 + 0.5 * t) for t in range(1, 11)]
+    assert row.steady_rate == pytest.approx(100)
+    assert row.steady_us_per_event == pytest.approx(5000)
+    assert row.rate == pytest.approx(1000 / 12)
+    assert row.us_per_event == pytest.approx(9000)
+
+
+def test_a_run_in_one_batch_has_no_steady_part_and_the_table_says_so() -> None:
+    row = Row("quick", expected=100, seen=100, first=1.0, last=1.0, cpu=0.2, cpu_at_first=0.2)
+    row.samples = [(1.0, 100, 0.2)]
+    assert "| quick | 100 | 100 | 1.0 | - |" in table([row])[-1]
+
+
+def test_a_row_not_run_says_why() -> None:
+    assert (
+        "| singer | not run (pip could not install it) |"
+        in table([Row("singer", 10, skipped="pip could not install it")])[-1]
+    )
+
+
+def test_pages_take_turns_between_tenants() -> None:
+    backlog = {"a": [1, 2, 3], "b": [4]}
+    assert list(pages(backlog, 2)) == [("a", [1, 2]), ("b", [4]), ("a", [3])]
+
+
+def test_quick_profile_fills_only_what_was_not_given() -> None:
+    args = parse_args(["--quick", "--items", "7"])
+    assert (args.tenants, args.items, args.page) == (4, 7, 250)
+    assert args.commit_seconds == pytest.approx(0.1)
+
+
+def test_a_page_the_simulator_refuses_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--page", "501"])
+    assert "--page must be 1..500" in capsys.readouterr().err
