@@ -18,8 +18,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from importlib import resources
-from typing import Any
+from typing import Any, NoReturn
 
+import orjson
 from fastavro import schemaless_reader, schemaless_writer
 
 from watukuy.core.errors import StateCorrupted, WatukuyError
@@ -151,7 +152,7 @@ def event_record(
     if event.data is None:
         payload = None
     elif data is None:
-        payload = canonical_json(event.data)
+        payload = data_json(event.data)
     elif validated:
         payload = (data.name, event.data)
     else:
@@ -169,6 +170,29 @@ def event_record(
         "schema_version": event.schema_version,
         "data": payload,
     }
+
+
+_ORJSON_OPTIONS = (
+    orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+)
+
+
+def data_json(value: Any) -> str:
+    """The JSON text of an event's ``data``: sorted keys, no spaces, UTF-8 as is.
+
+    orjson writes it (about 8 times faster than :func:`json.dumps` on an invoice); the text is
+    that of :func:`~watukuy.core.events.canonical_json` except that a float below 1e-4 is
+    written without an exponent's ``+``/leading zero (``0.00001``, not ``1e-05``) and NaN and
+    infinities become ``null`` (both parse to the same item; NaN was not JSON anyway), and an
+    ``Enum`` member is written as its value, not its ``str()``. Datetimes and dataclasses are
+    ``str()``-ed as canonical JSON does; what orjson cannot write (an integer beyond 64 bits, a
+    key that is not a string, a lone surrogate) is written by canonical JSON. Ids and
+    fingerprints keep canonical JSON: their bytes must never change.
+    """
+    try:
+        return orjson.dumps(value, default=str, option=_ORJSON_OPTIONS).decode()
+    except orjson.JSONEncodeError:
+        return canonical_json(value)
 
 
 def event_of(record: Any) -> Event:
@@ -212,13 +236,15 @@ def encoding(event: Event, writer: WriterSchema) -> Iterator[None]:
     try:
         yield
     except Exception as exc:  # fastavro raises many types for a value its schema rejects
-        if writer.data is not None and event.data is not None:
-            problem = writer.data.validate(event.data)
-            if problem is not None:
-                raise InvalidData(f"event {event.id}: {problem}") from None
-        raise ValueError(
-            f"event {event.id} cannot be encoded: {type(exc).__name__}: {exc}"
-        ) from exc
+        _cannot_encode(event, writer, exc)
+
+
+def _cannot_encode(event: Event, writer: WriterSchema, exc: Exception) -> NoReturn:
+    if writer.data is not None and event.data is not None:
+        problem = writer.data.validate(event.data)
+        if problem is not None:
+            raise InvalidData(f"event {event.id}: {problem}") from None
+    raise ValueError(f"event {event.id} cannot be encoded: {type(exc).__name__}: {exc}") from exc
 
 
 def write_body(
@@ -238,8 +264,10 @@ def encode_event(event: Event, schemas: EventSchemas, *, validated: bool = False
     :func:`event_record`)."""
     writer = schemas.writer(event.poller)
     record = event_record(event, writer.data, validated=validated)
-    with encoding(event, writer):
+    try:  # not ``with encoding(...)``: a generator context manager per event costs ~1 µs
         return framing.encode(writer.schema, record)
+    except Exception as exc:  # fastavro raises many types for a value its schema rejects
+        _cannot_encode(event, writer, exc)
 
 
 def decode_event(raw: bytes, resolve: Resolve) -> Event:
