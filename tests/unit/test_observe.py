@@ -53,7 +53,7 @@ def _timed_out() -> VendorUnavailable:
         (Fenced("owned by another instance"), OutcomeKind.FENCED),
         (Retriable("kafka transaction failed"), OutcomeKind.STORE),
         (ConfigError("no such name", "request.url"), OutcomeKind.CONFIG),
-        (BadBody("records is not a list"), OutcomeKind.ERROR),
+        (BadBody("records is not a list"), OutcomeKind.INVALID_BODY),
         (KeyError("data"), OutcomeKind.ERROR),
         (TypeError("fetch returned a str"), OutcomeKind.ERROR),
     ],
