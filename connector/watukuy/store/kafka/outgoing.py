@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from watukuy.core.events import Event, canonical_json
@@ -24,6 +25,8 @@ from watukuy.store.kafka.topics import TopicLayout
 
 EncodeEvent = Callable[[Event], bytes]
 CONTENT_TYPE = b"application/avro"
+
+_CE_TYPES = {kind: f"watukuy.{kind}".encode() for kind in ("created", "updated", "deleted")}
 
 OVERHEAD = 4096  # record batch, key and headers: keep well inside max.message.bytes
 TRUNCATED_TO = 2048
@@ -50,14 +53,18 @@ class Outgoing:
         poller, key_name = state.poller, state.partition
         key = records.state_key(poller, key_name)
         out: list[Record] = []
-        for event in commit.events:
-            out.append(self.event(event))
+        if commit.events:
+            out += self._events(commit.events)
+        items_topic = self.layout.items
+        # Every entry of a commit shares ``poller/partition/``: escaped and encoded once.
+        prefix = records.item_key(poller, key_name, "")
+        escape, encode_item = records.escape, records.encode_item
         for identity, entry in commit.upserts.items():
             out.append(
                 Record(
-                    self.layout.items,
-                    records.item_key(poller, key_name, identity),
-                    records.encode_item(poller, key_name, identity, entry),
+                    items_topic,
+                    prefix + escape(identity).encode(),
+                    encode_item(poller, key_name, identity, entry),
                     partition,
                 )
             )
@@ -112,21 +119,41 @@ class Outgoing:
         return out
 
     def event(self, event: Event) -> Record:
-        topic = self.event_topics[event.poller]
-        value = self.encode_event(event)
-        if len(value) + OVERHEAD > self.max_bytes.get(topic, 1_048_588):
-            return self._oversize(event, len(value))
-        time = event.time.isoformat().replace("+00:00", "Z")
-        headers = [
-            ("ce_specversion", b"1.0"),
-            ("ce_id", event.id.encode()),
-            ("ce_type", f"watukuy.{event.type}".encode()),
-            ("ce_source", f"{self.source}/{event.poller}/{event.partition}".encode()),
-            ("ce_subject", event.subject.encode()),
-            ("ce_time", time.encode()),
-            ("content-type", CONTENT_TYPE),
-        ]
-        return Record(topic, event.key.encode(), value, None, headers)
+        return self._events([event])[0]
+
+    def _events(self, events: Sequence[Event]) -> list[Record]:
+        """The records of one key's events: what they share (topic, key, source, and the
+        time, since a page's events share one) is computed once, not per event."""
+        first = events[0]
+        topic = self.event_topics[first.poller]
+        limit = self.max_bytes.get(topic, 1_048_588) - OVERHEAD
+        record_key = first.key.encode()
+        source = f"{self.source}/{first.poller}/{first.partition}".encode()
+        time: datetime | None = None
+        time_header = b""
+        out: list[Record] = []
+        for event in events:
+            if event.poller != first.poller or event.partition != first.partition:
+                out.append(self.event(event))  # not one key's events after all: as they come
+                continue
+            value = self.encode_event(event)
+            if len(value) > limit:
+                out.append(self._oversize(event, len(value)))
+                continue
+            if event.time is not time:
+                time = event.time
+                time_header = time.isoformat().replace("+00:00", "Z").encode()
+            headers = [
+                ("ce_specversion", b"1.0"),
+                ("ce_id", event.id.encode()),
+                ("ce_type", _CE_TYPES.get(event.type) or f"watukuy.{event.type}".encode()),
+                ("ce_source", source),
+                ("ce_subject", event.subject.encode()),
+                ("ce_time", time_header),
+                ("content-type", CONTENT_TYPE),
+            ]
+            out.append(Record(topic, record_key, value, None, headers))
+        return out
 
     def dlq(self, item: ParkedItem, *, cursor: str) -> Record:
         topic = self.layout.dlq(item.poller)
