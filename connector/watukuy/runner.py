@@ -9,6 +9,7 @@ nothing). A Kafka thread that dies ends the run with an error.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -156,6 +157,7 @@ async def _serve(
                 helpers = [
                     group.create_task(applier.run()),
                     group.create_task(_publish_statuses(engine, status)),
+                    group.create_task(_freeze_long_lived()),
                 ]
                 running = True
                 await stop.wait()
@@ -173,6 +175,19 @@ async def _serve(
 
 async def _scrape(metrics: PrometheusObserver) -> Metrics:
     return Metrics(*metrics.render())
+
+
+FREEZE_AFTER = 30.0
+"""Seconds after start when what exists then (pollers, restored keys, their first polls' state)
+is moved out of the garbage collector's sight: it lives as long as the process."""
+
+
+async def _freeze_long_lived() -> None:
+    """``gc.freeze()`` once the start-up burst is over. Measured with 10,000 idle tenants
+    (integration/bench/idle_tenants.py --gc-freeze): 11.8% of a core without it, 7.6% with it;
+    the collector had been walking the same long-lived objects on every full pass."""
+    await asyncio.sleep(FREEZE_AFTER)
+    gc.freeze()
 
 
 async def _publish_statuses(engine: Engine, status: StatusTopic) -> None:
