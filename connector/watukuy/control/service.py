@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from watukuy import __version__
+from watukuy.config.checks import message_of
 from watukuy.config.pollers import PollerSource
 from watukuy.config.references import resolve_references
 from watukuy.control.configs import ConfigTopic, UnknownConnector
@@ -73,9 +74,7 @@ def compile_connector(name: str, config: Mapping[str, Any], base_dir: Path) -> P
             {**body, "name": name}, where=WHERE, base_dir=base_dir, written=secrets.written
         )
     except ConfigError as exc:
-        text = str(exc)
-        message = text[len(f"{exc.path}: ") :] if exc.path and text.startswith(exc.path) else text
-        raise ConfigError(message, relative_path(exc.path, WHERE) or None) from None
+        raise ConfigError(message_of(exc), relative_path(exc.path, WHERE) or None) from None
 
 
 class ConfigApplier:
