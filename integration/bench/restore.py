@@ -1,0 +1,270 @@
+"""Restore speed on assignment: snapshot records/s and the RSS after, for a KafkaStore.
+
+    PYTHONPATH=connector:. .venv/bin/python -m integration.bench.restore \
+        [--entries 1000000] [--keys 1000] [--partitions 8] [--keep-topics]
+
+On a fresh topics prefix, the internal topics are created the way a runner creates them
+(``ensure_topics``: compacted, ``--partitions`` partitions), then a plain (not transactional)
+producer writes what a runner would have committed for one poller's ``--keys`` keys: one
+``<prefix>.state`` record per key (``encode_state``) and ``--entries`` snapshot entries spread
+evenly over the keys in ``<prefix>.items`` (``encode_item``, record keys as the store writes
+them, each on the partition ``partition_for`` gives its key, so they are co-partitioned with
+the key's state). The write is timed too, but it is not the figure.
+
+Then a fresh child process (so its RSS holds only the restored state, not the producer's)
+starts a :class:`KafkaStore` in a consumer group of its own, which is assigned every partition
+and restores them all, and reports:
+
+- ``assign -> restored s``: from the rebalance that assigned the partitions (the store's
+  ``leases_gained``) to the last partition restored (``restore_done``); ``start ->`` also counts
+  the store's start (topic checks, clients, joining the group);
+- ``records/s``: records the restore read (state + snapshot entries) over ``assign ->
+  restored``; ``slowest partition s``: the longest single restore (partitions restore at once
+  through one consumer);
+- ``RSS MB``: the child's resident memory after the restore, and before the store started
+  (the interpreter and its imports).
+
+Target (issue 13): >= 200,000 records/s with 1,000,000 entries. The broker is
+``$WATUKUY_BOOTSTRAP``, else the one in ``.watukuy/broker`` (started if not running). The
+topics are deleted at the end unless ``--keep-topics``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import Producer
+
+from integration.demo import ROOT, delete_topics, kafka_broker, signals_interrupt
+from watukuy.core.observe import Observer
+from watukuy.core.schedule import KeySchedule
+from watukuy.core.state import LaneState, PartitionState, SnapshotEntry
+from watukuy.serde.state import encode_item, encode_state
+from watukuy.store.kafka import clients
+from watukuy.store.kafka.partitioner import partition_for
+from watukuy.store.kafka.records import item_key, state_key
+from watukuy.store.kafka.settings import KafkaSettings
+from watukuy.store.kafka.store import KafkaStore
+from watukuy.store.kafka.topics import TopicLayout, ensure_topics
+
+POLLER = "restore"
+NOW = 1_800_000_000.0
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# -- writing the snapshot ----------------------------------------------------------------------
+
+
+def write(bootstrap: str, layout: TopicLayout, entries: int, keys: int) -> dict[str, float]:
+    """The state records of ``keys`` keys and ``entries`` snapshot entries; timings."""
+    admin = clients.admin_client({"bootstrap.servers": bootstrap})
+    ensure_topics(admin, layout, [], bootstrap=bootstrap)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 500_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "enable.idempotence": False,
+            "acks": 1,
+        }
+    )
+    started = time.monotonic()
+    written = 0
+
+    def produce(topic: str, key: bytes, value: bytes, partition: int) -> None:
+        while True:
+            try:
+                producer.produce(topic, value, key, partition=partition)
+                return
+            except BufferError:  # the local queue is full: let deliveries drain it
+                producer.poll(0.05)
+
+    per_key, extra = divmod(entries, keys)
+    for k in range(keys):
+        partition_key = f"t{k:05d}"
+        partition = partition_for(f"{POLLER}/{partition_key}", layout.partitions)
+        state = PartitionState(
+            poller=POLLER,
+            partition=partition_key,
+            live=LaneState(cursor=f"c{k}"),
+            schedule=KeySchedule(interval=30.0, next_due=NOW + 30),
+            sequence=per_key,
+            created=NOW,
+        )
+        produce(layout.state, state_key(POLLER, partition_key), encode_state(state), partition)
+        for i in range(per_key + (1 if k < extra else 0)):
+            identity = f"inv_{k:05d}_{i:06d}"
+            entry = SnapshotEntry(version=f'W/"{k:05x}{i:011x}"', seen=NOW + i)
+            value = encode_item(POLLER, partition_key, identity, entry)
+            produce(layout.items, item_key(POLLER, partition_key, identity), value, partition)
+            written += 1
+            if written % 10_000 == 0:
+                producer.poll(0)
+    left = producer.flush(120)
+    if left:
+        raise RuntimeError(f"{left} records not delivered after 120 s")
+    took = time.monotonic() - started
+    return {"written": written + keys, "write_s": took}
+
+
+# -- restoring it (in a child process) ------------------------------------------------------
+
+
+class Timings(Observer):
+    def __init__(self) -> None:
+        self.gained: float | None = None
+        self.done: dict[int, tuple[int, int, float, float]] = {}  # partition -> keys, records,
+        # seconds, when
+
+    def leases_gained(self, partitions: tuple[int, ...]) -> None:
+        if self.gained is None:
+            self.gained = time.monotonic()
+
+    def restore_done(self, partition: int, keys: int, records: int, seconds: float) -> None:
+        self.done[partition] = (keys, records, seconds, time.monotonic())
+
+
+async def restore(bootstrap: str, prefix: str, partitions: int) -> dict[str, Any]:
+    rss_before = rss_mb()
+    timings = Timings()
+    layout = TopicLayout(prefix=prefix, partitions=partitions, replication_factor=1)
+    store = KafkaStore(
+        KafkaSettings(
+            kafka={"bootstrap.servers": bootstrap}, layout=layout, runner_id="restore-bench"
+        ),
+        timings,
+    )
+    store.bind({})
+    all_owned = asyncio.Event()
+
+    def check() -> None:
+        if len(store.owned_partitions()) == partitions:
+            all_owned.set()
+
+    store.watch(check)
+    started = time.monotonic()
+    await store.start()
+    try:
+        async with asyncio.timeout(600):
+            await all_owned.wait()
+        rss_after = rss_mb()
+    finally:
+        await store.close()
+    assert timings.gained is not None
+    last = max(when for _, _, _, when in timings.done.values())
+    return {
+        "keys": sum(keys for keys, _, _, _ in timings.done.values()),
+        "records": sum(records for _, records, _, _ in timings.done.values()),
+        "assign_s": last - timings.gained,
+        "start_s": last - started,
+        "slowest_s": max(seconds for _, _, seconds, _ in timings.done.values()),
+        "rss_before_mb": rss_before,
+        "rss_mb": rss_after,
+    }
+
+
+def measure_in_child(bootstrap: str, prefix: str, partitions: int) -> dict[str, Any]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "connector")])
+    command = [sys.executable, "-m", "integration.bench.restore", "--child", bootstrap, prefix]
+    command += ["--partitions", str(partitions)]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"the restoring process failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# -- the table ------------------------------------------------------------------------------
+
+HEADER = (
+    f"{'entries':>9} {'keys':>5} {'parts':>5} {'records':>9} {'assign->restored s':>18} "
+    f"{'records/s':>9} {'start->restored s':>17} {'slowest partition s':>19} "
+    f"{'RSS MB':>6} {'RSS before MB':>13} {'load':>5}"
+)
+
+
+def row(r: dict[str, Any]) -> str:
+    return (
+        f"{r['entries']:>9} {r['keys']:>5} {r['partitions']:>5} {r['records']:>9} "
+        f"{r['assign_s']:>18.2f} {r['records'] / r['assign_s']:>9.0f} {r['start_s']:>17.2f} "
+        f"{r['slowest_s']:>19.2f} {r['rss_mb']:>6.0f} {r['rss_before_mb']:>13.0f} "
+        f"{r['load']:>5.1f}"
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m integration.bench.restore",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--entries", type=int, default=1_000_000, help="snapshot entries to restore (1000000)"
+    )
+    parser.add_argument("--keys", type=int, default=1000, help="keys they belong to (1000)")
+    parser.add_argument("--partitions", type=int, default=8, help="topics.partitions (8)")
+    parser.add_argument("--keep-topics", action="store_true", help="keep the topics written")
+    parser.add_argument("--child", nargs=2, metavar=("BOOTSTRAP", "PREFIX"), help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.child:
+        print(json.dumps(asyncio.run(restore(*args.child, args.partitions))), flush=True)
+        return 0
+    if args.entries < 1 or args.keys < 1 or args.partitions < 1:
+        print("restore: --entries, --keys and --partitions must be positive", file=sys.stderr)
+        return 2
+    signals_interrupt()
+    prefix = f"bench-restore-{uuid.uuid4().hex[:8]}"
+    layout = TopicLayout(prefix=prefix, partitions=args.partitions, replication_factor=1)
+    with kafka_broker("restore") as bootstrap:
+        try:
+            print(
+                f"restore: writing {args.keys} state records and {args.entries} snapshot "
+                f"entries to {prefix}.* ...",
+                file=sys.stderr,
+                flush=True,
+            )
+            wrote = write(bootstrap, layout, args.entries, args.keys)
+            print(
+                f"restore: written in {wrote['write_s']:.1f} s "
+                f"({wrote['written'] / wrote['write_s']:.0f} records/s); restoring ...",
+                file=sys.stderr,
+                flush=True,
+            )
+            load = os.getloadavg()[0]
+            result = measure_in_child(bootstrap, prefix, args.partitions)
+        finally:
+            if not args.keep_topics:
+                delete_topics(bootstrap, prefix)
+    result |= {"entries": args.entries, "partitions": args.partitions, "load": load}
+    print(HEADER)
+    print(row(result))
+    rate = result["records"] / result["assign_s"]
+    verdict = "ok" if rate >= 200_000 else "MISSED"
+    print(f"target >= 200,000 records/s: {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
