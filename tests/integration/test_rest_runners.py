@@ -79,8 +79,24 @@ def _healthy(port: int) -> bool:
         return False
 
 
+def touch_an_item(sim: Simulator, tenant: str) -> None:
+    """Change one of the tenant's items at the vendor (a new etag: an ``updated`` event)."""
+    with urllib.request.urlopen(f"{sim.base_url}/_admin/tenants/{tenant}/items") as response:
+        item = json.load(response)["data"][0]
+    request = urllib.request.Request(
+        f"{sim.base_url}/_admin/tenants/{tenant}/items/{item['id']}",
+        data=json.dumps({"note": f"touched {time.time()}"}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="PATCH",
+    )
+    urllib.request.urlopen(request, timeout=10).close()
+
+
 def test_a_connector_posted_to_one_runner_runs_everywhere(
-    cluster: tuple[list[int], dict[str, Any]], kafka_bootstrap: str, prefix: str
+    cluster: tuple[list[int], dict[str, Any]],
+    kafka_bootstrap: str,
+    prefix: str,
+    simulator: Simulator,
 ) -> None:
     (a, b), connector = cluster
 
@@ -126,6 +142,13 @@ def test_a_connector_posted_to_one_runner_runs_everywhere(
 
     wait_for(paused_everywhere, 30, "PAUSED seen from the other runner")
 
+    # ...and neither runner polls it: changes at the vendor wait for the resume.
+    paused_at = read_topic(kafka_bootstrap, topic, idle=1.0).count
+    for tenant in simulator.tenants:
+        touch_an_item(simulator, tenant["id"])
+    time.sleep(5)  # running, every tenant would be polled within 2 s
+    assert read_topic(kafka_bootstrap, topic, idle=1.0).count == paused_at
+
     # Offsets: readable any time, changed only while STOPPED.
     code, offsets = call(b, "GET", "/connectors/orders/offsets")
     assert code == 200 and len(offsets["offsets"]) == TENANTS
@@ -142,6 +165,13 @@ def test_a_connector_posted_to_one_runner_runs_everywhere(
 
     # Per-partition operations are accepted; bad input is named.
     assert call(a, "PUT", "/connectors/orders/resume")[0] == 202
+
+    def changes_arrived() -> bool:
+        read = read_topic(kafka_bootstrap, topic, idle=1.0)
+        updated = [e for events in read.by_key.values() for e in events if e["type"] == "updated"]
+        return len(updated) >= TENANTS - 1  # the reset key re-reads its items as created
+
+    wait_for(changes_arrived, 60, "the changes made while paused, once resumed", step=1.0)
     assert call(a, "POST", f"/connectors/orders/partitions/{key}/trigger")[0] == 202
     code, body = call(a, "POST", f"/connectors/orders/partitions/{key}/backfill", {"form": 1})
     assert code == 400 and "form" in body["message"]
