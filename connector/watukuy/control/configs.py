@@ -38,6 +38,7 @@ from typing import Any, Literal
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka import Message as KafkaMessage
 
+from watukuy.control.jsonrecord import json_record
 from watukuy.control.reader import Message, TopicReader
 from watukuy.core.errors import ConfigError, Retriable, StateCorrupted, WatukuyError
 from watukuy.core.errors import Conflict as CoreConflict
@@ -155,18 +156,7 @@ def decode_record(key: bytes | None, value: bytes | None) -> _Record | None:
     kind, name = found
     if value is None:
         return _Record(kind, name, None)
-    try:
-        decoded = json.loads(value)
-    except ValueError:
-        raise StateCorrupted(f"unreadable {kind} record of '{name}': not JSON") from None
-    if not isinstance(decoded, dict):
-        raise StateCorrupted(f"unreadable {kind} record of '{name}': not a JSON object")
-    version = decoded.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise StateCorrupted(
-            f"unreadable {kind} record of '{name}': format_version {version!r} is newer than "
-            f"{FORMAT_VERSION} (written by a newer release)"
-        )
+    decoded = json_record(value, f"{kind} record of '{name}'", FORMAT_VERSION)
     if kind == "connector":
         field, ok = "config", isinstance(decoded.get("config"), dict)
     else:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
+from watukuy.control.jsonrecord import json_record
 from watukuy.core.errors import StateCorrupted
 from watukuy.core.events import canonical_json
 from watukuy.core.inspect import PollerInspect
@@ -253,19 +254,7 @@ def decode_record(key: bytes | None, value: bytes | None) -> StatusRecord | None
 
 
 def _object(what: str, raw: bytes) -> dict[str, Any]:
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        raise StateCorrupted(f"unreadable status record of {what}: not JSON") from None
-    if not isinstance(value, dict):
-        raise StateCorrupted(f"unreadable status record of {what}: not a JSON object")
-    version = value.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise StateCorrupted(
-            f"unreadable status record of {what}: format_version {version!r} is newer than "
-            f"{FORMAT_VERSION} (written by a newer release)"
-        )
-    return value
+    return json_record(raw, f"status record of {what}", FORMAT_VERSION)
 
 
 def _status(name: str, raw: bytes) -> KeyStatus:
