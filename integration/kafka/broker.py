@@ -134,7 +134,12 @@ logger.server.level = INFO
 
 
 def cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """22 characters of URL-safe base64, as Kafka wants; never starting with '-', which the
+    storage tool's argument parser would read as an option (1 start in 64 failed that way)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def java_command(libs: Path, runtime: Path, main: str, *args: str) -> list[str]:
