@@ -29,6 +29,8 @@ Admin API (test control; not counted, not rate-limited, never faulty; ids are te
 - ``GET|POST /_admin/tenants/{id}/faults``: read, or replace with the given fields
 - ``GET|POST /_admin/tenants/{id}/items``: every item, or create one (201)
 - ``PUT|PATCH|DELETE /_admin/tenants/{id}/items/{item_id}``: merge-update, or delete (204)
+- ``GET /_admin/tenants/{id}/served``: ``[{"id", "version"}]``, every item version (``etag``)
+  served intact in a page, once each, first-served order; the ground truth of the fault suite
 - ``GET /_admin/stats``: ``{"total": n, "tenants": {id: n}}`` request counts
 """
 
@@ -44,7 +46,7 @@ from typing import Any
 from aiohttp import web
 
 from .paging import BadRequest, Page, lower_bound, parse_limit
-from .records import Conflict, Faults, Item, NotFound
+from .records import Conflict, Item, NotFound
 from .vendor import VendorSimulator
 
 SIMULATOR = web.AppKey("simulator", VendorSimulator)
@@ -67,6 +69,7 @@ def build_app(sim: VendorSimulator) -> web.Application:
     routes.add_put("/_admin/tenants/{tenant_id}/items/{item_id}", _update_item)
     routes.add_patch("/_admin/tenants/{tenant_id}/items/{item_id}", _update_item)
     routes.add_delete("/_admin/tenants/{tenant_id}/items/{item_id}", _delete_item)
+    routes.add_get("/_admin/tenants/{tenant_id}/served", _served)
     routes.add_get("/_admin/stats", _stats)
     routes.add_get("/tenants", _list_tenants)
     routes.add_get("/{slug}/items", _list_items)
@@ -159,13 +162,16 @@ async def _list_items(request: web.Request) -> web.Response:
     except BadRequest as exc:
         return _error(400, str(exc), headers)
     page = sim.page(tenant.id, after, limit)
-    return _page_response(request, page, sim.faults(tenant.id), headers)
+    return _page_response(request, tenant.id, page, headers)
 
 
 def _page_response(
-    request: web.Request, page: Page[Item], faults: Faults, headers: dict[str, str]
+    request: web.Request, tenant_id: str, page: Page[Item], headers: dict[str, str]
 ) -> web.Response:
-    """Serialise a page, honouring ``If-None-Match`` and the body-mangling faults."""
+    """Serialise a page, honouring ``If-None-Match`` and the body-mangling faults; note the
+    versions it hands out intact (a 304 hands out the same versions again)."""
+    sim = request.app[SIMULATOR]
+    faults = sim.faults(tenant_id)
     payload = {
         "data": [item.to_json(drop_id=faults.drop_id) for item in page.items],
         "next": page.next,
@@ -175,6 +181,8 @@ def _page_response(
     if faults.malformed_json:
         # Half of a JSON object never parses: its braces cannot balance.
         return _json_body(body[: len(body) // 2], headers)
+    if not faults.drop_id:
+        sim.record_served(tenant_id, page.items)
     etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
     headers = headers | {"ETag": etag}
     if _etag_matches(request.headers.get("If-None-Match"), etag):
@@ -240,6 +248,10 @@ async def _delete_item(request: web.Request) -> web.Response:
     tenant_id, item_id = request.match_info["tenant_id"], request.match_info["item_id"]
     request.app[SIMULATOR].delete_item(tenant_id, item_id)
     return web.Response(status=204)
+
+
+async def _served(request: web.Request) -> web.Response:
+    return web.json_response(request.app[SIMULATOR].served(request.match_info["tenant_id"]))
 
 
 async def _stats(request: web.Request) -> web.Response:

@@ -19,7 +19,7 @@ import math
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -93,6 +93,10 @@ class VendorSimulator:
         self._fault_rng = random.Random(f"{seed}/faults")
         self._mutation_rng = random.Random(f"{seed}/mutations")
         self._states: dict[str, _TenantState] = {}
+        # Per tenant id, every (id, version) served intact in a page, first-served order. Kept
+        # apart from the tenant's state so it outlives the tenant: a fault suite verifies the
+        # events of removed tenants too. A dict is an ordered set here.
+        self._served: dict[str, dict[tuple[str, str], None]] = {}
         self._by_slug: dict[str, Tenant] = {}  # every request looks its tenant up by slug
         self._next_tenant = 1
         self._total_requests = 0
@@ -126,6 +130,7 @@ class VendorSimulator:
         state = _TenantState(tenant=tenant, items={}, last_stamp=self._history_end)
         self._states[tenant.id] = state
         self._by_slug[tenant.slug] = tenant
+        self._served[tenant.id] = {}
         for _ in range(self.items_per_tenant if items is None else items):
             self._add_history_item(state)
         return tenant
@@ -258,6 +263,26 @@ class VendorSimulator:
         for state in self._states.values():
             state.requests = 0
             state.log.clear()
+
+    # -- ground truth -----------------------------------------------------------------------
+
+    def record_served(self, tenant_id: str, items: Iterable[Item]) -> None:
+        """Note the item versions a page handed out (the app calls this for each listing)."""
+        served = self._served[tenant_id]
+        for item in items:
+            served[(item.id, item.etag)] = None
+
+    def served(self, tenant_id: str) -> list[dict[str, str]]:
+        """Every item version served in a page, once each, in the order first served.
+
+        ``version`` is the item's ``etag``, what the invoices pollers use as their version, so
+        each entry should match exactly one event. A tenant keeps its log after removal.
+        """
+        try:
+            served = self._served[tenant_id]
+        except KeyError:
+            raise NotFound(f"no tenant {tenant_id!r}") from None
+        return [{"id": item_id, "version": version} for item_id, version in served]
 
     # -- internals --------------------------------------------------------------------------
 

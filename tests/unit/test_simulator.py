@@ -371,6 +371,34 @@ async def test_request_counts_and_log(http: ClientSession, sim: VendorSimulator)
     assert sim.request_count() == 0 and sim.log(first.id) == []
 
 
+async def test_served_lists_each_version_handed_out_intact_once(
+    http: ClientSession, sim: VendorSimulator
+) -> None:
+    tenant, other = sim.tenants[0], sim.tenants[1]
+    first, resume = await scan(http, tenant, limit=5)
+    await scan(http, tenant, limit=5)  # served again: listed once
+    changed = sim.update_item(tenant.id, first[0]["id"], amount=1.5)
+    sim.faults(tenant.id).malformed_json = True  # a page the client cannot read is not served
+    async with http.get(f"/{tenant.slug}/items", params={"cursor": resume}, headers=bearer(tenant)):
+        pass
+    sim.set_faults(tenant.id, drop_id=True)
+    assert (await get_items(http, tenant, cursor=resume))[0] == 200
+    async with http.get(f"/_admin/tenants/{tenant.id}/served") as resp:
+        assert resp.status == 200
+        assert await resp.json() == [{"id": i["id"], "version": i["etag"]} for i in first]
+    sim.set_faults(tenant.id)
+    assert (await get_items(http, tenant, cursor=resume))[0] == 200
+    latest = {"id": changed["id"], "version": changed["etag"]}
+    assert sim.served(tenant.id)[-1] == latest and len(sim.served(tenant.id)) == 13
+    assert sim.served(other.id) == []
+
+    sim.remove_tenant(tenant.id)  # the ground truth outlives the tenant
+    async with http.get(f"/_admin/tenants/{tenant.id}/served") as resp:
+        assert resp.status == 200 and len(await resp.json()) == 13
+    async with http.get("/_admin/tenants/t_0404/served") as resp:
+        assert resp.status == 404
+
+
 # -- admin API ------------------------------------------------------------------------------
 
 
