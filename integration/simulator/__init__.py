@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from .app import build_app, running_simulator
 from .paging import decode_cursor, encode_cursor, from_iso, to_iso
-from .records import Admission, Conflict, Faults, Item, LogEntry, NotFound, Tenant
+from .records import POISON_KINDS, Admission, Conflict, Faults, Item, LogEntry, NotFound, Tenant
 from .vendor import DEFAULT_HISTORY_END, VendorSimulator
 
 __all__ = [
     "DEFAULT_HISTORY_END",
+    "POISON_KINDS",
     "Admission",
     "Conflict",
     "Faults",

@@ -27,10 +27,13 @@ Admin API (test control; not counted, not rate-limited, never faulty; ids are te
 
 - ``POST /_admin/tenants`` ``{"slug"?, "items"?}`` → 201 tenant; ``DELETE /_admin/tenants/{id}``
 - ``GET|POST /_admin/tenants/{id}/faults``: read, or replace with the given fields
+  (:class:`~.records.Faults`; ``"heal_after": seconds`` lifts them that long from now)
 - ``GET|POST /_admin/tenants/{id}/items``: every item, or create one (201)
 - ``PUT|PATCH|DELETE /_admin/tenants/{id}/items/{item_id}``: merge-update, or delete (204)
 - ``GET /_admin/tenants/{id}/served``: ``[{"id", "version"}]``, every item version (``etag``)
   served intact in a page, once each, first-served order; the ground truth of the fault suite
+- ``GET /_admin/tenants/{id}/poisoned``: ``[{"id", "version", "kind"}]``, the item versions
+  served poisoned (``poison_rate`` or ``drop_id``): no event, one dead letter each
 - ``GET /_admin/stats``: ``{"total": n, "tenants": {id: n}}`` request counts
 """
 
@@ -70,6 +73,7 @@ def build_app(sim: VendorSimulator) -> web.Application:
     routes.add_patch("/_admin/tenants/{tenant_id}/items/{item_id}", _update_item)
     routes.add_delete("/_admin/tenants/{tenant_id}/items/{item_id}", _delete_item)
     routes.add_get("/_admin/tenants/{tenant_id}/served", _served)
+    routes.add_get("/_admin/tenants/{tenant_id}/poisoned", _poisoned)
     routes.add_get("/_admin/stats", _stats)
     routes.add_get("/tenants", _list_tenants)
     routes.add_get("/{slug}/items", _list_items)
@@ -155,7 +159,10 @@ async def _list_items(request: web.Request) -> web.Response:
     if sim.faults(tenant.id).delay:
         await asyncio.sleep(sim.faults(tenant.id).delay)
     if sim.take_failure(tenant.id):
-        return _error(sim.faults(tenant.id).fail_status, "injected failure", headers)
+        faults = sim.faults(tenant.id)
+        if faults.fail_status == 429:
+            headers = headers | {"Retry-After": str(faults.retry_after)}
+        return _error(faults.fail_status, "injected failure", headers)
     try:
         after = lower_bound(request.query.get("cursor"), request.query.get("updated_since"))
         limit = parse_limit(request.query.get("limit"))
@@ -171,18 +178,17 @@ def _page_response(
     """Serialise a page, honouring ``If-None-Match`` and the body-mangling faults; note the
     versions it hands out intact (a 304 hands out the same versions again)."""
     sim = request.app[SIMULATOR]
-    faults = sim.faults(tenant_id)
+    rendered = [sim.render(tenant_id, item) for item in page.items]
     payload = {
-        "data": [item.to_json(drop_id=faults.drop_id) for item in page.items],
+        "data": [body for body, _ in rendered],
         "next": page.next,
         "resume": page.resume,
     }
     body = json.dumps(payload, separators=(",", ":")).encode()
-    if faults.malformed_json:
+    if sim.faults(tenant_id).malformed_json:
         # Half of a JSON object never parses: its braces cannot balance.
         return _json_body(body[: len(body) // 2], headers)
-    if not faults.drop_id:
-        sim.record_served(tenant_id, page.items)
+    sim.record_served(tenant_id, zip(page.items, (kind for _, kind in rendered), strict=True))
     etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
     headers = headers | {"ETag": etag}
     if _etag_matches(request.headers.get("If-None-Match"), etag):
@@ -252,6 +258,10 @@ async def _delete_item(request: web.Request) -> web.Response:
 
 async def _served(request: web.Request) -> web.Response:
     return web.json_response(request.app[SIMULATOR].served(request.match_info["tenant_id"]))
+
+
+async def _poisoned(request: web.Request) -> web.Response:
+    return web.json_response(request.app[SIMULATOR].poisoned(request.match_info["tenant_id"]))
 
 
 async def _stats(request: web.Request) -> web.Response:

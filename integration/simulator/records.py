@@ -48,9 +48,8 @@ class Item:
     def position(self) -> Position:
         return (self.stamp, self.id)
 
-    def to_json(self, *, drop_id: bool = False) -> dict[str, Any]:
-        head = {"etag": self.etag, "updated_at": to_iso(self.stamp)}
-        return head | self.fields if drop_id else {"id": self.id} | head | self.fields
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "etag": self.etag, "updated_at": to_iso(self.stamp)} | self.fields
 
 
 def make_item(item_id: str, stamp: int, item_fields: dict[str, Any]) -> Item:
@@ -60,31 +59,58 @@ def make_item(item_id: str, stamp: int, item_fields: dict[str, Any]) -> Item:
     return Item(id=item_id, stamp=stamp, etag=etag, fields=dict(item_fields))
 
 
+POISON_KINDS = ("malformed", "schema", "oversized", "oversized_malformed")
+"""How a poisoned item is served (see ``poison.py``): without a usable ``id``, with an
+``amount`` the invoice schema refuses, larger than a Kafka record may be, or both large and
+without an ``id``."""
+
+
 @dataclass
 class Faults:
     """What goes wrong for one tenant; the model and the admin endpoint set it alike.
 
     The order in which they strike a request: ``delay``, then a failure (``fail_next`` first,
-    then ``error_rate``, drawn from a seeded RNG) answered with ``fail_status``; a successful
-    listing is then mangled by ``malformed_json`` (body cut in half) or ``drop_id``.
+    then ``error_rate``, drawn from a seeded RNG) answered with ``fail_status`` (a 429 carries
+    ``Retry-After: retry_after``); a successful listing is then mangled by ``malformed_json``
+    (body cut in half) or ``drop_id``, and a ``poison_rate`` share of its items (chosen by id,
+    so every version of a chosen item) is served poisoned, as one of ``poison_kinds``; an
+    oversized one carries ``poison_bytes`` of text. With ``heals_at`` (a time of the
+    simulator's clock), all of it is lifted once the clock reaches it.
     """
 
     fail_next: int = 0
     error_rate: float = 0.0
     fail_status: int = 503
+    retry_after: int = 1
     delay: float = 0.0
     malformed_json: bool = False
     drop_id: bool = False
+    poison_rate: float = 0.0
+    poison_kinds: tuple[str, ...] = POISON_KINDS
+    poison_bytes: int = 1_200_000
+    heals_at: float | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.poison_kinds, list):  # from JSON
+            self.poison_kinds = tuple(self.poison_kinds)
         require(is_int(self.fail_next) and self.fail_next >= 0, "fail_next: integer >= 0")
         require(_is_number(self.error_rate), "error_rate: number between 0 and 1")
         require(0.0 <= self.error_rate <= 1.0, "error_rate: number between 0 and 1")
         require(is_int(self.fail_status), "fail_status: HTTP error status 400..599")
         require(400 <= self.fail_status <= 599, "fail_status: HTTP error status 400..599")
+        require(is_int(self.retry_after) and self.retry_after >= 0, "retry_after: seconds >= 0")
         require(_is_number(self.delay) and self.delay >= 0, "delay: seconds >= 0")
         require(isinstance(self.malformed_json, bool), "malformed_json: boolean")
         require(isinstance(self.drop_id, bool), "drop_id: boolean")
+        require(_is_number(self.poison_rate), "poison_rate: number between 0 and 1")
+        require(0.0 <= self.poison_rate <= 1.0, "poison_rate: number between 0 and 1")
+        kinds_ok = isinstance(self.poison_kinds, tuple) and len(self.poison_kinds) > 0
+        kinds_ok = kinds_ok and all(kind in POISON_KINDS for kind in self.poison_kinds)
+        require(kinds_ok, f"poison_kinds: a non-empty list of {', '.join(POISON_KINDS)}")
+        require(is_int(self.poison_bytes), "poison_bytes: integer >= 1")
+        require(self.poison_bytes >= 1, "poison_bytes: integer >= 1")
+        heals_ok = self.heals_at is None or _is_number(self.heals_at)
+        require(heals_ok, "heals_at: a time in seconds, or null")
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Faults:
@@ -94,7 +120,7 @@ class Faults:
         return cls(**data)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self) | {"poison_kinds": list(self.poison_kinds)}
 
 
 def require(condition: bool, message: str) -> None:

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .paging import Page, Position, seconds_to_micros, select_page, to_iso
+from .poison import poison_kind, poisoned
 from .records import (
     Admission,
     Conflict,
@@ -97,6 +98,7 @@ class VendorSimulator:
         # apart from the tenant's state so it outlives the tenant: a fault suite verifies the
         # events of removed tenants too. A dict is an ordered set here.
         self._served: dict[str, dict[tuple[str, str], None]] = {}
+        self._poisoned: dict[str, dict[tuple[str, str], str]] = {}  # the same, served poisoned
         self._by_slug: dict[str, Tenant] = {}  # every request looks its tenant up by slug
         self._next_tenant = 1
         self._total_requests = 0
@@ -131,6 +133,7 @@ class VendorSimulator:
         self._states[tenant.id] = state
         self._by_slug[tenant.slug] = tenant
         self._served[tenant.id] = {}
+        self._poisoned[tenant.id] = {}
         for _ in range(self.items_per_tenant if items is None else items):
             self._add_history_item(state)
         return tenant
@@ -208,17 +211,30 @@ class VendorSimulator:
 
     def faults(self, tenant_id: str) -> Faults:
         """The tenant's live fault settings; assign to their attributes to break it."""
-        return self._state(tenant_id).faults
-
-    def set_faults(self, tenant_id: str, **settings: Any) -> Faults:
-        """Replace the tenant's faults; fields not given take their defaults (``{}`` heals)."""
         state = self._state(tenant_id)
+        heals_at = state.faults.heals_at
+        if heals_at is not None and self._now() >= heals_at:
+            state.faults = Faults()
+        return state.faults
+
+    def set_faults(
+        self, tenant_id: str, heal_after: float | None = None, **settings: Any
+    ) -> Faults:
+        """Replace the tenant's faults; fields not given take their defaults (``{}`` heals).
+
+        ``heal_after`` (seconds) lifts them that long from now, e.g. a 5xx storm of 10 s is
+        ``set_faults(t, error_rate=1.0, heal_after=10)``.
+        """
+        state = self._state(tenant_id)
+        if heal_after is not None:
+            require(_is_seconds(heal_after), "heal_after: seconds > 0")
+            settings["heals_at"] = self._now() + heal_after
         state.faults = Faults.from_json(settings)
         return state.faults
 
     def take_failure(self, tenant_id: str) -> bool:
         """Whether this request fails by injection; consumes one ``fail_next``."""
-        faults = self._state(tenant_id).faults
+        faults = self.faults(tenant_id)
         if faults.fail_next > 0:
             faults.fail_next -= 1
             return True
@@ -266,11 +282,23 @@ class VendorSimulator:
 
     # -- ground truth -----------------------------------------------------------------------
 
-    def record_served(self, tenant_id: str, items: Iterable[Item]) -> None:
-        """Note the item versions a page handed out (the app calls this for each listing)."""
-        served = self._served[tenant_id]
-        for item in items:
-            served[(item.id, item.etag)] = None
+    def render(self, tenant_id: str, item: Item) -> tuple[dict[str, Any], str | None]:
+        """An item's JSON as a listing serves it now, and its kind of poison (None: intact)."""
+        faults = self.faults(tenant_id)
+        kind = poison_kind(tenant_id, item, faults)
+        if kind is None:
+            return item.to_json(), None
+        return poisoned(item, kind, faults.poison_bytes), kind
+
+    def record_served(self, tenant_id: str, items: Iterable[tuple[Item, str | None]]) -> None:
+        """Note the item versions a page handed out, each with its kind of poison or None (the
+        app calls this for each listing a client can read)."""
+        served, poisoned_log = self._served[tenant_id], self._poisoned[tenant_id]
+        for item, kind in items:
+            if kind is None:
+                served[(item.id, item.etag)] = None
+            else:
+                poisoned_log.setdefault((item.id, item.etag), kind)
 
     def served(self, tenant_id: str) -> list[dict[str, str]]:
         """Every item version served in a page, once each, in the order first served.
@@ -283,6 +311,18 @@ class VendorSimulator:
         except KeyError:
             raise NotFound(f"no tenant {tenant_id!r}") from None
         return [{"id": item_id, "version": version} for item_id, version in served]
+
+    def poisoned(self, tenant_id: str) -> list[dict[str, str]]:
+        """Every item version served poisoned, ``{"id", "version", "kind"}``, once each: these
+        have no event, each has one dead letter. Kept after the tenant's removal."""
+        try:
+            poisoned_log = self._poisoned[tenant_id]
+        except KeyError:
+            raise NotFound(f"no tenant {tenant_id!r}") from None
+        return [
+            {"id": item_id, "version": version, "kind": kind}
+            for (item_id, version), kind in poisoned_log.items()
+        ]
 
     # -- internals --------------------------------------------------------------------------
 
@@ -335,6 +375,10 @@ class VendorSimulator:
         reset = max(1, math.ceil(start + self.window - current))
         remaining = self.quota - state.window_used
         return Admission(allowed=allowed, limit=self.quota, remaining=remaining, reset=reset)
+
+
+def _is_seconds(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
 def _valid_slug(slug: object) -> bool:

@@ -17,10 +17,13 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import pytest
 from aiohttp import ClientSession
+from fastavro.validation import validate
 
 from integration.simulator import (
+    POISON_KINDS,
     Faults,
     NotFound,
     Tenant,
@@ -335,6 +338,7 @@ async def test_drop_id_serves_items_without_id(http: ClientSession, sim: VendorS
     _, body, _ = await get_items(http, tenant, limit=100)
     assert body is not None and len(body["data"]) == 12
     assert all("id" not in item and "etag" in item for item in body["data"])
+    assert [entry["kind"] for entry in sim.poisoned(tenant.id)] == ["malformed"] * 12
 
 
 async def test_delay_slows_the_answer(http: ClientSession, sim: VendorSimulator) -> None:
@@ -345,10 +349,102 @@ async def test_delay_slows_the_answer(http: ClientSession, sim: VendorSimulator)
     assert time.monotonic() - started >= 0.2
 
 
-def test_faults_refuse_nonsense() -> None:
-    for bad in ({"error_rate": 2}, {"fail_next": -1}, {"fail_status": 200}, {"oops": True}):
+def test_faults_refuse_nonsense(sim: VendorSimulator) -> None:
+    bad_faults: list[dict[str, Any]] = [
+        {"error_rate": 2},
+        {"fail_next": -1},
+        {"fail_status": 200},
+        {"oops": True},
+        {"retry_after": -1},
+        {"poison_rate": 1.5},
+        {"poison_kinds": ["schema", "nope"]},
+        {"poison_kinds": []},
+        {"poison_bytes": 0},
+        {"heals_at": "soon"},
+    ]
+    for bad in bad_faults:
         with pytest.raises(ValueError):
             Faults.from_json(bad)
+    with pytest.raises(ValueError, match="heal_after"):
+        sim.set_faults(sim.tenants[0].id, error_rate=1.0, heal_after=0)
+
+
+async def test_a_storm_heals_after_its_time(
+    http: ClientSession, sim: VendorSimulator, clock: FakeClock
+) -> None:
+    tenant, other = sim.tenants[0], sim.tenants[1]
+    storm = {"error_rate": 1.0, "fail_status": 502, "heal_after": 10}
+    async with http.post(f"/_admin/tenants/{tenant.id}/faults", json=storm) as resp:
+        assert resp.status == 200 and (await resp.json())["heals_at"] == clock.now + 10
+    clock.advance(9.9)
+    assert [(await get_items(http, t))[0] for t in (tenant, tenant, other)] == [502, 502, 200]
+    clock.advance(0.1)
+    assert (await get_items(http, tenant))[0] == 200
+    assert sim.faults(tenant.id) == Faults()
+
+
+async def test_an_injected_429_says_when_to_retry(
+    http: ClientSession, sim: VendorSimulator
+) -> None:
+    tenant = sim.tenants[0]
+    sim.set_faults(tenant.id, fail_next=1, fail_status=429, retry_after=7)
+    status, body, headers = await get_items(http, tenant)
+    assert status == 429 and headers["Retry-After"] == "7" and body is not None
+    assert (await get_items(http, tenant))[0] == 200
+
+
+def invoice_schema() -> Any:
+    return fastavro.parse_schema(json.loads((ROOT / "schemas/examples/invoice.avsc").read_text()))
+
+
+def valid_invoice(item: dict[str, Any]) -> bool:
+    return bool(validate(item, invoice_schema(), raise_errors=False))
+
+
+async def test_poison_items_are_chosen_by_id_and_broken_their_way(
+    http: ClientSession, sim: VendorSimulator
+) -> None:
+    tenant = sim.add_tenant(items=400)
+    sim.set_faults(tenant.id, poison_rate=0.1, poison_bytes=5000)
+    served, _ = await scan(http, tenant, limit=100)
+    assert len(served) == 400
+    by_etag = {item["etag"]: item for item in served}
+    poisoned = sim.poisoned(tenant.id)
+    assert 20 <= len(poisoned) <= 60  # about a tenth
+    assert {entry["kind"] for entry in poisoned} == set(POISON_KINDS)
+    for entry in poisoned:
+        item = by_etag[entry["version"]]
+        kind = entry["kind"]
+        assert ("id" not in item) == (kind in ("malformed", "oversized_malformed"))
+        assert (len(item["name"]) > 5000) == (kind in ("oversized", "oversized_malformed"))
+        if kind == "schema":
+            assert item["id"] == entry["id"] and not valid_invoice(item)
+        if kind == "oversized":
+            assert valid_invoice(item)
+    intact = [item for item in served if item["etag"] not in {p["version"] for p in poisoned}]
+    assert all(valid_invoice(item) for item in intact)
+    assert sim.served(tenant.id) == [{"id": i["id"], "version": i["etag"]} for i in intact]
+
+    # The same items again, and a new version of a poisoned one is poisoned as well.
+    again, resume = await scan(http, tenant, limit=100)
+    assert again == served
+    victim = poisoned[0]
+    sim.update_item(tenant.id, victim["id"], amount=2.5)
+    await scan(http, tenant, cursor=resume)
+    assert len(sim.poisoned(tenant.id)) == len(poisoned) + 1
+    assert sim.poisoned(tenant.id)[-1]["id"] == victim["id"]
+    assert sim.poisoned(tenant.id)[-1]["kind"] == victim["kind"]
+
+
+async def test_oversized_poison_exceeds_a_kafka_record_by_default(
+    http: ClientSession, sim: VendorSimulator
+) -> None:
+    tenant = sim.tenants[0]
+    sim.set_faults(tenant.id, poison_rate=1.0, poison_kinds=["oversized"])
+    _, body, _ = await get_items(http, tenant, limit=1)
+    assert body is not None
+    assert len(json.dumps(body["data"][0])) > 1_048_588  # Kafka's default max.message.bytes
+    assert valid_invoice(body["data"][0])
 
 
 # -- accounting -----------------------------------------------------------------------------
