@@ -147,6 +147,36 @@ async def test_an_event_too_large_for_its_topic_goes_to_the_dlq_truncated(
     assert len(value) <= 4096
 
 
+async def test_an_invalid_item_too_large_for_the_parked_topic_is_parked_cut(
+    env: Env, kafka_bootstrap: str, prefix: str
+) -> None:
+    # Whole, its parked record failed the key's transaction at every retry: the key stalled.
+    tenant = env.tenants[1]
+    env.sim.create_item(tenant.id, broken=True, note="x" * 1_200_000)
+    store = make_store(kafka_bootstrap, prefix)
+    engine = env.make_engine(env.make_poller(identity=_identity), store=store)
+    await engine.__aenter__()
+    await wait_owned(store, 4)
+    await asyncio.wait_for(engine.tick(), 60)
+    await engine.close()
+
+    events = await asyncio.to_thread(read_topic, kafka_bootstrap, f"{prefix}.events.invoices")
+    assert len(events.by_key[f"invoices/{tenant.id}"]) == 10 and events.count == 30
+    dlq = await asyncio.to_thread(read_to_end, kafka_bootstrap, [f"{prefix}.dlq.invoices"])
+    assert [d.headers["watukuy.kind"] for d in dlq] == [b"invalid"]
+    assert int(dlq[0].headers["watukuy.original.bytes"]) > 1_200_000
+
+    store = make_store(kafka_bootstrap, prefix)
+    engine = env.make_engine(env.make_poller(identity=_identity), store=store)
+    await engine.__aenter__()
+    await wait_owned(store, 4)
+    [parked] = await engine.parked.list("invoices", partition=tenant.id)
+    await engine.close()
+    assert parked.kind == "invalid" and parked.item["truncated"] is True
+    assert parked.item["original_bytes"] > 1_200_000 and len(parked.item["head"]) == 2048
+    assert parked.item["original_sha256"] == dlq[0].headers["watukuy.original.sha256"].decode()
+
+
 async def test_removing_a_partition_tombstones_every_record_of_the_key(
     env: Env, kafka_bootstrap: str, prefix: str
 ) -> None:

@@ -2,12 +2,13 @@
 
 Everything of a key goes to the same Kafka partition of the internal topics (the lease), events
 and DLQ records are keyed ``poller/partition`` on their own topics. A record too large for its
-topic never reaches the producer: it would fail the whole transaction, so it goes to the DLQ
-truncated, with the hash of what was cut.
+topic never reaches the producer: it would fail the whole transaction, so an event goes to the
+DLQ truncated, with the hash of what was cut, and a parked item is parked cut the same way.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Sequence
@@ -74,12 +75,16 @@ class Outgoing:
                     self.layout.items, records.item_key(poller, key_name, identity), None, partition
                 )
             )
+        parked_limit = self.max_bytes.get(self.layout.parked, 1_048_588) - OVERHEAD
         for item in commit.parked:
+            value = records.encode_parked(item)
+            if len(value) > parked_limit:
+                value = records.encode_parked(_cut(item))
             out.append(
                 Record(
                     self.layout.parked,
                     records.parked_key(poller, key_name, item.id),
-                    records.encode_parked(item),
+                    value,
                     partition,
                 )
             )
@@ -225,6 +230,20 @@ class Outgoing:
             ]
         headers.append(("content-type", CONTENT_TYPE))
         return framing.encode(self.dlq_schema, letter)
+
+
+def _cut(item: ParkedItem) -> ParkedItem:
+    """A parked item too large for its topic, with its item cut to a head and its hash: the
+    whole item would fail the key's transaction, again at every retry. Such an item cannot be
+    retried from its parked copy (it stays parked); the DLQ letter says what was cut."""
+    text = canonical_json(item.item).encode()
+    stand_in = {
+        "truncated": True,
+        "head": text[:TRUNCATED_TO].decode(errors="ignore"),
+        "original_bytes": len(text),
+        "original_sha256": hashlib.sha256(text).hexdigest(),
+    }
+    return dataclasses.replace(item, item=stand_in)
 
 
 def _lane_cursor(commit: KeyCommit, lane: str) -> object:
