@@ -1,0 +1,500 @@
+"""What a fault scenario runs on: :class:`FaultContext` and :class:`RunnerPool`.
+
+A scenario gets one :class:`FaultContext`: the Kafka bootstrap (the shared local broker of
+``.watukuy/broker``, or its own via :meth:`FaultContext.private_broker` when it breaks the
+broker), a work directory for configs and logs, fresh topics prefixes (deleted at the end), the
+vendor simulator as a process of its own (:class:`~integration.faults.vendor.Simulator`), and
+runner pools. Runners are real processes, ``python -m watukuy.cli --config F`` or, with fault
+options, ``python -m integration.faults.runner --config F ...``: they are SIGKILLed and
+SIGSTOPped like any deployment and watched only through Kafka and their logs.
+
+Process handling is copied from ``tests/integration/runners.py`` (``integration`` must not
+import from ``tests``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from confluent_kafka import ConsumerGroupState, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from integration.faults.report import Result
+from integration.faults.vendor import Simulator, start_simulator
+from integration.faults.verify import TenantTruth, Verdict, verify
+from integration.faults.watch import EventWatch
+from integration.kafka import broker as brokers
+from integration.processes import alive, signal_group
+
+ROOT = Path(__file__).resolve().parents[2]
+POLLER = "integration.pollers:invoices"
+POLLER_NAME = "invoices"
+
+T = TypeVar("T")
+
+
+def wait_for(predicate: Callable[[], T | None], timeout: float, what: str, step: float = 0.25) -> T:
+    """``predicate()``'s first truthy value within ``timeout`` seconds, else TimeoutError."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(step)
+
+
+# -- runner processes -----------------------------------------------------------------------
+
+
+@dataclass
+class RunnerProcess:
+    """One runner instance: its config, its log, and the process while it runs."""
+
+    name: str
+    runner_id: str
+    command: list[str]
+    env: dict[str, str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+    _log_from: int = 0  # where this start's lines begin in the log
+
+    def start(self) -> RunnerProcess:
+        if self.running:
+            raise RuntimeError(f"runner {self.name} is already running")
+        self.starts += 1
+        with self.log.open("ab") as handle:
+            handle.write(f"---- start {self.starts} at {time.time():.3f}\n".encode())
+            handle.flush()
+            self._log_from = handle.tell()
+            self.process = subprocess.Popen(
+                self.command,
+                cwd=ROOT,
+                env=self.env,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # a signal to the harness does not reach it by surprise
+            )
+        return self
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.process is None else self.process.pid
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def signal(self, signum: int) -> None:
+        if self.running and self.process is not None:
+            os.kill(self.process.pid, signum)
+
+    def kill(self) -> int | None:
+        """SIGKILL, no goodbye: an open transaction stays open until the broker aborts it."""
+        self.signal(signal.SIGKILL)
+        return self.wait(15)
+
+    def pause(self) -> None:
+        self.signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+
+    def stop(self, timeout: float = 60) -> int | None:
+        """SIGTERM (after SIGCONT, should it be stopped) and wait for it to leave; the exit
+        code. A runner still there after ``timeout`` is killed."""
+        if self.process is None:
+            return None
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGTERM)
+        return self.wait(timeout)
+
+    def wait(self, timeout: float) -> int | None:
+        if self.process is None:
+            return None
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait(15)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def since_start(self) -> str:
+        """The log lines of the current (or last) start."""
+        with self.log.open("rb") as handle:
+            handle.seek(self._log_from)
+            return handle.read().decode(errors="replace")
+
+    def wait_started(self, timeout: float = 60) -> None:
+        """Until this start logged ``runner <id> started`` (it handles SIGTERM from then on)."""
+        marker = f"runner {self.runner_id} started"
+
+        def started() -> bool:
+            if not self.running:
+                code = None if self.process is None else self.process.returncode
+                raise RuntimeError(f"runner {self.name} exited with {code} while starting")
+            return marker in self.since_start()
+
+        wait_for(started, timeout, f"runner {self.name} to start")
+
+
+class RunnerPool:
+    """Runners of one topics prefix and simulator, sharing keys through their group."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        prefix: str,
+        simulator: Simulator,
+        workdir: Path,
+        *,
+        partitions: int = 8,
+        session_timeout: float = 5.0,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.prefix = prefix
+        self.simulator = simulator
+        self.workdir = workdir
+        self.partitions = partitions
+        self.session_timeout = session_timeout
+        self.env = {
+            # Polled often and never idle for long, so a scenario catches up in seconds.
+            "WATUKUY_SCHEDULE_MIN": "250ms",
+            "WATUKUY_SCHEDULE_MAX": "1s",
+            **(env or {}),
+        }
+        self.runners: dict[str, RunnerProcess] = {}
+
+    @property
+    def group(self) -> str:
+        return f"{self.prefix}.runners"
+
+    @property
+    def events_topic(self) -> str:
+        return f"{self.prefix}.events.{POLLER_NAME}"
+
+    def config(self, runner_id: str, **runner_options: Any) -> dict[str, Any]:
+        return {
+            "kafka": {"bootstrap.servers": self.bootstrap},
+            "topics": {"prefix": self.prefix, "partitions": self.partitions},
+            "runner": {
+                "id": runner_id,
+                "session.timeout": f"{self.session_timeout:g}s",
+                "commit.interval": "100ms",
+                **runner_options,
+            },
+            "rest": {"listen": "127.0.0.1:0"},  # many runners on one host: any free port each
+            "pollers": [{"python": POLLER}],
+        }
+
+    def add(
+        self,
+        name: str,
+        *,
+        runner_id: str | None = None,
+        faults: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        **runner_options: Any,
+    ) -> RunnerProcess:
+        """A runner named ``name`` (its ``runner.id`` unless given), not started yet. With
+        ``faults`` (options of ``integration.faults.runner``, possibly empty) it runs the
+        fault-injecting runner instead of ``watukuy.cli``."""
+        if name in self.runners:
+            raise ValueError(f"a runner named {name} exists")
+        path = self.workdir / f"{self.prefix}-{name}.yaml"
+        config = self.config(runner_id or name, **runner_options)
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        if faults is None:
+            command = [sys.executable, "-m", "watukuy.cli", "--config", str(path)]
+        else:
+            command = [
+                sys.executable, "-m", "integration.faults.runner", "--config", str(path), *faults
+            ]  # fmt: skip
+        runner = RunnerProcess(
+            name,
+            runner_id or name,
+            command,
+            runner_env(self.simulator.base_url, **self.env, **(env or {})),
+            self.workdir / f"{self.prefix}-{name}.log",
+        )
+        self.runners[name] = runner
+        return runner
+
+    def start(self, count: int, **options: Any) -> list[RunnerProcess]:
+        """Add and start runners ``r1..r<count>``; wait until they share every partition."""
+        started = [self.add(f"r{i}", **options).start() for i in range(1, count + 1)]
+        for runner in started:
+            runner.wait_started()
+        self.wait_sharing(count)
+        return started
+
+    def held(self) -> dict[str, set[int]]:
+        """Partitions of the state topic each member (by ``runner.id``) holds now."""
+        return {k: v for k, v in assignments(self.bootstrap, self.group).items() if v}
+
+    def sharing(self, count: int) -> dict[str, set[int]] | None:
+        held = self.held()
+        covered = set().union(*held.values()) if held else set()
+        if len(held) == count and covered == set(range(self.partitions)):
+            return held
+        return None
+
+    def wait_sharing(self, count: int, timeout: float = 90) -> dict[str, set[int]]:
+        return wait_for(lambda: self.sharing(count), timeout, f"{count} runner(s) sharing")
+
+    def stop_all(self, timeout: float = 60) -> dict[str, int | None]:
+        """SIGTERM every running runner at once, then wait for each; their exit codes."""
+        for runner in self.runners.values():
+            runner.signal(signal.SIGCONT)
+            runner.signal(signal.SIGTERM)
+        return {name: runner.wait(timeout) for name, runner in self.runners.items()}
+
+    def kill_all(self) -> None:
+        for runner in self.runners.values():
+            runner.signal(signal.SIGKILL)
+        for runner in self.runners.values():
+            runner.wait(15)
+
+    def logs(self) -> str:
+        return "\n".join(f"==== {n}\n{r.output()}" for n, r in self.runners.items())
+
+
+def runner_env(vendor_url: str, **extra: str) -> dict[str, str]:
+    """The runner's environment: the simulator's address, and the repo on ``PYTHONPATH``."""
+    env = dict(os.environ)
+    paths = [str(ROOT), str(ROOT / "connector"), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    env["WATUKUY_VENDOR_URL"] = vendor_url
+    env.update(extra)
+    return env
+
+
+def assignments(bootstrap: str, group: str) -> dict[str, set[int]]:
+    """Which runner (group.instance.id) holds which partitions of the state topic now."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        described = admin.describe_consumer_groups([group])[group].result(timeout=15)
+    except (KafkaException, TimeoutError):  # a coordinator still loading: no view yet
+        return {}
+    if described.state in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD):
+        return {}
+    return {
+        (m.group_instance_id or m.client_id): {tp.partition for tp in m.assignment.topic_partitions}
+        for m in described.members
+    }
+
+
+# -- a broker of the scenario's own ---------------------------------------------------------
+
+
+@dataclass
+class PrivateBroker:
+    """A broker in a directory of its own, on ports of its own: killing it hurts no one else."""
+
+    runtime: Path
+    bootstrap: str = ""
+
+    def start(self) -> PrivateBroker:
+        self.bootstrap = brokers.start(self.runtime, fresh=True).bootstrap
+        return self
+
+    @property
+    def pid(self) -> int | None:
+        running = brokers.read_running(self.runtime)
+        return None if running is None else running.pid
+
+    def kill(self) -> None:
+        """SIGKILL the broker's process group and wait until it is gone; its data stays."""
+        pid = self.pid
+        if pid is None:
+            return
+        signal_group(pid, signal.SIGKILL)
+        wait_for(lambda: not alive(pid), 30, "the killed broker to exit", step=0.1)
+
+    def stop(self) -> None:
+        """A clean shutdown (SIGTERM, controlled), keeping its data."""
+        brokers.stop(self.runtime, keep_data=True)
+
+    def restart(self) -> None:
+        """Start it again on the same ports and data (after :meth:`kill` or :meth:`stop`)."""
+        brokers.start(self.runtime, fresh=False)
+
+    def close(self) -> None:
+        brokers.stop(self.runtime)
+
+
+# -- the context ----------------------------------------------------------------------------
+
+
+@dataclass
+class FaultContext:
+    """What one scenario runs on; :meth:`close` stops everything it started."""
+
+    bootstrap: str
+    workdir: Path
+    keep_topics: bool = False
+    prefixes: list[tuple[str, str]] = field(default_factory=list)  # (bootstrap, prefix)
+    _simulators: list[Simulator] = field(default_factory=list)
+    _pools: list[RunnerPool] = field(default_factory=list)
+    _watches: list[EventWatch] = field(default_factory=list)
+    _brokers: list[PrivateBroker] = field(default_factory=list)
+
+    def prefix(self, label: str, bootstrap: str | None = None) -> str:
+        """A fresh topics prefix; its topics are deleted at :meth:`close`."""
+        name = f"fault-{label}-{uuid.uuid4().hex[:6]}"
+        self.prefixes.append((bootstrap or self.bootstrap, name))
+        return name
+
+    def simulator(self, tenants: int, items: int, *options: str, seed: int = 7) -> Simulator:
+        """``python -m integration.simulator`` with ``tenants`` of ``items`` each; it changes
+        nothing by itself (drive changes with :class:`~integration.faults.vendor.Mutator`)."""
+        log = self.workdir / f"simulator-{len(self._simulators)}.log"
+        sim = start_simulator(
+            "--tenants", str(tenants), "--items", str(items), "--seed", str(seed),
+            "--quota", "1000000", *options, log=log,
+        )  # fmt: skip
+        self._simulators.append(sim)
+        return sim
+
+    def pool(
+        self, label: str, simulator: Simulator, *, bootstrap: str | None = None, **options: Any
+    ) -> RunnerPool:
+        """A runner pool on a fresh prefix (named after ``label``)."""
+        where = bootstrap or self.bootstrap
+        made = RunnerPool(where, self.prefix(label, where), simulator, self.workdir, **options)
+        self._pools.append(made)
+        return made
+
+    def watch(self, pool: RunnerPool, timeout: float = 90) -> EventWatch:
+        """A read_committed consumer of the pool's events topic, once the topic exists."""
+        made = EventWatch(pool.bootstrap, pool.prefix, POLLER_NAME, timeout=timeout)
+        self._watches.append(made)
+        return made
+
+    def private_broker(self) -> PrivateBroker:
+        made = PrivateBroker(self.workdir / f"broker-{len(self._brokers)}")
+        self._brokers.append(made)
+        return made.start()
+
+    def caught_up(self, pool: RunnerPool, watch: EventWatch, timeout: float = 90) -> float:
+        """Wait until every live item's current version has an event; the seconds it took."""
+        began = time.monotonic()
+        sim = pool.simulator
+        wait_for(lambda: watch.has_all(sim.final_versions()), timeout, "the runners to catch up")
+        return time.monotonic() - began
+
+    def wait_event(
+        self, watch: EventWatch, since: float, keys: set[str] | None = None, timeout: float = 90
+    ) -> float:
+        """The monotonic time of the first event (of ``keys``) committed after ``since``."""
+        return wait_for(lambda: watch.first_after(since, keys), timeout, "an event after the fault")
+
+    def truth(self, simulator: Simulator) -> dict[str, TenantTruth]:
+        """The ground truth of every tenant the simulator ever had, by record key."""
+        out: dict[str, TenantTruth] = {}
+        finals = simulator.final_versions()
+        for tenant in simulator.known_tenants():
+            out[f"{POLLER_NAME}/{tenant}"] = TenantTruth(
+                simulator.served(tenant), finals.get(tenant)
+            )
+        return out
+
+    def verify(self, pool: RunnerPool) -> Verdict:
+        """Check what ``pool``'s runners left on Kafka; stop (or kill) them first."""
+        return verify(
+            pool.bootstrap,
+            pool.prefix,
+            self.truth(pool.simulator),
+            poller=POLLER_NAME,
+            transaction_timeout=pool.session_timeout,
+        )
+
+    def close(self) -> None:
+        for watch in self._watches:
+            watch.close()
+        for pool in self._pools:
+            with contextlib.suppress(Exception):
+                pool.kill_all()
+        for sim in self._simulators:
+            sim.stop()
+        for where, name in self.prefixes:
+            if self.keep_topics or any(b.bootstrap == where for b in self._brokers):
+                continue  # a private broker's topics go with its directory
+            with contextlib.suppress(Exception):
+                delete_prefix(where, name)
+        for made in self._brokers:
+            made.close()
+
+    def __enter__(self) -> FaultContext:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def result(
+    scenario: str,
+    verdict: Verdict,
+    *,
+    rounds: int,
+    recovery_s: float | None,
+    problems: Sequence[str] = (),
+) -> Result:
+    """A scenario's Result from the verifier's verdict and the scenario's own findings."""
+    found = [*problems, *verdict.summary()]
+    return Result(
+        scenario=scenario,
+        rounds=rounds,
+        events_verified=verdict.events_verified,
+        duplicates=verdict.duplicates,
+        losses=verdict.losses,
+        aborted_seen=verdict.aborted_seen,
+        recovery_s=recovery_s,
+        ok=verdict.ok and not problems,
+        problems=found,
+    )
+
+
+def delete_prefix(bootstrap: str, prefix: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix + ".")]
+    if names:
+        for future in admin.delete_topics(names).values():
+            with contextlib.suppress(Exception):
+                future.result(timeout=30)
+
+
+@contextlib.contextmanager
+def shared_bootstrap() -> Iterator[str]:
+    """``WATUKUY_BOOTSTRAP``, else the broker in ``.watukuy/broker`` (started if need be,
+    and then stopped at the end), as the test suite finds it."""
+    external = os.environ.get("WATUKUY_BOOTSTRAP")
+    if external:
+        yield external
+        return
+    running = brokers.read_running()
+    if running is not None:
+        yield running.bootstrap
+        return
+    started = brokers.start()
+    try:
+        yield started.bootstrap
+    finally:
+        brokers.stop()

@@ -1,0 +1,13 @@
+"""The scenarios, in the order the table lists them. Each module exports ``NAME`` and
+``run(ctx: FaultContext, profile: str) -> Result`` (short profile <= 30 s, full <= 5 min).
+Add one import and one list entry per module."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from integration.faults.scenarios import s01_rolling_bounces
+
+SCENARIOS: list[ModuleType] = [
+    s01_rolling_bounces,
+]

@@ -1,0 +1,377 @@
+"""The fault suite's verifier: what reached Kafka against what the vendor served.
+
+The core, :func:`check`, is pure: it takes the events of the events topic (read_committed, in
+offset order), the simulator's ground truth and each key's committed state, and says what is
+wrong. :func:`verify` is the shell that reads those from Kafka and the simulator, after
+checking that no transaction is left hanging, and counts the aborted records a
+read_uncommitted read sees (proof that the faults hit open transactions).
+
+What it checks, per record key ``poller/tenant``:
+
+- sequences are ``1..n`` in offset order: a repeated number is a duplicate, a missing one a gap;
+- every served ``(id, version)`` has exactly one event: two events are a duplicate; none is a
+  loss, unless a later-served version of the same item has an event (the version was served to
+  a poll whose transaction aborted, and the item changed before the retry: the runner can never
+  see it again, and must not); an event for a version never served is a phantom;
+- the final version of every live item has exactly one event (the runners caught up);
+- the committed state's ``sequence`` is the last event's, and its snapshot holds each item's
+  last published version.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, TopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # documented, not in __all__
+    AdminClient,
+    OffsetSpec,
+)
+
+from watukuy.serde.consumer import SchemaTopicResolver, event_decoder
+from watukuy.serde.state import decode_item, decode_state
+
+MAX_PROBLEMS = 20
+"""Problems listed per verdict; the counts say how many there were in all."""
+
+
+@dataclass(frozen=True)
+class SeenEvent:
+    """One event as a read_committed consumer found it."""
+
+    key: str  # the record key, poller/partition
+    subject: str
+    version: str
+    sequence: int
+    type: str = "updated"
+    partition: int = 0
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class TenantTruth:
+    """What the vendor served one tenant, and what it holds at the end.
+
+    ``served``: every ``(id, version)`` handed out intact in a page, in first-served order.
+    ``final``: ``{id: version}`` of the live items at the end, ``None`` for a removed tenant.
+    """
+
+    served: Sequence[tuple[str, str]]
+    final: Mapping[str, str] | None
+
+    @property
+    def removed(self) -> bool:
+        return self.final is None
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """A key's committed state: its last sequence, its snapshot and whether it is paused."""
+
+    sequence: int
+    versions: Mapping[str, str] = field(default_factory=dict)
+    paused: str | None = None
+
+
+@dataclass
+class Verdict:
+    events_verified: int = 0
+    duplicates: int = 0
+    losses: int = 0
+    superseded: int = 0
+    aborted_seen: int = 0
+    problems: list[str] = field(default_factory=list)
+    hidden: int = 0  # problems beyond MAX_PROBLEMS
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not self.duplicates and not self.losses
+
+    def problem(self, text: str) -> None:
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(text)
+        else:
+            self.hidden += 1
+
+    def summary(self) -> list[str]:
+        more = [f"... and {self.hidden} more problem(s)"] if self.hidden else []
+        return [*self.problems, *more]
+
+
+# -- the pure core --------------------------------------------------------------------------
+
+
+def check(
+    events: Iterable[SeenEvent],
+    truth: Mapping[str, TenantTruth],
+    cursors: Mapping[str, Cursor | None],
+) -> Verdict:
+    """Everything wrong with ``events`` given the vendor's ``truth`` and the committed
+    ``cursors``, both keyed by record key (``poller/tenant``)."""
+    verdict = Verdict()
+    by_key: dict[str, list[SeenEvent]] = defaultdict(list)
+    for event in sorted(events, key=lambda e: (e.partition, e.offset)):
+        by_key[event.key].append(event)
+    for key in sorted(by_key.keys() - truth.keys()):
+        verdict.problem(f"{key}: {len(by_key[key])} event(s) for a key the vendor never served")
+    for key in sorted(truth):
+        _check_key(key, by_key.get(key, []), truth[key], cursors.get(key), verdict)
+    return verdict
+
+
+def _check_key(
+    key: str, events: list[SeenEvent], truth: TenantTruth, cursor: Cursor | None, verdict: Verdict
+) -> None:
+    duplicate = _check_sequences(key, events, verdict)
+    changes = [e for e in events if e.type != "deleted"]  # deletions were never served
+    counts = Counter((e.subject, e.version) for e in changes)
+    # An event that repeats a version or a sequence number is one duplicate, not two.
+    repeats = {(e.subject, e.version) for e in changes if counts[(e.subject, e.version)] > 1}
+    for pair in sorted(repeats):
+        verdict.problem(f"{key}: {pair[0]} version {pair[1]} published {counts[pair]} times")
+    verdict.duplicates += sum(counts[pair] - 1 for pair in repeats)
+    verdict.duplicates += sum(
+        1 for e in duplicate if counts[(e.subject, e.version)] == 1 or e.type == "deleted"
+    )
+
+    served = list(dict.fromkeys(truth.served))  # a version served twice is one version
+    served_set = set(served)
+    for subject, version in sorted(counts.keys() - served_set):
+        verdict.problem(f"{key}: event for {subject} version {version}, never served")
+    # Walking the served log backwards, ``later`` holds the items with an event for a version
+    # served after the current one: an unpublished version of those was superseded.
+    later: set[str] = set()
+    for subject, version in reversed(served):
+        if counts[(subject, version)]:
+            verdict.events_verified += 1
+            later.add(subject)
+        elif subject in later:
+            verdict.superseded += 1
+        else:
+            verdict.losses += 1
+            verdict.problem(f"{key}: {subject} version {version} was served, never published")
+            later.add(subject)  # one loss per item: its older versions are not lost again
+    for subject, version in sorted((truth.final or {}).items()):
+        if (subject, version) not in served_set:
+            verdict.losses += 1
+            verdict.problem(f"{key}: final version {version} of {subject} was never published")
+    _check_cursor(key, events, cursor, verdict)
+
+
+def _check_sequences(key: str, events: list[SeenEvent], verdict: Verdict) -> list[SeenEvent]:
+    """Problems for gaps and repeats of the per-key sequence; the events that repeat one."""
+    seen: set[int] = set()
+    repeated: list[SeenEvent] = []
+    expected = 1
+    for event in events:
+        if event.sequence in seen:
+            repeated.append(event)
+            verdict.problem(f"{key}: sequence {event.sequence} repeated at offset {event.offset}")
+            continue
+        seen.add(event.sequence)
+        if event.sequence != expected:
+            verdict.problem(
+                f"{key}: sequence {event.sequence} at offset {event.offset}, expected {expected}"
+            )
+        expected = max(expected, event.sequence + 1)
+    return repeated
+
+
+def _check_cursor(
+    key: str, events: list[SeenEvent], cursor: Cursor | None, verdict: Verdict
+) -> None:
+    if cursor is None:
+        if events:
+            verdict.problem(f"{key}: events published but no committed state")
+        return
+    last_sequence = max((e.sequence for e in events), default=0)
+    if cursor.sequence != last_sequence:
+        verdict.problem(
+            f"{key}: committed sequence {cursor.sequence}, last event's is {last_sequence}"
+        )
+    last_version: dict[str, str] = {}
+    for event in events:
+        if event.type == "deleted":
+            last_version.pop(event.subject, None)  # the snapshot marks it deleted
+        else:
+            last_version[event.subject] = event.version
+    wrong = sorted(s for s, v in last_version.items() if cursor.versions.get(s) != v)
+    if wrong:
+        verdict.problem(
+            f"{key}: the snapshot disagrees with the last event of {len(wrong)} item(s), "
+            f"e.g. {wrong[0]}: {cursor.versions.get(wrong[0])} != {last_version[wrong[0]]}"
+        )
+
+
+# -- the Kafka shell ------------------------------------------------------------------------
+
+
+def settle_transactions(
+    bootstrap: str, topics: Sequence[str], timeout: float
+) -> dict[TopicPartition, tuple[int, int]]:
+    """Wait until each partition's last stable offset reaches its high watermark; what is
+    still hanging after ``timeout`` seconds, as ``{partition: (lso, hw)}``."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    metadata = admin.list_topics(timeout=15).topics
+    partitions = [
+        TopicPartition(topic, p)
+        for topic in topics
+        if topic in metadata
+        for p in metadata[topic].partitions
+    ]
+    deadline = time.monotonic() + timeout
+    while True:
+        stable = _offsets(admin, partitions, IsolationLevel.READ_COMMITTED)
+        high = _offsets(admin, partitions, IsolationLevel.READ_UNCOMMITTED)
+        hanging = {tp: (stable[tp], high[tp]) for tp in partitions if stable[tp] < high[tp]}
+        if not hanging or time.monotonic() > deadline:
+            return hanging
+        time.sleep(0.5)
+
+
+def _offsets(
+    admin: AdminClient, partitions: list[TopicPartition], isolation: IsolationLevel
+) -> dict[TopicPartition, int]:
+    key = {(tp.topic, tp.partition): tp for tp in partitions}
+    futures = admin.list_offsets(
+        {
+            TopicPartition(tp.topic, tp.partition): OffsetSpec.latest()  # type: ignore[no-untyped-call]
+            for tp in partitions
+        },
+        isolation_level=isolation,
+        request_timeout=15,
+    )
+    return {key[(tp.topic, tp.partition)]: future.result().offset for tp, future in futures.items()}
+
+
+def _read(
+    bootstrap: str, topics: Sequence[str], committed: bool
+) -> list[tuple[str, int, int, bytes | None, bytes | None]]:
+    """``(topic, partition, offset, key, value)`` of every record up to the current end."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"fault-verify-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        wanted: list[TopicPartition] = []
+        for topic in topics:
+            found = consumer.list_topics(topic, timeout=15).topics.get(topic)
+            if found is not None and found.error is None:
+                wanted += [TopicPartition(topic, p, -2) for p in found.partitions]
+        if not wanted:
+            return []
+        consumer.assign(wanted)
+        out: list[tuple[str, int, int, bytes | None, bytes | None]] = []
+        pending = {(tp.topic, tp.partition) for tp in wanted}
+        deadline = time.monotonic() + 120
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"verifier: {sorted(pending)[:3]} not read to the end")
+            for message in consumer.consume(1000, 0.5):
+                error = message.error()
+                where = (message.topic() or "", message.partition() or 0)
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(where)
+                    continue
+                out.append((*where, message.offset() or 0, message.key(), message.value()))
+        return out
+    finally:
+        consumer.close()
+
+
+def read_events(bootstrap: str, prefix: str, poller: str) -> tuple[list[SeenEvent], int]:
+    """The committed events of ``poller``, and how many aborted records sit among them."""
+    topic = f"{prefix}.events.{poller}"
+    resolver = SchemaTopicResolver(bootstrap, f"{prefix}.schemas")
+    decode = event_decoder(resolve=resolver)
+    try:
+        committed = _read(bootstrap, [topic], committed=True)
+        events = []
+        for _, partition, offset, key, value in committed:
+            if value is None or key is None:
+                continue
+            event = decode(value)
+            events.append(
+                SeenEvent(
+                    key.decode(),
+                    event.subject,
+                    event.version,
+                    event.sequence,
+                    event.type,
+                    partition,
+                    offset,
+                )
+            )
+    finally:
+        resolver.close()
+    kept = {(p, o) for _, p, o, _, _ in committed}
+    everything = _read(bootstrap, [topic], committed=False)
+    aborted = sum(1 for _, p, o, _, _ in everything if (p, o) not in kept)
+    return events, aborted
+
+
+def read_cursors(bootstrap: str, prefix: str) -> dict[str, Cursor | None]:
+    """Each key's committed state and snapshot, as compaction would leave them."""
+    state: dict[str, bytes | None] = {}
+    for _, _, _, key, value in _read(bootstrap, [f"{prefix}.state"], committed=True):
+        if key is not None and not key.startswith(b"cmd/"):
+            state[key.decode()] = value
+    versions: dict[str, dict[str, str]] = defaultdict(dict)
+    items: dict[bytes, bytes | None] = {}
+    for _, _, _, key, value in _read(bootstrap, [f"{prefix}.items"], committed=True):
+        if key is not None:
+            items[key] = value
+    for value in items.values():
+        if value is not None:
+            owner, identity, entry = decode_item(value)
+            if entry.deleted is None:
+                versions[owner][identity] = entry.version
+    cursors: dict[str, Cursor | None] = {}
+    for owner, value in state.items():
+        if value is None:
+            cursors[owner] = None
+            continue
+        decoded = decode_state(value)
+        cursors[owner] = Cursor(decoded.sequence, dict(versions[owner]), decoded.paused)
+    return cursors
+
+
+def verify(
+    bootstrap: str,
+    prefix: str,
+    truth: Mapping[str, TenantTruth],
+    *,
+    poller: str = "invoices",
+    transaction_timeout: float = 10.0,
+) -> Verdict:
+    """Read what the runners left on Kafka and :func:`check` it; run it once the runners are
+    stopped (or killed: their open transactions are aborted within ``transaction_timeout``)."""
+    topics = [
+        f"{prefix}.events.{poller}",
+        f"{prefix}.dlq.{poller}",
+        f"{prefix}.state",
+        f"{prefix}.items",
+        f"{prefix}.parked",
+    ]
+    # The broker aborts a dead producer's transaction once it times out, then within its
+    # cleanup interval (1 s on the test broker); a margin covers a busy machine.
+    hanging = settle_transactions(bootstrap, topics, transaction_timeout + 15)
+    events, aborted = read_events(bootstrap, prefix, poller)
+    verdict = check(events, truth, read_cursors(bootstrap, prefix))
+    verdict.aborted_seen = aborted
+    for tp, (stable, high) in sorted(hanging.items(), key=lambda i: (i[0].topic, i[0].partition)):
+        verdict.problem(
+            f"{tp.topic}[{tp.partition}]: a transaction is hanging (last stable offset "
+            f"{stable}, high watermark {high})"
+        )
+    return verdict
