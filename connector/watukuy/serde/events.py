@@ -15,7 +15,7 @@ import io
 import json
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any, NoReturn
@@ -25,7 +25,7 @@ from fastavro import schemaless_reader, schemaless_writer
 
 from watukuy.core.errors import StateCorrupted, WatukuyError
 from watukuy.core.events import Event, canonical_json
-from watukuy.serde import framing
+from watukuy.serde import binary, framing
 from watukuy.serde.data import DataSchema, InvalidData
 
 Resolve = Callable[[bytes], framing.Schema]
@@ -53,10 +53,32 @@ class WriterSchema:
     schema: framing.Schema
     text: str
     data: DataSchema | None = None
+    header: bytes = field(init=False)  # C3 01 + fingerprint: the single-object prefix
+    compiled: bool = field(init=False)  # the hand-written encoder writes it (see binary)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "header", framing.MAGIC + self.schema.fingerprint)
+        object.__setattr__(self, "compiled", _compiled(self.schema, self.data))
 
     @property
     def fingerprint_hex(self) -> str:
         return self.schema.fingerprint_hex
+
+
+def _compiled(schema: framing.Schema, data: DataSchema | None) -> bool:
+    """Whether :mod:`~watukuy.serde.binary` writes this envelope: the fields it knows, in
+    its order, with ``time`` in milliseconds (the canonical form drops the logical type), and
+    ``data`` as ``[null, string]`` or ``[null, <data's record>]``."""
+    expected = binary.EVENT_CANONICAL + '["null",'
+    if data is None:
+        expected += '"string"]}]}'
+    if not schema.canonical.startswith(expected) or (data is None) != (
+        expected == schema.canonical
+    ):
+        return False
+    fields = schema.parsed.get("fields", []) if isinstance(schema.parsed, dict) else []
+    times = [f["type"] for f in fields if f.get("name") == "time"]
+    return len(times) == 1 and dict(times[0]).get("logicalType") == "timestamp-millis"
 
 
 def schema_text(name: str) -> str:
@@ -195,6 +217,14 @@ def data_json(value: Any) -> str:
         return canonical_json(value)
 
 
+def _data_utf8(value: Any) -> bytes:
+    """``data_json(value).encode()``, without decoding orjson's bytes and encoding them again."""
+    try:
+        return orjson.dumps(value, default=str, option=_ORJSON_OPTIONS)
+    except orjson.JSONEncodeError:
+        return canonical_json(value).encode()
+
+
 def event_of(record: Any) -> Event:
     """The :class:`Event` of a decoded envelope record."""
     if not isinstance(record, Mapping):
@@ -247,10 +277,43 @@ def _cannot_encode(event: Event, writer: WriterSchema, exc: Exception) -> NoRetu
     raise ValueError(f"event {event.id} cannot be encoded: {type(exc).__name__}: {exc}") from exc
 
 
+_ENVELOPE = binary.EnvelopeFields()  # shared: its caches are per key, not per envelope
+
+
+def _fast(event: Event, writer: WriterSchema, first: bytes, validated: bool) -> bytes | None:
+    """``first`` + the body of ``event`` by the hand-written encoder; ``None`` when it does not
+    apply (another envelope, an unusual value): fastavro then writes it or says why not."""
+    if not writer.compiled:
+        return None
+    try:
+        fields = _ENVELOPE.head(event, first)
+        if fields is None:
+            return None
+        data = event.data
+        if data is None:
+            fields.append(b"\x00")
+        elif writer.data is None:
+            fields.append(binary.json_data(_data_utf8(data)))
+        elif validated:
+            out = io.BytesIO()
+            out.write(b"\x02")  # the record branch of [null, record]
+            schemaless_writer(out, writer.data.parsed, data)
+            fields.append(out.getvalue())
+        else:
+            return None  # fastavro validates the item as it picks the union branch
+    except Exception:  # whatever it is, fastavro's path says it as it always did
+        return None
+    return b"".join(fields)
+
+
 def write_body(
     out: io.BytesIO, event: Event, writer: WriterSchema, *, validated: bool = False
 ) -> None:
     """The Avro binary body of ``event`` (both encodings share it)."""
+    body = _fast(event, writer, b"", validated)
+    if body is not None:
+        out.write(body)
+        return
     record = event_record(event, writer.data, validated=validated)
     with encoding(event, writer):
         schemaless_writer(out, writer.schema.parsed, record)
@@ -263,6 +326,9 @@ def encode_event(event: Event, schemas: EventSchemas, *, validated: bool = False
     """``C3 01`` + fingerprint of the poller's envelope + body (``validated``: see
     :func:`event_record`)."""
     writer = schemas.writer(event.poller)
+    value = _fast(event, writer, writer.header, validated)
+    if value is not None:
+        return value
     record = event_record(event, writer.data, validated=validated)
     try:  # not ``with encoding(...)``: a generator context manager per event costs ~1 µs
         return framing.encode(writer.schema, record)

@@ -1,0 +1,219 @@
+"""The records written once per event, encoded by hand: byte for byte what fastavro writes.
+
+Why not fastavro here: its ``schemaless_writer`` walks the schema for every record (a dict
+lookup and a type dispatch per field, the ``timestamp-millis`` converted from a datetime each
+time): about 8 µs an event envelope and 5 µs a snapshot entry on the development machine, the
+largest single cost of the runner in the profile of issue 13. These schemas are fixed and
+ours, and much of an event is the same for all of one key's events (poller, partition, time):
+written by hand, with those parts encoded once, an envelope costs under 2 µs.
+
+fastavro stays the reference. Each function here returns ``None`` for anything outside the
+common case (a value of an unexpected type, a number out of range, a string that is not valid
+UTF-8), and the caller then takes fastavro's path, which writes it or raises as before. A
+writer is only used for the exact schema (Parsing Canonical Form) it was written for; tests
+compare both paths byte for byte.
+
+Avro binary encoding (spec, "Binary Encoding"): ``int`` and ``long`` are zigzag then base-128
+varints, low group first; a string is its UTF-8 length as a long, then the bytes; an enum is
+the symbol's index as an int; a union is the branch index as a long, then the value; a
+``double`` is 8 bytes little-endian IEEE 754.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from fastavro.logical_writers import LOGICAL_WRITERS
+
+from watukuy.core.events import Event
+
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def long_bytes(n: int) -> bytes:
+    """An Avro ``long`` (or ``int``) in ``[-2**63, 2**63)``."""
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while z > 0x7F:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+_SMALL = tuple(long_bytes(n) for n in range(4096))  # lengths and counters: one lookup
+
+
+def _long(n: Any) -> bytes | None:
+    if type(n) is not int or not _LONG_MIN <= n <= _LONG_MAX:
+        return None
+    return _SMALL[n] if 0 <= n < 4096 else long_bytes(n)
+
+
+def _int(n: Any) -> bytes | None:
+    if type(n) is not int or not _INT_MIN <= n <= _INT_MAX:
+        return None
+    return _SMALL[n] if 0 <= n < 4096 else long_bytes(n)
+
+
+def _text(value: Any) -> bytes | None:
+    """A string (``None`` for anything but a ``str``; UnicodeEncodeError for a lone
+    surrogate)."""
+    if type(value) is not str:
+        return None
+    raw = value.encode()
+    n = len(raw)
+    return (_SMALL[n] if n < 4096 else long_bytes(n)) + raw
+
+
+def _utf8(raw: bytes) -> bytes:
+    """A string already UTF-8 encoded."""
+    n = len(raw)
+    return (_SMALL[n] if n < 4096 else long_bytes(n)) + raw
+
+
+def _double(value: Any) -> bytes | None:
+    if type(value) is not float and type(value) is not int:
+        return None
+    return struct.pack("<d", value)
+
+
+# -- the event envelope (schemas/event.avsc) ---------------------------------------------------
+
+_EVENT_TYPES = {"created": b"\x00", "updated": b"\x02", "deleted": b"\x04"}
+_LANES = {"live": b"\x00", "backfill": b"\x02", "reconcile": b"\x04"}
+_TIMESTAMP_MILLIS = LOGICAL_WRITERS["long-timestamp-millis"]
+_TIME_SCHEMA = {"type": "long", "logicalType": "timestamp-millis"}
+
+EVENT_CANONICAL = (
+    '{"name":"watukuy.Event","type":"record","fields":[{"name":"id","type":"string"},'
+    '{"name":"poller","type":"string"},{"name":"partition","type":"string"},'
+    '{"name":"subject","type":"string"},{"name":"type","type":{"name":"watukuy.EventType",'
+    '"type":"enum","symbols":["created","updated","deleted"]}},'
+    '{"name":"version","type":"string"},{"name":"sequence","type":"long"},'
+    '{"name":"time","type":"long"},{"name":"lane","type":{"name":"watukuy.Lane","type":"enum",'
+    '"symbols":["live","backfill","reconcile"]}},{"name":"schema_version","type":"int"},'
+    '{"name":"data","type":'
+)
+"""The Parsing Canonical Form of every envelope up to its ``data`` type, the part
+:class:`EnvelopeFields` writes (``data`` is ``["null","string"]`` or ``["null",<record>]``)."""
+
+
+class EnvelopeFields:
+    """Writes the envelope's fields before ``data``; what one key's events share (poller and
+    partition, the time of a page) is encoded once and kept until another key's event comes.
+
+    One instance may be used from several threads: each cache is one tuple, replaced whole.
+    """
+
+    __slots__ = ("_key", "_time")
+
+    def __init__(self) -> None:
+        self._key: tuple[str, str, bytes] | None = None
+        self._time: tuple[object, bytes] | None = None
+
+    def head(self, event: Event, first: bytes = b"") -> list[bytes] | None:
+        """``first``, then the encoded fields ``id`` .. ``schema_version`` of ``event``; or
+        ``None`` when it is not the common case. May raise (a lone surrogate in a string, an
+        unhashable ``type``): callers take fastavro's path then too, which writes the event or
+        says what is wrong with it."""
+        key = self._key
+        poller, partition = event.poller, event.partition
+        if key is None or key[0] is not poller or key[1] is not partition:
+            both = strings(poller, partition)
+            if both is None:
+                return None
+            key = (poller, partition, both)
+            self._key = key
+        time = event.time
+        cached = self._time
+        if cached is None or cached[0] is not time:
+            millis = _long(_TIMESTAMP_MILLIS(time, _TIME_SCHEMA))
+            if millis is None:
+                return None
+            cached = (time, millis)
+            self._time = cached
+        fields = [
+            first,
+            _text(event.id),
+            key[2],
+            _text(event.subject),
+            _EVENT_TYPES.get(event.type),
+            _text(event.version),
+            _long(event.sequence),
+            cached[1],
+            _LANES.get(event.lane),
+            _int(event.schema_version),
+        ]
+        if None in fields:
+            return None
+        return fields  # type: ignore[return-value]
+
+
+def json_data(raw: bytes) -> bytes:
+    """The ``string`` branch of a JSON-data envelope's ``data`` (``["null", "string"]``),
+    ``raw`` being the text's UTF-8."""
+    return b"\x02" + _utf8(raw)
+
+
+# -- the snapshot entry (schemas/state/snapshot_entry.avsc) -----------------------------------
+
+SNAPSHOT_ENTRY_CANONICAL = (
+    '{"name":"watukuy.state.SnapshotEntry","type":"record","fields":['
+    '{"name":"format_version","type":"int"},{"name":"poller","type":"string"},'
+    '{"name":"partition","type":"string"},{"name":"identity","type":"string"},'
+    '{"name":"version","type":"string"},{"name":"seen","type":"double"},'
+    '{"name":"scan","type":"long"},{"name":"deleted","type":["null","double"]}]}'
+)
+
+
+def snapshot_entry(
+    format_version: int,
+    key: bytes,
+    identity: Any,
+    version: Any,
+    seen: Any,
+    scan: Any,
+    deleted: Any,
+) -> bytes | None:
+    """The body of a snapshot entry; ``key`` is ``poller`` and ``partition`` already encoded
+    (:func:`strings`)."""
+    if deleted is None:
+        gone: bytes | None = b"\x00"
+    else:
+        gone = _double(deleted)
+        if gone is not None:
+            gone = b"\x02" + gone
+    fields = [
+        _int(format_version),
+        key,
+        _text(identity),
+        _text(version),
+        _double(seen),
+        _long(scan),
+        gone,
+    ]
+    if None in fields:
+        return None
+    return b"".join(fields)  # type: ignore[arg-type]
+
+
+def strings(*values: str) -> bytes | None:
+    """Consecutive string fields, encoded (``None`` when one is not a plain ``str``)."""
+    out = [_text(value) for value in values]
+    if None in out:
+        return None
+    return b"".join(out)  # type: ignore[arg-type]
+
+
+__all__ = [
+    "EVENT_CANONICAL",
+    "SNAPSHOT_ENTRY_CANONICAL",
+    "EnvelopeFields",
+    "json_data",
+    "long_bytes",
+    "snapshot_entry",
+    "strings",
+]
