@@ -15,11 +15,14 @@ import sys
 import traceback
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from watukuy import __version__, logs
 from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError, WatukuyError
+
+if TYPE_CHECKING:  # the Kafka modules load only for the commands that use them
+    from watukuy.store.kafka.factory import ClientFactory
 
 EXIT_CONFIG = 2
 EXIT_FAILED = 1
@@ -128,7 +131,9 @@ def _instant(value: str, text: str) -> datetime:
     return instant
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, clients: ClientFactory | None = None) -> int:
+    """``clients``: what ``run`` builds its Kafka clients with (the fault suite's runner passes
+    one that injects errors; see integration/faults/runner.py)."""
     args = build_parser().parse_args(argv)
     # Text until the config is loaded; then its log settings (``--debug`` forces debug).
     logs.configure("text", "debug" if args.debug else "info")
@@ -139,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.config is None:
             raise ConfigError("is required", "--config")
         operation = _check_arguments(args, datetime.now(UTC))
-        return _dispatch(args, operation)
+        return _dispatch(args, operation, clients)
     except ConfigError as exc:
         return _fail(args, exc, EXIT_CONFIG)
     except KeyboardInterrupt:
@@ -166,7 +171,11 @@ def _check_arguments(args: argparse.Namespace, now: datetime) -> tuple[str, dict
     return "", {}
 
 
-def _dispatch(args: argparse.Namespace, operation: tuple[str, dict[str, Any]]) -> int:
+def _dispatch(
+    args: argparse.Namespace,
+    operation: tuple[str, dict[str, Any]],
+    clients: ClientFactory | None = None,
+) -> int:
     from watukuy.config import load_config
 
     config = load_config(args.config)
@@ -185,7 +194,7 @@ def _dispatch(args: argparse.Namespace, operation: tuple[str, dict[str, Any]]) -
     if command == "run":
         from watukuy.runner import run
 
-        asyncio.run(run(config))
+        asyncio.run(run(config, clients=clients))
         return 0
     if command == "status":
         from watukuy.status_cli import status

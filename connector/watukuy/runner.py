@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import os
 import signal
 import time
 from contextlib import suppress
@@ -27,6 +26,7 @@ from watukuy.engine.engine import Engine
 from watukuy.observe.metrics import PrometheusObserver
 from watukuy.rest.control import Metrics
 from watukuy.rest.server import start_rest
+from watukuy.store.kafka.factory import ClientFactory
 from watukuy.store.kafka.store import KafkaSettings, KafkaStore
 from watukuy.store.kafka.topics import TopicLayout
 
@@ -34,8 +34,14 @@ log = logging.getLogger("watukuy.runner")
 
 
 def kafka_store(
-    config: RunnerConfig, *, use_group: bool = True, observers: Observer | None = None
+    config: RunnerConfig,
+    *,
+    use_group: bool = True,
+    observers: Observer | None = None,
+    clients: ClientFactory | None = None,
 ) -> KafkaStore:
+    """The Kafka store of ``config``; ``clients`` builds its Kafka clients (confluent-kafka's by
+    default; the fault suite passes one that injects errors)."""
     topics = config.topics
     runner = config.runner
     return KafkaStore(
@@ -52,10 +58,9 @@ def kafka_store(
             use_group=use_group,
             registry_url=config.schema_registry.url,
             registry_auth=config.schema_registry.basic_auth,
-            # Fault tests set it so that a SIGKILL lands inside an open transaction.
-            hold_open=float(os.environ.get("WATUKUY_FAULT_HOLD_TRANSACTION", "0") or 0),
         ),
         observers=observers,
+        clients=clients,
     )
 
 
@@ -68,9 +73,9 @@ STATUS_EVERY = 1.0
 written, and everything at least every 30 s)."""
 
 
-async def run(config: RunnerConfig) -> None:
+async def run(config: RunnerConfig, *, clients: ClientFactory | None = None) -> None:
     metrics = PrometheusObserver(partition_label=config.metrics.partition_label)
-    store = kafka_store(config, observers=metrics)
+    store = kafka_store(config, observers=metrics, clients=clients)
     engine = Engine(
         config.pollers,
         store=store,

@@ -49,12 +49,17 @@ class Runner:
     log: Path
     process: subprocess.Popen[bytes] | None = None
     starts: int = field(default=0)
+    # Options of ``integration.faults.runner`` (e.g. ["--hold-transaction", "0.3"]): run the
+    # runner with fault-injecting Kafka clients instead of ``watukuy.cli``.
+    faults: list[str] | None = None
 
     def start(self) -> Runner:
         self.starts += 1
         handle = self.log.open("ab")
+        module = "watukuy.cli" if self.faults is None else "integration.faults.runner"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "watukuy.cli", "--debug", "--config", str(self.config)],
+            [sys.executable, "-m", module, "--debug", "--config", str(self.config)]
+            + (self.faults or []),
             cwd=ROOT,
             env=self.env,
             stdout=handle,

@@ -39,6 +39,9 @@ from tests.integration.runners import (
 from watukuy.store.kafka.partitioner import partition_for
 
 PARTITIONS = 8
+# The fault runner's option: hold each transaction open a moment, so that a SIGKILL or SIGSTOP
+# is likely to land inside one.
+HOLD_OPEN = ["--hold-transaction", "0.3"]
 
 
 @dataclass
@@ -58,9 +61,10 @@ class Cluster:
     def events_topic(self) -> str:
         return f"{self.prefix}.events.invoices"
 
-    def runner(self, name: str, **env: str) -> Runner:
+    def runner(self, name: str, faults: list[str] | None = None, **env: str) -> Runner:
         config = write_config(self.tmp / f"{name}.yaml", self.bootstrap, self.prefix, name)
-        runner = Runner(name, config, runner_env(self.vendor_url, **env), self.tmp / f"{name}.log")
+        log = self.tmp / f"{name}.log"
+        runner = Runner(name, config, runner_env(self.vendor_url, **env), log, faults=faults)
         self.runners[name] = runner
         return runner
 
@@ -160,9 +164,11 @@ def keys_of(cluster: Cluster, partitions: set[int]) -> set[str]:
     return {k for k in keys if partition_for(k, PARTITIONS) in partitions}
 
 
-async def start_pair(cluster: Cluster, **env: str) -> tuple[Runner, Runner]:
-    first = cluster.runner("r1", **env).start()
-    second = cluster.runner("r2", **env).start()
+async def start_pair(
+    cluster: Cluster, faults: list[str] | None = None, **env: str
+) -> tuple[Runner, Runner]:
+    first = cluster.runner("r1", faults, **env).start()
+    second = cluster.runner("r2", faults, **env).start()
     await asyncio.to_thread(wait_for, lambda: cluster.holders(2), 60, "two runners sharing")
     return first, second
 
@@ -173,7 +179,7 @@ async def test_sigkill_failover_loop_loses_nothing_and_publishes_nothing_twice(
     stop = asyncio.Event()
     churn = asyncio.create_task(mutate(cluster.sim, stop))
     # Hold each transaction open a moment so the kills land inside one.
-    runners = await start_pair(cluster, WATUKUY_FAULT_HOLD_TRANSACTION="0.3")
+    runners = await start_pair(cluster, HOLD_OPEN)
     watcher = await asyncio.to_thread(FirstEvents, cluster.bootstrap, cluster.events_topic)
     failovers: list[float] = []
     try:
@@ -235,7 +241,7 @@ async def test_a_zombie_cannot_publish_after_its_keys_moved_and_rejoins(cluster:
     stop = asyncio.Event()
     churn = asyncio.create_task(mutate(cluster.sim, stop))
     # Transactions held open make the SIGSTOP likely to freeze one mid-flight.
-    zombie, survivor = await start_pair(cluster, WATUKUY_FAULT_HOLD_TRANSACTION="0.3")
+    zombie, survivor = await start_pair(cluster, HOLD_OPEN)
     try:
         await asyncio.sleep(2)
         zombie.signal(signal.SIGSTOP)

@@ -23,7 +23,6 @@ class KafkaSettings:
     use_group: bool = True  # False: the CLI, which holds partitions without a group
     registry_url: str | None = None  # Confluent wire format through this registry; else
     registry_auth: str | None = None  # single-object encoding and the schemas topic
-    hold_open: float = 0.0  # fault injection only: keep each transaction open this long
     # Handlers and subscribers read each poller's events in the group
     # ``<handlers_group>.<poller>``; by default ``<group>.handlers.<poller>``.
     handlers_group: str | None = None

@@ -33,6 +33,7 @@ from watukuy.serde.events import EventSchemas, WriterSchema, dlq_schema, encode_
 from watukuy.serde.registry import ConfluentEventEncoder, registry_client
 from watukuy.store.base import Command, KeyCommit, StoredKey
 from watukuy.store.kafka import clients, records
+from watukuy.store.kafka.factory import ClientFactory, Clock
 from watukuy.store.kafka.feed import KafkaEventFeed, handlers_config
 from watukuy.store.kafka.io import (
     Assigned,
@@ -58,9 +59,18 @@ log = logging.getLogger("watukuy.kafka")
 
 class KafkaStore:
     def __init__(
-        self, settings: KafkaSettings, observers: Observer | Iterable[Observer] | None = None
+        self,
+        settings: KafkaSettings,
+        observers: Observer | Iterable[Observer] | None = None,
+        *,
+        clients: ClientFactory | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        """``clients`` and ``clock``: what the Kafka thread builds its clients with and reads
+        the time from (confluent-kafka's and the system's by default; see :mod:`.factory`)."""
         self.settings = settings
+        self._clients = clients
+        self._clock = clock
         # Transactions, leases, restores and DLQ copies are told to them, on the event loop.
         self.observer: Observer = fanout(observers, on_error=_observer_failed)
         self.layout = settings.layout
@@ -98,7 +108,7 @@ class KafkaStore:
         self._outgoing = Outgoing(
             self.layout, self._event_topics, self._max_bytes, "watukuy", self._encode
         )
-        io = KafkaIO(self.settings, self._from_thread)
+        io = KafkaIO(self.settings, self._from_thread, clients=self._clients, clock=self._clock)
         io.start()
         await asyncio.to_thread(io.ready.wait)
         if io.startup_error is not None:

@@ -1,0 +1,108 @@
+"""Where the Kafka thread gets its clients and its time: passed in, never built inline.
+
+- :class:`ClientFactory`: builds a producer or a consumer from a librdkafka config.
+  :class:`ConfluentClients`, the default, builds confluent-kafka's; a test or the fault suite
+  passes one that wraps them (``integration/faults/clients.py``), so an error at a chosen point
+  of a transaction, or a lost assignment, happens deterministically and without any hook in
+  this package.
+- :class:`Clock`: ``monotonic()`` and ``sleep(seconds)``, :data:`SYSTEM_CLOCK` by default.
+- :func:`new_producer`, :func:`group_consumer`, :func:`tail_consumer`: the store's clients
+  from its settings (the configs themselves are :mod:`.clients`').
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from confluent_kafka import Consumer, Producer
+
+from watukuy.store.kafka import clients
+from watukuy.store.kafka.settings import KafkaSettings
+
+__all__ = [
+    "SYSTEM_CLOCK",
+    "ClientFactory",
+    "Clock",
+    "ConfluentClients",
+    "SystemClock",
+    "group_consumer",
+    "new_producer",
+    "tail_consumer",
+]
+
+
+class ClientFactory(Protocol):
+    """Builds the store's Kafka clients (a producer or consumer, or a subclass of one)."""
+
+    def producer(self, config: dict[str, Any]) -> Producer: ...
+
+    def consumer(self, config: dict[str, Any]) -> Consumer: ...
+
+
+class ConfluentClients:
+    """confluent-kafka's clients, as they are."""
+
+    def producer(self, config: dict[str, Any]) -> Producer:
+        return Producer(config)
+
+    def consumer(self, config: dict[str, Any]) -> Consumer:
+        return Consumer(config)
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+SYSTEM_CLOCK = SystemClock()
+
+
+def new_producer(settings: KafkaSettings, factory: ClientFactory) -> Producer:
+    """The transactional producer, its transactions initialised (which fences any earlier
+    producer of the same ``transactional.id`` and aborts what it left open)."""
+    s = settings
+    suffix = s.runner_id if s.use_group else f"{s.runner_id}.cli"
+    producer = factory.producer(
+        clients.producer_config(
+            s.kafka,
+            transactional_id=f"{s.group}.{suffix}",
+            transaction_timeout=s.transaction_timeout,
+        )
+    )
+    producer.init_transactions(max(30.0, s.transaction_timeout * 3))
+    return producer
+
+
+def group_consumer(settings: KafkaSettings, factory: ClientFactory) -> Consumer:
+    """The member of the runners' group: it holds the leases and never reads."""
+    s = settings
+    return factory.consumer(
+        clients.group_config(
+            s.kafka,
+            group=s.group,
+            session_timeout=s.session_timeout,
+            instance_id=s.runner_id if s.static_membership else None,
+        )
+    )
+
+
+def tail_consumer(
+    settings: KafkaSettings, factory: ClientFactory, *, committed: bool = True
+) -> Consumer:
+    """An assigned (never joining) read_committed consumer; ``committed=False``: one that
+    reads uncommitted records too, to see where the written end of a partition is."""
+    s = settings
+    config = clients.tail_config(s.kafka, group=f"{s.group}.tail.{s.runner_id}")
+    if not committed:
+        config["isolation.level"] = "read_uncommitted"
+    return factory.consumer(config)

@@ -1,0 +1,85 @@
+"""What the Kafka thread is given (records, commit requests) and what it tells the store.
+
+The thread calls the store's ``notify`` with one of :data:`Notification` on its own thread;
+the store hops to its event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from watukuy.store.base import Command
+from watukuy.store.kafka.lease import Lease
+from watukuy.store.kafka.restore import RestoredKeys
+
+__all__ = [
+    "Assigned",
+    "CommandReceived",
+    "CommitRequest",
+    "Crashed",
+    "Notification",
+    "Record",
+    "Restored",
+    "Revoked",
+    "Transacted",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    topic: str
+    key: bytes
+    value: bytes | None
+    partition: int | None = None  # None: the murmur2 partitioner places it by key
+    headers: Sequence[tuple[str, bytes]] = ()
+
+
+@dataclass(slots=True)
+class CommitRequest:
+    records: list[Record]
+    leases: dict[int, int]  # Kafka partition -> generation the writer restored under
+    done: Callable[[BaseException | None], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    lease: Lease
+    keys: RestoredKeys
+    records: int = 0  # read from the co-partitioned topics
+    seconds: float = 0.0  # from the start of the restore to its end
+
+
+@dataclass(frozen=True, slots=True)
+class Assigned:
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Transacted:
+    """A transaction of commit requests ended: committed, or aborted with ``error``."""
+
+    records: int
+    seconds: float
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Revoked:
+    partitions: tuple[int, ...]
+    lost: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CommandReceived:
+    partition: int
+    command: Command
+
+
+@dataclass(frozen=True, slots=True)
+class Crashed:
+    error: BaseException
+
+
+Notification = Restored | Revoked | CommandReceived | Crashed | Assigned | Transacted
+Notify = Callable[[Notification], None]

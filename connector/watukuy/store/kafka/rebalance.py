@@ -1,0 +1,105 @@
+"""Rebalance and leases, on the Kafka thread: the group consumer's callbacks.
+
+Holding Kafka partition p of ``<prefix>.state`` is owning every key that hashes to p
+(:mod:`.lease`). An assignment grants a lease per partition and queues its restore; a
+revocation first finishes what is pending (the partitions are still ours during the callback),
+then gives the leases up; a lost assignment gives them up at once, failing the pending work of
+their keys, since someone else may already be writing them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from confluent_kafka import Consumer, TopicPartition
+
+from watukuy.store.kafka.lease import Leases, LeaseState
+from watukuy.store.kafka.notifications import Assigned, Notify, Revoked
+from watukuy.store.kafka.tail import Restores
+from watukuy.store.kafka.topics import TopicLayout
+from watukuy.store.kafka.transactions import Requests
+
+__all__ = ["Membership"]
+
+log = logging.getLogger("watukuy.kafka")
+
+
+class Membership:
+    """This instance's leases, and, with a group, its membership of the runners' group."""
+
+    def __init__(
+        self,
+        layout: TopicLayout,
+        leases: Leases,
+        notify: Notify,
+        *,
+        group: Consumer | None,
+        restores: Restores,
+        requests: Requests,
+        flush: Callable[[], None],
+    ) -> None:
+        self._layout = layout
+        self._leases = leases
+        self._notify = notify
+        self.group = group  # None: partitions are acquired without a group (the CLI)
+        self._restores = restores
+        self._requests = requests
+        self._flush = flush  # sends what is pending, while the partitions are still ours
+
+    def subscribe(self) -> None:
+        if self.group is not None:
+            self.group.subscribe(
+                [self._layout.state],
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_lost,
+            )
+
+    def acquire(self, partitions: Sequence[int]) -> None:
+        """Without a group: take these partitions as if assigned."""
+        for partition in partitions:
+            self._restores.queue(self._leases.grant(partition))
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        consumer.incremental_assign(partitions)
+        consumer.pause(partitions)  # the group consumer only holds leases; the tail reads
+        for tp in partitions:  # restores start from the pump, outside the callback
+            self._restores.queue(self._leases.grant(tp.partition))
+        if partitions:
+            log.info(
+                "assigned %s partition(s) %s; restoring",
+                self._layout.state,
+                sorted(tp.partition for tp in partitions),
+            )
+            self._notify(Assigned(tuple(sorted(tp.partition for tp in partitions))))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Still ours during the callback: finish what is pending so the next owner sees it.
+        self._flush()
+        self.release([tp.partition for tp in partitions], lost=False)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Someone else may already be writing: pending work of these keys is dropped.
+        self.release([tp.partition for tp in partitions], lost=True)
+
+    def release(self, partitions: list[int], *, lost: bool) -> None:
+        for partition in partitions:
+            self._leases.move(partition, LeaseState.REVOKED)
+        self._restores.drop(partitions)
+        self._requests.fail_unowned(self._leases)
+        if partitions:
+            log.info(
+                "%s partition(s) %s of %s",
+                "lost" if lost else "revoked",
+                sorted(partitions),
+                self._layout.state,
+            )
+            self._notify(Revoked(tuple(sorted(partitions)), lost))
+
+    def rejoin(self) -> None:
+        """Give up every lease and join the group again (a fresh restore follows)."""
+        self.release([lease.partition for lease in self._leases.all()], lost=True)
+        if self.group is not None:
+            self.group.unsubscribe()
+            self.subscribe()

@@ -1,0 +1,246 @@
+"""Restore and tail, on the Kafka thread: an assigned partition's keys read back from the
+co-partitioned topics (state, items, parked) up to their end, then its commands as they come.
+
+One assigned (never joining) consumer, the tail, reads every restore at once and the commands
+afterwards. Two more never-assigned consumers answer offset queries without queueing behind the
+tail's fetches: one read_committed (the last stable offset), one read_uncommitted (the high
+watermark), so a takeover can wait until the previous owner's open transaction has ended.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from watukuy.core.errors import Retriable
+from watukuy.logs import log_context
+from watukuy.store.kafka import records
+from watukuy.store.kafka.factory import Clock
+from watukuy.store.kafka.lease import Lease, Leases, LeaseState
+from watukuy.store.kafka.notifications import CommandReceived, Notify, Restored
+from watukuy.store.kafka.restore import RestoredKeys
+from watukuy.store.kafka.topics import TopicLayout
+
+log = logging.getLogger("watukuy.kafka")
+
+_NOT_READY = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+    }
+)
+
+
+def co_partitioned(layout: TopicLayout) -> tuple[str, str, str]:
+    return (layout.state, layout.items, layout.parked)
+
+
+def end_offset(tail: Consumer, tp: TopicPartition, clock: Clock, deadline: float = 60.0) -> int:
+    """The last stable offset (a read_committed consumer's high watermark), fixed now.
+
+    Partitions of a topic created a moment ago may not have a leader yet: wait for one.
+    """
+    give_up = clock.monotonic() + deadline
+    while True:
+        try:
+            _low, high = tail.get_watermark_offsets(tp, timeout=10, cached=False)
+            return int(high)
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.code() not in _NOT_READY or clock.monotonic() > give_up:
+                raise Retriable(
+                    f"cannot read the end of {tp.topic}[{tp.partition}]: {error.str()}"
+                ) from exc
+            clock.sleep(0.2)
+
+
+@dataclass(slots=True)
+class _Restoring:
+    lease: Lease
+    ends: dict[str, int]
+    started: float
+    keys: RestoredKeys = field(default_factory=RestoredKeys)
+    records: int = 0
+
+
+class Restores:
+    """The restores in progress and waiting, and the tail that reads them and the commands."""
+
+    def __init__(
+        self,
+        layout: TopicLayout,
+        leases: Leases,
+        notify: Notify,
+        clock: Clock,
+        *,
+        tail: Consumer,
+        stable: Consumer,
+        written: Consumer,
+    ) -> None:
+        self._layout = layout
+        self._leases = leases
+        self._notify = notify
+        self._clock = clock
+        self.tail = tail
+        self._stable = stable  # never assigned: last stable offsets
+        self._written = written  # never assigned, read_uncommitted: high watermarks
+        self._restoring: dict[int, _Restoring] = {}
+        self._waiting: deque[Lease] = deque()  # granted, not yet settled
+        self._unsettled_since: dict[int, float] = {}
+        self._unsettled_logged: dict[int, float] = {}
+        self._last_restore_check = 0.0
+
+    @property
+    def busy(self) -> bool:
+        """A restore is in progress or waiting to start."""
+        return bool(self._restoring or self._waiting)
+
+    def queue(self, lease: Lease) -> None:
+        """Restore ``lease``'s partition once no transaction of the previous owner is open."""
+        self._waiting.append(lease)
+
+    def start_settled(self) -> None:
+        """Start the restores whose partitions have settled; the others wait."""
+        waiting: deque[Lease] = deque()
+        while self._waiting:
+            lease = self._waiting.popleft()
+            if self._leases.get(lease.partition) != lease:
+                continue  # revoked meanwhile
+            with log_context(generation=lease.generation):
+                if self._settled(lease):
+                    self._begin(lease)
+                else:
+                    waiting.append(lease)
+        self._waiting = waiting
+
+    def drop(self, partitions: Sequence[int]) -> None:
+        """``partitions`` are no longer ours: stop restoring and reading them."""
+        for partition in partitions:
+            self._restoring.pop(partition, None)
+        self._unassign(partitions, co_partitioned(self._layout))
+
+    def _settled(self, lease: Lease) -> bool:
+        """No transaction is open on the partition's records, so their end is final.
+
+        The previous owner may have been frozen after its offsets reached the coordinator and
+        before it committed (KIP-447 fences only the offsets): its transaction could still
+        commit. Restoring before it resolves would fork the key, so a takeover waits until the
+        last stable offset reaches the high watermark: the owner committed, or the
+        coordinator aborted it after ``transaction.timeout.ms``.
+        """
+        now = self._clock.monotonic()
+        for topic in co_partitioned(self._layout):
+            tp = TopicPartition(topic, lease.partition)
+            last_stable = end_offset(self._stable, tp, self._clock)
+            high = end_offset(self._written, tp, self._clock)
+            if last_stable < high:
+                since = self._unsettled_since.setdefault(lease.partition, now)
+                logged = self._unsettled_logged.get(lease.partition, 0.0)
+                if now - since > 1.0 and now - logged > 10.0:
+                    self._unsettled_logged[lease.partition] = now
+                    log.info(
+                        "partition %d: waiting for an open transaction of the previous owner "
+                        "to end before restoring (%s: stable %d < written %d)",
+                        lease.partition,
+                        topic,
+                        last_stable,
+                        high,
+                    )
+                return False
+        self._unsettled_since.pop(lease.partition, None)
+        self._unsettled_logged.pop(lease.partition, None)
+        return True
+
+    def _begin(self, lease: Lease) -> None:
+        ends: dict[str, int] = {}
+        assign: list[TopicPartition] = []
+        for topic in co_partitioned(self._layout):
+            ends[topic] = end_offset(
+                self._stable, TopicPartition(topic, lease.partition), self._clock
+            )
+            assign.append(TopicPartition(topic, lease.partition, OFFSET_BEGINNING))
+        self.tail.incremental_assign(assign)
+        self._restoring[lease.partition] = _Restoring(lease, ends, self._clock.monotonic())
+        self._check_restored(lease.partition)
+
+    def read(self) -> None:
+        """What the tail has fetched: restore records, or commands for owned partitions."""
+        # Any: a fetched message always has its topic and partition (the stubs say "or None"),
+        # and this loop runs per restored record.
+        messages: list[Any] = self.tail.consume(num_messages=2000, timeout=0.0)
+        touched: set[int] = set()
+        for message in messages:
+            error = message.error()
+            partition = message.partition()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    touched.add(partition)
+                    continue
+                log.warning("reading %s: %s", message.topic(), error)
+                continue
+            self._apply(message.topic(), partition, message.key(), message.value())
+            touched.add(partition)
+        # End-of-partition events may be missed (a reassigned partition already at its end):
+        # look at every restore now and then as well.
+        now = self._clock.monotonic()
+        if now - self._last_restore_check >= 0.5:
+            self._last_restore_check = now
+            touched |= set(self._restoring)
+        for partition in touched:
+            if partition in self._restoring:
+                with log_context(generation=self._restoring[partition].lease.generation):
+                    self._check_restored(partition)
+
+    def _apply(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
+        if key is None:
+            return
+        restoring = self._restoring.get(partition)
+        if restoring is not None:
+            restoring.records += 1
+            if topic == self._layout.state:
+                restoring.keys.apply_state(key, value)
+            elif topic == self._layout.items:
+                restoring.keys.apply_item(key, value)
+            elif topic == self._layout.parked:
+                restoring.keys.apply_parked(key, value)
+            return
+        if topic == self._layout.state and value is not None and records.is_command(key):
+            lease = self._leases.get(partition)
+            if lease is not None and lease.owned:
+                self._notify(CommandReceived(partition, records.decode_command(key, value)))
+
+    def _check_restored(self, partition: int) -> None:
+        restoring = self._restoring[partition]
+        positions = self.tail.position([TopicPartition(t, partition) for t in restoring.ends])
+        for tp in positions:
+            end = restoring.ends[tp.topic]
+            if end > 0 and tp.offset < end:
+                return
+        del self._restoring[partition]
+        lease = self._leases.move(partition, LeaseState.OWNED)
+        if lease is None:
+            return
+        # Only commands are read from here on; snapshot and parked records are ours alone.
+        self._unassign([partition], (self._layout.items, self._layout.parked))
+        log.info("restored partition %d: %d key(s)", partition, len(restoring.keys.states))
+        took = self._clock.monotonic() - restoring.started
+        self._notify(Restored(lease, restoring.keys, restoring.records, took))
+
+    def _unassign(self, partitions: Sequence[int], topics: Sequence[str]) -> None:
+        assigned = {(tp.topic, tp.partition) for tp in self.tail.assignment()}
+        drop = [
+            TopicPartition(topic, p)
+            for p in partitions
+            for topic in topics
+            if (topic, p) in assigned
+        ]
+        if drop:
+            self.tail.incremental_unassign(drop)

@@ -1,0 +1,250 @@
+"""Transactions, on the Kafka thread: the commit requests gathered since the last flush go
+out in one transaction with the group's offsets; plain records (commands for another owner,
+schemas) in one of their own.
+
+A request is sent only while every lease it was made under is still held; otherwise it fails
+with :class:`Fenced` and nothing of it is written. A fatal producer error replaces the
+producer and gives every lease up (``on_fatal``): what this instance holds may be stale.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from watukuy.core.errors import Fenced, Retriable
+from watukuy.store.kafka.factory import ClientFactory, Clock, new_producer
+from watukuy.store.kafka.lease import Leases
+from watukuy.store.kafka.notifications import CommitRequest, Notify, Record, Transacted
+from watukuy.store.kafka.settings import KafkaSettings
+
+__all__ = ["Requests", "Transactions", "holds_all"]
+
+log = logging.getLogger("watukuy.kafka")
+
+# Errors that mean "your group generation is stale": the commit cannot be ours any more.
+_GENERATION_ERRORS = frozenset(
+    {
+        KafkaError.ILLEGAL_GENERATION,
+        KafkaError.UNKNOWN_MEMBER_ID,
+        KafkaError.FENCED_INSTANCE_ID,
+        KafkaError.REBALANCE_IN_PROGRESS,
+    }
+)
+
+Done = Callable[[BaseException | None], None]
+
+
+class Requests:
+    """What the event loop asks of the thread, queued until the thread takes it (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: deque[CommitRequest] = deque()
+        self._plain: deque[tuple[Record, Done]] = deque()
+
+    def submit(self, request: CommitRequest) -> None:
+        with self._lock:
+            self._pending.append(request)
+
+    def send_plain(self, record: Record, done: Done) -> None:
+        with self._lock:
+            self._plain.append((record, done))
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._pending)
+
+    def take_pending(self) -> list[CommitRequest]:
+        with self._lock:
+            taken = list(self._pending)
+            self._pending.clear()
+        return taken
+
+    def take_plain(self) -> list[tuple[Record, Done]]:
+        with self._lock:
+            taken = list(self._plain)
+            self._plain.clear()
+        return taken
+
+    def fail_unowned(self, leases: Leases) -> None:
+        """Fail the pending requests made under a lease no longer held."""
+        with self._lock:
+            kept: deque[CommitRequest] = deque()
+            for request in self._pending:
+                if holds_all(leases, request):
+                    kept.append(request)
+                else:
+                    request.done(Fenced("the key's partition moved to another owner"))
+            self._pending = kept
+
+
+def holds_all(leases: Leases, request: CommitRequest) -> bool:
+    return all(leases.holds(p, g) for p, g in request.leases.items())
+
+
+class Transactions:
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        leases: Leases,
+        requests: Requests,
+        notify: Notify,
+        clock: Clock,
+        factory: ClientFactory,
+        *,
+        producer: Producer,
+        group: Consumer | None,
+        tail: Consumer,
+        on_fatal: Callable[[], None],
+    ) -> None:
+        self.settings = settings
+        self._leases = leases
+        self._requests = requests
+        self._notify = notify
+        self._clock = clock
+        self._factory = factory
+        self._producer: Producer | None = producer
+        self._group = group  # None: no group, no offsets to send (the CLI)
+        self._tail = tail  # its positions on the state topic are the offsets sent
+        self._on_fatal = on_fatal
+        self._last_flush = 0.0
+
+    @property
+    def due(self) -> bool:
+        """Requests are pending and the commit interval has passed since the last flush."""
+        interval = self.settings.commit_interval
+        return self._requests.pending and self._clock.monotonic() - self._last_flush >= interval
+
+    def flush(self) -> None:
+        """The pending requests still held, in one transaction; the others fail fenced."""
+        self._last_flush = self._clock.monotonic()
+        batch = []
+        for request in self._requests.take_pending():
+            if holds_all(self._leases, request):
+                batch.append(request)
+            else:
+                request.done(Fenced("the key's partition moved to another owner"))
+        if not batch:
+            return
+        producer = _require(self._producer)
+        started = self._clock.monotonic()
+        count = sum(len(request.records) for request in batch)
+        timeout = self.settings.transaction_timeout
+        try:
+            producer.begin_transaction()
+            for request in batch:
+                for record in request.records:
+                    _produce(producer, record)
+            self._send_offsets(producer, batch)
+            producer.commit_transaction(timeout * 3)
+        except KafkaException as exc:
+            outcome = self._failed(exc, batch)
+            self._notify(Transacted(count, self._clock.monotonic() - started, outcome))
+            return
+        for request in batch:
+            request.done(None)
+        self._notify(Transacted(count, self._clock.monotonic() - started))
+
+    def _send_offsets(self, producer: Producer, batch: list[CommitRequest]) -> None:
+        if self._group is None:
+            return
+        state = self.settings.layout.state
+        partitions = sorted({p for request in batch for p in request.leases})
+        positions = self._tail.position([TopicPartition(state, p) for p in partitions])
+        offsets = [tp for tp in positions if tp.offset >= 0]
+        if not offsets:  # still fenced by the coordinator: the generation travels with it
+            offsets = [TopicPartition(state, p, 0) for p in partitions]
+        producer.send_offsets_to_transaction(
+            offsets, self._group.consumer_group_metadata(), self.settings.transaction_timeout
+        )
+
+    def _failed(self, exc: KafkaException, batch: list[CommitRequest]) -> BaseException:
+        error: KafkaError = exc.args[0]
+        log.warning("transaction failed: %s", error)
+        outcome: BaseException
+        if error.code() in _GENERATION_ERRORS:
+            outcome = Retriable(f"the group moved on while committing: {error.str()}")
+        else:
+            outcome = Retriable(f"kafka transaction failed: {error.str()}")
+        if error.fatal():
+            # Fenced or broken for good: whatever we hold may be stale. Start over.
+            log.error("fatal producer error, dropping owned keys and rejoining: %s", error.str())
+            outcome = Fenced(f"the producer was fenced: {error.str()}")
+            self.replace_producer()
+            self._on_fatal()
+        else:
+            try:
+                _require(self._producer).abort_transaction(self.settings.transaction_timeout)
+            except KafkaException as abort_exc:  # librdkafka #4849: the abort itself can fail
+                log.warning("abort failed (%s); starting a new producer", abort_exc.args[0])
+                self.replace_producer()
+        for request in batch:
+            request.done(outcome)
+        return outcome
+
+    def replace_producer(self) -> None:
+        old = self._producer
+        self._producer = None
+        if old is not None:
+            try:
+                old.flush(0)
+            except KafkaException as exc:  # a fatal producer refuses even to flush
+                log.info("dropping the old producer: %s", exc.args[0])
+        self._producer = new_producer(self.settings, self._factory)
+
+    def send_plain(self) -> None:
+        """The plain records asked for, in one transaction of their own."""
+        plain = self._requests.take_plain()
+        if not plain:
+            return
+        producer = _require(self._producer)
+        timeout = self.settings.transaction_timeout
+        try:
+            producer.begin_transaction()
+            for record, _ in plain:
+                _produce(producer, record)
+            producer.commit_transaction(timeout * 3)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.fatal():
+                self.replace_producer()
+            else:
+                try:
+                    producer.abort_transaction(timeout)
+                except KafkaException:
+                    self.replace_producer()
+            for _, done in plain:
+                done(Retriable(f"could not write the command: {error.str()}"))
+            return
+        for _, done in plain:
+            done(None)
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(5)
+
+
+def _produce(producer: Producer, record: Record) -> None:
+    kwargs: dict[str, Any] = {"key": record.key, "value": record.value}
+    if record.partition is not None:
+        kwargs["partition"] = record.partition
+    if record.headers:
+        kwargs["headers"] = list(record.headers)
+    while True:
+        try:
+            producer.produce(record.topic, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.05)  # the local queue is full: let deliveries drain
+
+
+def _require(producer: Producer | None) -> Producer:
+    if producer is None:
+        raise Retriable("the kafka client is being replaced")
+    return producer
