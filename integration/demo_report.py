@@ -1,0 +1,92 @@
+"""The demo's last words: per tenant, the events seen, whether their sequence is gap-free from
+1, who owned the tenant before and after the kill and what troubled it; then the verdict."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TextIO
+
+from integration.demo_pieces import gap_free
+from integration.demo_vendor import Trouble
+from integration.demo_watch import Seen
+
+
+@dataclass(frozen=True)
+class Outcome:
+    seen: Seen
+    tenants: list[str]
+    trouble: Trouble
+    throttles: Mapping[str, int]
+    """Per tenant, the polls the vendor paced (the runners' ``watukuy_throttle_waits``)."""
+    before: Mapping[str, str]
+    """Tenant -> owner when a runner was killed (empty if none was)."""
+    after: Mapping[str, str]
+    """Tenant -> owner in the last status table."""
+    victim: str | None
+    moved: set[str]
+    circuit_open_at: float | None
+    survivor_rc: int | None
+    interrupted: bool
+
+
+def summarize(outcome: Outcome, out: TextIO = sys.stdout) -> bool:
+    """Print the summary; True if events arrived, a tenant moved and no sequence has a gap."""
+    seen, trouble = outcome.seen, outcome.trouble
+    lines = [("tenant", "events", "sequences", "gap-free from 1", "owner before -> after", "")]
+    gaps = False
+    for tenant in sorted(set(outcome.tenants) | seen.sequences.keys()):
+        sequences = seen.sequences.get(tenant, [])
+        good = gap_free(sequences)
+        gaps = gaps or not good
+        span = f"{sequences[0]}..{sequences[-1]}" if sequences else "-"
+        verdict = "yes" if good and sequences else "-" if good else "NO"
+        before = outcome.before.get(tenant, "-")
+        after = outcome.after.get(tenant, "-")
+        owners = f"{before} -> {after}" + (" (moved)" if tenant in outcome.moved else "")
+        lines.append((tenant, str(len(sequences)), span, verdict, owners, _note(outcome, tenant)))
+    widths = [max(len(line[i]) for line in lines) for i in range(6)]
+    out.write("\nsummary:\n")
+    for line in lines:
+        pairs = enumerate(zip(line, widths, strict=True))
+        cells = [c.rjust(w) if i == 1 else c.ljust(w) for i, (c, w) in pairs]
+        out.write("  " + "  ".join(cells).rstrip() + "\n")
+    out.write(
+        f"  {seen.total} events in all ({seen.repeated} repeated event ids, "
+        f"{seen.unreadable} unreadable lines)\n"
+    )
+    failures = []
+    if seen.total == 0:
+        failures.append("no event arrived")
+    if outcome.victim is None:
+        failures.append("no runner was killed (the window ended first)")
+    elif not outcome.moved:
+        failures.append(f"no tenant moved from {outcome.victim} to the other runner")
+    if gaps or seen.repeated or seen.unreadable:
+        failures.append("a tenant's sequence has a gap or a repeat")
+    if outcome.survivor_rc not in (0, None):
+        failures.append(f"the surviving runner exited with code {outcome.survivor_rc}")
+    if outcome.circuit_open_at is None:
+        out.write(f"demo: note: the status table never showed {trouble.failing}'s circuit open\n")
+    if failures:
+        out.write(f"demo: FAILED: {'; '.join(failures)}\n")
+    else:
+        out.write(
+            f"demo: ok: {len(outcome.moved)} tenant(s) moved from {outcome.victim} without a "
+            "gap; every tenant's events arrived once, in order, numbered 1, 2, 3, ...\n"
+        )
+    out.flush()
+    return not failures
+
+
+def _note(outcome: Outcome, tenant: str) -> str:
+    trouble = outcome.trouble
+    if tenant == trouble.rate_limited:
+        waits = outcome.throttles.get(tenant, 0)
+        return f"rate-limited: waited {waits} times (429, Retry-After: {trouble.retry_after})"
+    if tenant == trouble.failing:
+        if outcome.circuit_open_at is None:
+            return f"failing ({trouble.failing_status})"
+        return f"failing ({trouble.failing_status}): circuit open at {outcome.circuit_open_at:.0f}s"
+    return ""
