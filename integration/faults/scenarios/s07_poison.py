@@ -1,0 +1,250 @@
+"""Poison: 1% of the items are served malformed (no ``id``), schema-invalid (an ``amount`` the
+invoice schema refuses), oversized (larger than the events topic's ``max.message.bytes``), or
+oversized and malformed at once; items change all along, so poisoned items come back in new
+versions, poisoned again.
+
+Each poisoned version must appear exactly once in ``<prefix>.dlq.invoices`` with the triage
+headers of its kind (``invalid`` at stage ``poll`` for the first, second and fourth, naming the
+field; ``oversize`` at stage ``publish`` with the original size and hash for the third), and
+nothing else may be in the DLQ; every other version passes the verifier.
+
+An oversized event keeps its sequence number (it was numbered before it met the topic's
+limit), and its dead letter says which (``watukuy.sequence``): the verifier is shown that
+letter in its place, so a gap it explains is not a gap, and a gap it does not explain still is.
+Full profile: 10 tenants of 5,000 items; short: 5 tenants of 200 (which hold every kind).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter, defaultdict
+
+from integration.faults.harness import POLLER_NAME, FaultContext, result, wait_for
+from integration.faults.report import Result
+from integration.faults.scenarios.declarative import (
+    DeadLetter,
+    dead_letters,
+    declarative_pool,
+    invoices,
+)
+from integration.faults.vendor import Mutator, Simulator
+from integration.faults.verify import (
+    SeenEvent,
+    TenantTruth,
+    Verdict,
+    check,
+    read_cursors,
+    read_events,
+    settle_transactions,
+)
+from integration.faults.watch import EventWatch
+
+NAME = "poison"
+RATE = 0.01
+_ETAG = re.compile(r'"etag":"([0-9a-f]{16})"')
+
+# What each kind of poison must look like in the DLQ: (kind, stage) and a word of the error.
+EXPECTED = {
+    "malformed": ("invalid", "poll", "id"),
+    "schema": ("invalid", "poll", "amount"),
+    "oversized": ("oversize", "publish", "max.message.bytes"),
+    "oversized_malformed": ("invalid", "poll", "id"),
+}
+
+Poisoned = dict[str, dict[tuple[str, str], str]]  # tenant -> (id, version) -> kind
+
+
+def run(ctx: FaultContext, profile: str) -> Result:
+    full = profile == "full"
+    tenants, items = (10, 5000) if full else (5, 200)
+    sim = ctx.simulator(tenants, items)
+    for tenant in sim.tenants():
+        sim.set_faults(tenant, poison_rate=RATE)
+    with declarative_pool(ctx, "poison", sim, poller=invoices()) as pool:
+        pool.start(2 if full else 1)
+        watch = ctx.watch(pool)
+        began = time.monotonic()
+        with Mutator(sim, every=0.01 if full else 0.05):
+            time.sleep(20 if full else 3)
+        poisoned = wait_caught_up(sim, pool.bootstrap, pool.prefix, watch, 240 if full else 60)
+        caught_up = time.monotonic() - began
+        codes = pool.stop_all()
+        problems = [f"{n} exited with {c} at the end" for n, c in codes.items() if c != 0]
+        letters = dead_letters(pool.bootstrap, pool.prefix)
+        problems += check_letters(letters, poisoned)
+        verdict = verify_with_letters(sim, pool.bootstrap, pool.prefix, poisoned, letters)
+        count = sum(len(versions) for versions in poisoned.values())
+        kinds = Counter(kind for versions in poisoned.values() for kind in versions.values())
+        if set(kinds) != set(EXPECTED):
+            problems.append(f"not every kind of poison was served: {dict(kinds)}")
+        if not problems and verdict.ok:
+            print(f"poison: {count} poisoned versions, {dict(kinds)}, {len(letters)} letters")
+        return result(NAME, verdict, rounds=1, recovery_s=caught_up, problems=problems)
+
+
+def poisoned_versions(sim: Simulator) -> Poisoned:
+    out: Poisoned = {}
+    for tenant in sim.known_tenants():
+        entries = sim.call("GET", f"/_admin/tenants/{tenant}/poisoned")
+        out[tenant] = {(e["id"], e["version"]): e["kind"] for e in entries}
+    return out
+
+
+def wait_caught_up(
+    sim: Simulator, bootstrap: str, prefix: str, watch: EventWatch, timeout: float
+) -> Poisoned:
+    """Until every intact item's final version has an event and the latest poisoned version
+    of every poisoned item has its dead letter; the poisoned versions then."""
+
+    def done() -> Poisoned | None:
+        poisoned = poisoned_versions(sim)
+        finals = sim.final_versions()
+        bad_ids = {t: {i for i, _ in versions} for t, versions in poisoned.items()}
+        intact = {
+            t: {i: v for i, v in items.items() if i not in bad_ids.get(t, set())}
+            for t, items in finals.items()
+        }
+        if not watch.has_all(intact):
+            return None
+        lettered = {etag_of(letter) for letter in dead_letters(bootstrap, prefix)}
+        for tenant, items in finals.items():
+            for item in bad_ids.get(tenant, set()):
+                if items.get(item) not in lettered:
+                    return None
+        return poisoned
+
+    return wait_for(done, timeout, "every intact version published, every poisoned one a letter", 1)
+
+
+def etag_of(letter: DeadLetter) -> str | None:
+    """The item version a dead letter is about: the ``etag`` in its item's JSON (a cut item
+    keeps its head, where the keys before ``name`` are)."""
+    found = _ETAG.search(letter.letter.get("item") or "")
+    return found.group(1) if found else None
+
+
+def check_letters(letters: list[DeadLetter], poisoned: Poisoned) -> list[str]:
+    """Each poisoned version has one letter with the triage headers of its kind, unless a
+    later version of the same item has one (the earlier one was served to a poll that did not
+    commit, then the item changed); no letter is about anything else."""
+    problems: list[str] = []
+    by_version: dict[str, list[DeadLetter]] = defaultdict(list)
+    for letter in letters:
+        by_version[etag_of(letter) or "?"].append(letter)
+    expected = {
+        version: (tenant, item, kind)
+        for tenant, versions in poisoned.items()
+        for (item, version), kind in versions.items()
+    }
+    for version in sorted(by_version.keys() - expected.keys()):
+        kinds = [letter.kind for letter in by_version[version]]
+        problems.append(f"a dead letter ({kinds}) for version {version}, never served poisoned")
+    for tenant, versions in sorted(poisoned.items()):
+        later: set[str] = set()
+        for (item, version), kind in reversed(list(versions.items())):
+            found = by_version.get(version, [])
+            if len(found) > 1:
+                problems.append(f"{tenant}: {item} version {version}: {len(found)} letters")
+            if not found:
+                if item not in later:
+                    problems.append(f"{tenant}: {item} version {version} ({kind}): no letter")
+                continue
+            later.add(item)
+            problems += triage_problems(found[0], tenant, item, kind)
+    return problems
+
+
+def triage_problems(letter: DeadLetter, tenant: str, item: str, kind: str) -> list[str]:
+    raw, expected_kind = letter.raw, EXPECTED[kind]
+    want_kind, want_stage, word = expected_kind
+    where = f"{tenant}: {item} ({kind})"
+    problems = []
+    got = (raw.header("watukuy.kind"), raw.header("watukuy.stage"))
+    if got != (want_kind, want_stage):
+        problems.append(f"{where}: letter is {got}, expected {(want_kind, want_stage)}")
+    if raw.header("watukuy.partition") != tenant or raw.header("watukuy.poller") != POLLER_NAME:
+        problems.append(f"{where}: letter names {raw.header('watukuy.partition')}")
+    if raw.key != f"{POLLER_NAME}/{tenant}".encode():
+        problems.append(f"{where}: letter keyed {raw.key!r}")
+    message = raw.header("watukuy.error.message") or ""
+    if word not in message or not raw.header("watukuy.error.class"):
+        problems.append(f"{where}: error {raw.header('watukuy.error.class')}: {message[:200]}")
+    if raw.header("watukuy.attempts") is None:
+        problems.append(f"{where}: no watukuy.attempts header")
+    if want_kind == "oversize":
+        if raw.header("watukuy.identity") != item or raw.header("watukuy.sequence") is None:
+            problems.append(f"{where}: oversize letter without identity or sequence")
+    elif raw.header("watukuy.cursor") is None:
+        problems.append(f"{where}: invalid letter without its cursor")
+    if kind.startswith("oversized") and raw.header("watukuy.original.sha256") is None:
+        problems.append(f"{where}: an oversized item's letter is not cut with its hash")
+    return problems
+
+
+def verify_with_letters(
+    sim: Simulator, bootstrap: str, prefix: str, poisoned: Poisoned, letters: list[DeadLetter]
+) -> Verdict:
+    """The verifier, told that poisoned items have no event, and shown each oversize letter
+    as the event of its sequence number (see the module's doc)."""
+    topics = [f"{prefix}.{t}" for t in ("state", "items", "parked")]
+    topics += [f"{prefix}.events.{POLLER_NAME}", f"{prefix}.dlq.{POLLER_NAME}"]
+    hanging = settle_transactions(bootstrap, topics, 20)
+    events, aborted = read_events(bootstrap, prefix, POLLER_NAME)
+    events, stand_ins = with_stand_ins(letters, events)
+    finals = sim.final_versions()
+    truth: dict[str, TenantTruth] = {}
+    for tenant in sim.known_tenants():
+        bad = {item for item, _ in poisoned.get(tenant, {})}
+        final = finals.get(tenant)
+        kept = None if final is None else {i: v for i, v in final.items() if i not in bad}
+        served = sim.served(tenant)
+        served += [(e.subject, e.version) for e in stand_ins if e.key.endswith(f"/{tenant}")]
+        truth[f"{POLLER_NAME}/{tenant}"] = TenantTruth(served, kept)
+    verdict = check([*events, *stand_ins], truth, read_cursors(bootstrap, prefix))
+    verdict.events_verified -= len(stand_ins)
+    verdict.aborted_seen = aborted
+    for tp, (stable, high) in sorted(hanging.items(), key=lambda i: (i[0].topic, i[0].partition)):
+        verdict.problem(f"{tp.topic}[{tp.partition}]: a transaction is hanging ({stable}/{high})")
+    return verdict
+
+
+def with_stand_ins(
+    letters: list[DeadLetter], events: list[SeenEvent]
+) -> tuple[list[SeenEvent], list[SeenEvent]]:
+    """The events, and each oversize letter as the event it replaced, placed where that event
+    would be: just before the key's first event with a greater sequence number (offsets are
+    doubled to make room; the verifier only orders by them)."""
+    by_key: dict[str, list[SeenEvent]] = defaultdict(list)
+    for event in events:
+        by_key[event.key].append(event)
+    stand_ins: list[SeenEvent] = []
+    for letter in letters:
+        raw = letter.raw
+        if raw.header("watukuy.kind") != "oversize" or raw.key is None:
+            continue
+        key, sequence = raw.key.decode(), int(raw.header("watukuy.sequence") or 0)
+        after = [e for e in by_key.get(key, []) if e.sequence > sequence]
+        nearest = min(after, key=lambda e: (e.partition, e.offset), default=None)
+        last = max(by_key.get(key, []), key=lambda e: e.offset, default=None)
+        partition = nearest.partition if nearest else (last.partition if last else 0)
+        offset = 2 * nearest.offset - 1 if nearest else 2 * (last.offset if last else 0) + 1
+        stand_ins.append(
+            SeenEvent(
+                key,
+                raw.header("watukuy.identity") or "",
+                etag_of(letter) or "",
+                sequence,
+                "updated",
+                partition,
+                offset,
+            )
+        )
+    return _doubled(events), stand_ins
+
+
+def _doubled(events: list[SeenEvent]) -> list[SeenEvent]:
+    return [
+        SeenEvent(e.key, e.subject, e.version, e.sequence, e.type, e.partition, 2 * e.offset)
+        for e in events
+    ]
