@@ -11,14 +11,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from watukuy.core.events import Event, canonical_json
-from watukuy.core.state import ParkedItem
-from watukuy.serde import framing
+from watukuy.core.state import ParkedItem, SnapshotEntry
+from watukuy.serde import binary, framing
 from watukuy.serde.events import dlq_schema
+from watukuy.serde.state import FORMAT_VERSION, ITEM, SCHEMAS
 from watukuy.store.base import KeyCommit
 from watukuy.store.kafka import records
 from watukuy.store.kafka.io import Record
@@ -28,6 +29,11 @@ EncodeEvent = Callable[[Event], bytes]
 CONTENT_TYPE = b"application/avro"
 
 _CE_TYPES = {kind: f"watukuy.{kind}".encode() for kind in ("created", "updated", "deleted")}
+
+_ITEM_SCHEMA = SCHEMAS.current[ITEM]
+_ITEM_HEADER = framing.MAGIC + _ITEM_SCHEMA.fingerprint
+# The hand-written snapshot entry is only for the schema it was written for.
+_ITEM_FIELDS = _ITEM_SCHEMA.canonical == binary.SNAPSHOT_ENTRY_CANONICAL
 
 OVERHEAD = 4096  # record batch, key and headers: keep well inside max.message.bytes
 TRUNCATED_TO = 2048
@@ -56,19 +62,8 @@ class Outgoing:
         out: list[Record] = []
         if commit.events:
             out += self._events(commit.events)
-        items_topic = self.layout.items
-        # Every entry of a commit shares ``poller/partition/``: escaped and encoded once.
-        prefix = records.item_key(poller, key_name, "")
-        escape, encode_item = records.escape, records.encode_item
-        for identity, entry in commit.upserts.items():
-            out.append(
-                Record(
-                    items_topic,
-                    prefix + escape(identity).encode(),
-                    encode_item(poller, key_name, identity, entry),
-                    partition,
-                )
-            )
+        if commit.upserts:
+            out += self._entries(poller, key_name, commit.upserts, partition)
         for identity in commit.forget:
             out.append(
                 Record(
@@ -102,6 +97,44 @@ class Outgoing:
         for command_key in commit.commands:
             out.append(Record(self.layout.state, command_key, None, partition))
         out.append(Record(self.layout.state, key, records.encode_state(state), partition))
+        return out
+
+    def _entries(
+        self, poller: str, key_name: str, upserts: Mapping[str, SnapshotEntry], partition: int
+    ) -> list[Record]:
+        """The records of one key's snapshot entries. Every entry of a commit shares
+        ``poller/partition/`` in its key and ``poller``, ``partition`` in its value: both are
+        encoded once; the value is written by :mod:`watukuy.serde.binary` (what
+        ``encode_item`` writes, byte for byte), or by ``encode_item`` for what it leaves."""
+        topic = self.layout.items
+        prefix = records.item_key(poller, key_name, "")
+        escape, encode_item, entry_body = records.escape, records.encode_item, binary.snapshot_entry
+        try:
+            shared = _ITEM_FIELDS and binary.strings(poller, key_name)
+        except UnicodeEncodeError:  # a lone surrogate: encode_item says what is wrong
+            shared = None
+        out: list[Record] = []
+        for identity, entry in upserts.items():
+            body = None
+            if shared:
+                try:
+                    body = entry_body(
+                        FORMAT_VERSION,
+                        shared,
+                        identity,
+                        entry.version,
+                        entry.seen,
+                        entry.scan,
+                        entry.deleted,
+                    )
+                except UnicodeEncodeError:  # a lone surrogate: encode_item says what is wrong
+                    body = None
+            value = (
+                _ITEM_HEADER + body
+                if body is not None
+                else encode_item(poller, key_name, identity, entry)
+            )
+            out.append(Record(topic, prefix + escape(identity).encode(), value, partition))
         return out
 
     def removal(
