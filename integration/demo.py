@@ -126,8 +126,8 @@ class Demo:
 
     def start(self) -> None:
         args = self.args
-        DEMO_DIR.mkdir(parents=True, exist_ok=True)
-        logs = {name: DEMO_DIR / f"{name}.log" for name in (*RUNNERS, "simulator", "tail")}
+        args.dir.mkdir(parents=True, exist_ok=True)
+        logs = {name: args.dir / f"{name}.log" for name in (*RUNNERS, "simulator", "tail")}
         for log in logs.values():
             log.write_text("")
         self.sim = sim = start_simulator(
@@ -152,7 +152,7 @@ class Demo:
             WATUKUY_VENDOR_URL=sim.base_url, WATUKUY_RUNNER_ID="demo-cli", WATUKUY_REST_PORT="0"
         )
         say(
-            f"config {config.relative_to(ROOT)}: config/invoices.yaml on broker "
+            f"config {shown(config)}: config/invoices.yaml on broker "
             f"{self.bootstrap}, topics {self.prefix}.*, runner.session.timeout {SESSION_TIMEOUT}"
         )
         for name, port in ports.items():
@@ -161,8 +161,8 @@ class Demo:
             self.runners[name] = runner
             say(
                 f"runner {name} (pid {runner.pid}, REST and /metrics on :{port}, log "
-                f"{logs[name].relative_to(ROOT)}): WATUKUY_RUNNER_ID={name} "
-                f"WATUKUY_REST_PORT={port} watukuy-source --config {config.relative_to(ROOT)}"
+                f"{shown(logs[name])}): WATUKUY_RUNNER_ID={name} "
+                f"WATUKUY_REST_PORT={port} watukuy-source --config {shown(config)}"
             )
         self.started = time.monotonic()
         self.config = load_config(config)
@@ -175,7 +175,7 @@ class Demo:
         self.tail = Tail(config, POLLER_NAME, dict(os.environ), logs["tail"])
         say(
             f"tail (pid {self.tail.process.pid}): watukuy-source tail --config "
-            f"{config.relative_to(ROOT)} --poller {POLLER_NAME} --from-beginning"
+            f"{shown(config)} --poller {POLLER_NAME} --from-beginning"
         )
         say(f"events of {self.topic} as tail prints them, for {args.seconds:g}s; Ctrl-C stops\n")
 
@@ -188,7 +188,7 @@ class Demo:
         config["runner"]["session.timeout"] = SESSION_TIMEOUT
         config["rest"] = {"listen": "127.0.0.1:${env:WATUKUY_REST_PORT}"}
         return write_config(
-            DEMO_DIR / "runner.yaml",
+            self.args.dir / "runner.yaml",
             config,
             "Written by python -m integration.demo from config/invoices.yaml (the declarative",
             "invoices poller) on the demo's broker and topics prefix. Both runners run it; each",
@@ -334,6 +334,11 @@ class Demo:
         )
 
 
+def shown(path: Path) -> str:
+    """``path`` relative to the repository when it is inside it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def say(text: str) -> None:
     print(f"demo: {text}", flush=True)
 
@@ -423,6 +428,12 @@ def _parser() -> argparse.ArgumentParser:
         default="3s",
         metavar="DURATION",
         help="its longest, when nothing changes (3s)",
+    )
+    add(
+        "--dir",
+        type=Path,
+        default=DEMO_DIR,
+        help="where its config and logs go (.watukuy/demo)",
     )
     add("--prefix", help="topics prefix (default: a fresh demo-XXXXXX per run, deleted after)")
     add("--keep-topics", action="store_true", help="keep the run's topics at the end")
