@@ -289,8 +289,7 @@ class _FaultyConsumer(Consumer):
             on_lost = callbacks.get("on_lost")
             if on_lost is not None:
                 on_lost(self, lost)
-            if lost:
-                self.incremental_unassign(lost)
+            # Leaving and joining again: the revocation this brings unassigns what was lost.
             self.unsubscribe()
             self.subscribe(topics, **callbacks)
         return super().poll(*args, **kwargs)

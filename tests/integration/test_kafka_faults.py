@@ -1,0 +1,196 @@
+"""The Kafka store under injected client faults, in process, on the real broker.
+
+The store is given the fault suite's client factory (integration/faults/clients.py): real
+confluent-kafka clients that fail at a chosen point of a chosen transaction, or lose their
+assignment, the same way every run. What a user would see is checked: the error the commit
+raises, what a read_committed and a read_uncommitted reader find on the events topic, and
+the store owning (and restoring) its partitions again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from integration.faults.clients import Fault, FaultyClients
+from tests.integration.kafka_support import delete_prefix, read_topic, unique_prefix, wait_owned
+from watukuy.core.errors import Fenced, Retriable
+from watukuy.core.events import Event
+from watukuy.core.observe import Observer
+from watukuy.core.poll import fresh_state
+from watukuy.core.poller import define_poller
+from watukuy.store.base import KeyCommit
+from watukuy.store.kafka.store import KafkaSettings, KafkaStore
+from watukuy.store.kafka.topics import TopicLayout
+
+NOW = 1_750_000_000.0
+POLLER = define_poller(name="faulty", fetch=lambda ctx: [], identity=lambda item: item["id"])
+PARTITIONS = 2
+
+
+class Seen(Observer):
+    def __init__(self) -> None:
+        self.restores = 0
+        self.lost: list[tuple[int, ...]] = []
+
+    def restore_done(self, partition: int, keys: int, records: int, seconds: float) -> None:
+        self.restores += 1
+
+    def leases_lost(self, partitions: tuple[int, ...], lost: bool) -> None:
+        if lost:
+            self.lost.append(partitions)
+
+
+class Store:
+    """A started KafkaStore in a group of its own, on the injecting factory."""
+
+    def __init__(self, bootstrap: str, prefix: str, faults: Sequence[Fault], **options: Any):
+        self.bootstrap = bootstrap
+        self.topic = f"{prefix}.events.{POLLER.name}"
+        self.clients = FaultyClients(faults, prefix=prefix)
+        self.seen = Seen()
+        settings = KafkaSettings(
+            kafka={"bootstrap.servers": bootstrap},
+            layout=TopicLayout(prefix, PARTITIONS, 1),
+            runner_id="r1",
+            session_timeout=6.0,
+            transaction_timeout=6.0,
+            **options,
+        )
+        self.store = KafkaStore(settings, self.seen, clients=self.clients)
+        self.store.bind({POLLER.name: POLLER})
+
+    async def commit(self, key: str, sequence: int) -> str:
+        """One event of ``key`` in one commit; its id."""
+        loaded = await self.store.load(POLLER.name, key)
+        base = fresh_state(POLLER, key, NOW) if loaded is None else loaded.state
+        entry = KeyCommit(state=replace(base, sequence=sequence), events=[_event(key, sequence)])
+        await self.store.commit([entry])
+        return entry.events[0].id
+
+    def ids(self, *, committed: bool) -> list[str]:
+        return read_topic(self.bootstrap, self.topic, committed=committed, idle=1.0).ids()
+
+
+def _event(key: str, sequence: int) -> Event:
+    return Event(
+        id=uuid.uuid4().hex,
+        poller=POLLER.name,
+        partition=key,
+        subject=f"item-{sequence}",
+        type="created",
+        version="v1",
+        sequence=sequence,
+        time=datetime.fromtimestamp(NOW, UTC),
+        lane="live",
+        schema_version=1,
+        data={"id": f"item-{sequence}"},
+    )
+
+
+@pytest.fixture
+async def started(kafka_bootstrap: str) -> AsyncIterator[Any]:
+    prefix = unique_prefix()
+    made: list[Store] = []
+
+    async def start(faults: Sequence[Fault], **options: Any) -> Store:
+        store = Store(kafka_bootstrap, prefix, faults, **options)
+        made.append(store)
+        await store.store.start()
+        await wait_owned(store.store, PARTITIONS)
+        return store
+
+    try:
+        yield start
+    finally:
+        for store in made:
+            await store.store.close()
+        await asyncio.to_thread(delete_prefix, kafka_bootstrap, prefix)
+
+
+async def _owned_again(store: Store, restores_before: int) -> None:
+    """Until every partition is owned again through a new restore (bounded)."""
+    again = asyncio.Event()
+
+    def check() -> None:
+        owned = len(store.store.owned_partitions()) == PARTITIONS
+        if owned and store.seen.restores >= restores_before + PARTITIONS:
+            again.set()
+
+    store.store.watch(check)
+    check()
+    async with asyncio.timeout(60):
+        await again.wait()
+
+
+async def test_an_abortable_error_at_commit_fails_that_commit_and_the_retry_lands_once(
+    started: Any,
+) -> None:
+    store: Store = await started([Fault("abortable", "commit")])
+
+    with pytest.raises(Retriable, match="kafka transaction failed"):
+        await store.commit("t1", 1)
+    assert store.clients.struck == ["abortable@commit in transaction 1"]
+    # The records had reached the broker: the failed transaction was aborted, not left open.
+    aborted = await asyncio.to_thread(store.ids, committed=False)
+    assert len(aborted) == 1
+    assert await asyncio.to_thread(store.ids, committed=True) == []
+
+    retried = await store.commit("t1", 1)
+    assert await asyncio.to_thread(store.ids, committed=True) == [retried]
+    assert await asyncio.to_thread(store.ids, committed=False) == [*aborted, retried]
+    assert store.clients.producers == 1  # an abortable error keeps the producer
+
+
+@pytest.mark.parametrize("point", ["begin", "commit"])
+async def test_a_fatal_error_fences_the_commit_replaces_the_producer_and_restores_again(
+    started: Any, point: str
+) -> None:
+    # after=1: the second transaction with data (a begin cannot tell yet what its transaction
+    # carries: with after=0 it would strike the start's schemas transaction).
+    store: Store = await started([Fault("fatal", point, after=1)])
+    first = await store.commit("t1", 1)
+    restores = store.seen.restores
+    assert restores == PARTITIONS
+
+    with pytest.raises(Fenced, match="the producer was fenced"):
+        await store.commit("t1", 2)
+    assert store.clients.struck == [f"fatal@{point} in transaction 2"]
+    assert store.clients.producers == 2
+    assert store.seen.lost == [tuple(range(PARTITIONS))]  # every lease given up at once
+    await _owned_again(store, restores)
+    restored = await store.store.load(POLLER.name, "t1")
+    assert restored is not None and restored.state.sequence == 1
+
+    second = await store.commit("t1", 2)
+    assert await asyncio.to_thread(store.ids, committed=True) == [first, second]
+
+
+async def test_a_lost_assignment_drops_pending_work_and_the_store_owns_its_keys_again(
+    started: Any,
+) -> None:
+    # A long commit interval keeps the second commit pending while the assignment is lost.
+    store: Store = await started([], commit_interval=30.0)
+    first = await store.commit("t1", 1)  # the first request goes out at once
+    restores = store.seen.restores
+
+    pending = asyncio.create_task(store.commit("t1", 2))
+    await asyncio.sleep(0.5)
+    assert not pending.done()
+    store.clients.lose_assignment()
+    with pytest.raises(Fenced, match="moved to another owner"):
+        async with asyncio.timeout(30):
+            await pending
+
+    assert store.seen.lost == [tuple(range(PARTITIONS))]
+    await _owned_again(store, restores)
+    # Nothing of the dropped commit was written, committed or not.
+    assert await asyncio.to_thread(store.ids, committed=False) == [first]
+    restored = await store.store.load(POLLER.name, "t1")
+    assert restored is not None and restored.state.sequence == 1
