@@ -339,6 +339,37 @@ def test_a_newer_format_version_is_refused() -> None:
         serde.decode_state(framing.encode(schema, value))
 
 
+@pytest.mark.parametrize("name", [serde.STATE, serde.ITEM, serde.PARKED, serde.COMMAND])
+def test_a_value_from_a_newer_release_is_told_apart_from_corruption(name: str) -> None:
+    """A rolling upgrade: an older reader meets a newer value. ``NewerRelease`` lets the
+    store make the key wait instead of failing; real corruption stays ``StateCorrupted``."""
+    decode = {
+        serde.STATE: serde.decode_state,
+        serde.ITEM: serde.decode_item,
+        serde.PARKED: serde.decode_parked,
+        serde.COMMAND: lambda raw: serde.decode_command(b"k", raw),
+    }[name]
+    raw = encoded()[name]
+    schema = serde.SCHEMAS.current[name]
+    value = framing.decode(raw, schema)
+    value["format_version"] = serde.FORMAT_VERSION + 1
+    newer = framing.encode(schema, value)
+    with pytest.raises(
+        base.NewerRelease, match=f"format_version {serde.FORMAT_VERSION + 1} is newer"
+    ):
+        decode(newer)
+    # A later release that changed the schema: a fingerprint this release has never seen.
+    with pytest.raises(base.NewerRelease, match="no known schema has fingerprint"):
+        decode(raw[:2] + b"\x01" * 8 + raw[10:])
+    # Not newer, just wrong: another kind of value, or a broken body.
+    other = serde.ITEM if name != serde.ITEM else serde.STATE
+    for broken in (encoded()[other], raw[:-3], b"not avro"):
+        with pytest.raises(StateCorrupted) as caught:
+            decode(broken)
+        assert not isinstance(caught.value, base.NewerRelease), broken
+    assert decode(raw) is not None  # the value as this release wrote it still reads
+
+
 # -- evolution -------------------------------------------------------------------------------
 
 

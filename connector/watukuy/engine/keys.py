@@ -9,6 +9,7 @@ from watukuy.core import lifecycle
 from watukuy.core.lifecycle import KeyPhase
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
+from watukuy.store import apply as commit_rule
 from watukuy.store.base import KeyCommit
 
 
@@ -46,11 +47,5 @@ class KeyRuntime:
         self.phase = lifecycle.move(self.phase, to, self.key)
 
     def applied(self, commit: KeyCommit) -> None:
-        self.state = commit.state
-        self.snapshot.update(commit.upserts)
-        for identity in commit.forget:
-            self.snapshot.pop(identity, None)
-        for item in commit.parked:
-            self.parked[item.id] = item
-        for parked_id in commit.unpark:
-            self.parked.pop(parked_id, None)
+        """The store accepted ``commit``: take it in by the stores' own rule."""
+        self.state = commit_rule.apply(commit, self.snapshot, self.parked)

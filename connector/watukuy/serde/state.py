@@ -11,10 +11,12 @@ Values that are arbitrary JSON (cursors, a backfill's ``until``, a parked item a
 command arguments) are stored as canonical JSON strings; ``None`` is Avro ``null`` where the
 field is optional.
 
-Anything that cannot be decoded (no single-object header, a fingerprint no known schema
-has, a bad body, bad embedded JSON) raises :class:`StateCorrupted`; messages never include the
-value. Encoding a value the schema does not admit (an unknown command op, a float sequence)
-raises :class:`ValueError`: that is a bug of the caller, not corrupted state.
+Anything that cannot be decoded (no single-object header, a bad body, bad embedded JSON)
+raises :class:`StateCorrupted`; a value from a newer release (a higher ``format_version``, or
+a fingerprint no schema of this release has) raises its subclass ``NewerRelease``. Messages
+never include the value. Encoding a value the schema does not admit (an unknown command op,
+a float sequence) raises :class:`ValueError`: that is a bug of the caller, not corrupted
+state.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from watukuy.core.events import canonical_json
 from watukuy.core.schedule import KeySchedule
 from watukuy.core.state import LaneState, ParkedItem, PartitionState, SnapshotEntry, Validators
 from watukuy.serde import framing
-from watukuy.store.base import Command
+from watukuy.store.base import Command, NewerRelease
 
 __all__ = [
     "FORMAT_VERSION",
@@ -54,7 +56,10 @@ PARKED = f"{NAMESPACE}.ParkedItem"
 COMMAND = f"{NAMESPACE}.Command"
 
 FORMAT_VERSION = 1
-"""``format_version`` written by this release; a value with a higher one is refused."""
+"""``format_version`` written by this release. A value with a higher one, or with a schema
+fingerprint this release does not know, raises :class:`~watukuy.store.base.NewerRelease`
+(a ``StateCorrupted``): during a rolling upgrade the store lets such a key wait for an
+instance that reads it instead of failing."""
 
 _DIRECTORY = ("schemas", "state")
 _HISTORY = "history"
@@ -68,14 +73,22 @@ class Schemas:
     writers: dict[str, dict[bytes, framing.Schema]]  # full name -> fingerprint -> schema
 
     def writer(self, name: str, raw: bytes) -> framing.Schema:
+        """The schema ``raw`` was written with: ``StateCorrupted`` if it is a value of
+        another kind, ``NewerRelease`` if no schema of this release has its fingerprint (a
+        later release changed the schema; this one cannot read it, and must not guess)."""
         fingerprint = framing.fingerprint_of(raw)
-        try:
-            return self.writers[name][fingerprint]
-        except KeyError:
-            raise StateCorrupted(
-                f"unreadable {_short(name)} record: no known schema has fingerprint "
-                f"{fingerprint.hex()} (written by a newer release, or not a {_short(name)})"
-            ) from None
+        found = self.writers[name].get(fingerprint)
+        if found is not None:
+            return found
+        for other, schemas in self.writers.items():
+            if fingerprint in schemas:
+                raise StateCorrupted(
+                    f"unreadable {_short(name)} record: it is a {_short(other)} record"
+                )
+        raise NewerRelease(
+            f"unreadable {_short(name)} record: no known schema has fingerprint "
+            f"{fingerprint.hex()} (written by a newer release, or not a {_short(name)})"
+        )
 
 
 def _short(name: str) -> str:
@@ -244,9 +257,11 @@ def _decode(name: str, raw: bytes, build: Callable[[dict[str, Any]], T]) -> T:
     if not isinstance(value, dict):
         raise StateCorrupted(f"unreadable {what} record: not a record")
     version = value.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise StateCorrupted(
-            f"unreadable {what} record: format_version {version!r} is newer than "
+    if not isinstance(version, int):
+        raise StateCorrupted(f"unreadable {what} record: format_version {version!r}")
+    if version > FORMAT_VERSION:
+        raise NewerRelease(
+            f"unreadable {what} record: format_version {version} is newer than "
             f"{FORMAT_VERSION} (written by a newer release)"
         )
     try:

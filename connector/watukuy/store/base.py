@@ -13,9 +13,19 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from watukuy.core.errors import StateCorrupted
 from watukuy.core.events import Event
 from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
+
+
+class NewerRelease(StateCorrupted):
+    """A stored value was written by a newer release than this one (a rolling upgrade).
+
+    Not corruption: the value is fine, this instance just cannot read it. The key waits
+    for an instance that can (its partition moves there): it is neither polled nor written
+    here, so its newer value survives. A ``StateCorrupted`` for callers that know no better.
+    """
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,11 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 
-from watukuy.core.errors import ConfigError, Fenced
+from watukuy.core.errors import ConfigError
 from watukuy.core.events import Event
 from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
+from watukuy.store import apply as commit_rule
 from watukuy.store.base import Command, KeyCommit, StoredKey
 
 
@@ -62,28 +63,14 @@ class MemoryStore:
         )
 
     async def commit(self, batch: Sequence[KeyCommit]) -> None:
-        for entry in batch:
-            stored = self.states.get(entry.key)
-            if entry.fenced and stored is not None and stored.epoch != entry.state.epoch:
-                raise Fenced(
-                    f"{entry.key}: epoch {entry.state.epoch} is stale (store has {stored.epoch})"
-                )
+        commit_rule.check_epochs(batch, self.states.get)
         for entry in batch:
             self._apply(entry)
         self.commits += 1
 
     def _apply(self, entry: KeyCommit) -> None:
         key = entry.key
-        self.states[key] = entry.state
-        snapshot = self.snapshots[key]
-        snapshot.update(entry.upserts)
-        for identity in entry.forget:
-            snapshot.pop(identity, None)
-        parked = self.parked[key]
-        for item in entry.parked:
-            parked[item.id] = item
-        for parked_id in entry.unpark:
-            parked.pop(parked_id, None)
+        self.states[key] = commit_rule.apply(entry, self.snapshots[key], self.parked[key])
         if entry.events:
             poller = entry.state.poller
             self.outbox[poller].extend(entry.events)

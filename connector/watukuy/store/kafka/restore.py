@@ -3,64 +3,138 @@
 The reader applies records in offset order, tombstones included, until each topic-partition
 reaches the end offset fixed when the lease was granted. What is left is the committed picture
 of every key that hashes to the partition, plus the commands nobody has applied yet.
+
+Restoring is a dict write per record: the last value of each record key is kept as the bytes
+Kafka gave, and decoded only when the store takes the key in (its state when the partition is
+restored, its snapshot and parked items when the engine loads it). Most records of a
+compacted topic that is not yet compacted are superseded before anyone reads them, and a
+key nobody loads is never decoded at all. Commands are decoded as they come: the engine
+applies each one.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from watukuy.core.errors import StateCorrupted
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
-from watukuy.store.base import Command
+from watukuy.store.base import Command, NewerRelease
 from watukuy.store.kafka import records
+
+log = logging.getLogger("watukuy.kafka")
+
+_COMMAND = records.COMMAND_PREFIX.encode()
+
+Raw = dict[bytes, bytes]
+"""Record key -> the last value written under it."""
 
 
 @dataclass(slots=True)
 class RestoredKeys:
-    """Everything committed for the keys of one Kafka partition."""
+    """Everything committed for the keys of one Kafka partition, undecoded."""
 
-    states: dict[str, PartitionState] = field(default_factory=dict)
-    snapshots: dict[str, dict[str, SnapshotEntry]] = field(default_factory=dict)
-    parked: dict[str, dict[str, ParkedItem]] = field(default_factory=dict)
+    states: Raw = field(default_factory=dict)  # b"poller/partition" -> value
+    # Grouped by owner, the record key up to its last ``/`` (``poller/escaped-partition``),
+    # so loading one key touches only its own records.
+    items: dict[bytes, Raw] = field(default_factory=dict)
+    parked: dict[bytes, Raw] = field(default_factory=dict)
     commands: dict[bytes, Command] = field(default_factory=dict)
 
+    # -- applying records (the Kafka thread) ------------------------------------------------
+
     def apply_state(self, key: bytes, value: bytes | None) -> None:
-        if records.is_command(key):
-            if value is None:
-                self.commands.pop(key, None)
-            else:
-                self.commands[key] = records.decode_command(key, value)
-            return
-        name = key.decode()
-        if value is None:
-            self.states.pop(name, None)
+        if key.startswith(_COMMAND):
+            self._apply_command(key, value)
+        elif value is None:
+            self.states.pop(key, None)
         else:
-            self.states[name] = records.decode_state(value)
+            self.states[key] = value
 
     def apply_item(self, key: bytes, value: bytes | None) -> None:
-        owner, identity = _split(key, "snapshot")
-        if value is None:
-            self.snapshots.get(owner, {}).pop(identity, None)
-            return
-        decoded_owner, decoded_identity, entry = records.decode_item(value)
-        self.snapshots.setdefault(decoded_owner, {})[decoded_identity] = entry
+        _apply_owned(self.items, key, value)
 
     def apply_parked(self, key: bytes, value: bytes | None) -> None:
-        owner, parked_id = _split(key, "parked")
+        _apply_owned(self.parked, key, value)
+
+    def _apply_command(self, key: bytes, value: bytes | None) -> None:
         if value is None:
-            self.parked.get(owner, {}).pop(parked_id, None)
+            self.commands.pop(key, None)
             return
-        item = records.decode_parked(value)
-        self.parked.setdefault(f"{item.poller}/{item.partition}", {})[item.id] = item
+        try:
+            self.commands[key] = records.decode_command(key, value)
+        except NewerRelease as exc:
+            # Left in the topic for an owner that reads it (a newer release, after the upgrade).
+            log.warning("a command is left for a newer release: %s", exc)
 
     def pending_commands(self) -> list[Command]:
         return sorted(self.commands.values(), key=lambda c: (c.issued_at, c.id))
 
+    # -- taking keys in (the event loop) ----------------------------------------------------
 
-def _split(key: bytes, what: str) -> tuple[str, str]:
-    """``poller/escaped-partition/escaped-rest`` -> (``poller/partition``, rest)."""
-    parts = key.decode().split("/")
-    if len(parts) != 3:
-        raise StateCorrupted(f"unreadable {what} record key {key!r}")
-    poller, partition, rest = parts
-    return f"{poller}/{records.unescape(partition)}", records.unescape(rest)
+    def names(self) -> list[str]:
+        """``poller/partition`` of every key with a state record."""
+        return [key.decode() for key in self.states]
+
+    def state(self, name: str) -> PartitionState:
+        """The key's stored state; ``NewerRelease`` or ``StateCorrupted`` if unreadable."""
+        return records.decode_state(self.states[name.encode()])
+
+    def take(self, name: str) -> tuple[dict[str, SnapshotEntry], dict[str, ParkedItem]]:
+        """The key's snapshot and parked items, decoded; its raw records are then let go.
+
+        Raises (and keeps the raw records) if one of them cannot be read.
+        """
+        owner = _owner(name)
+        snapshot: dict[str, SnapshotEntry] = {}
+        for value in self.items.get(owner, {}).values():
+            _, identity, entry = records.decode_item(value)
+            snapshot[identity] = entry
+        parked: dict[str, ParkedItem] = {}
+        for value in self.parked.get(owner, {}).values():
+            item = records.decode_parked(value)
+            parked[item.id] = item
+        self.items.pop(owner, None)
+        self.parked.pop(owner, None)
+        return snapshot, parked
+
+    def record_ids(self, name: str) -> tuple[list[str], list[str]]:
+        """Identities and parked ids of the key's records not taken in yet, read from the
+        record keys alone (removing a key must not depend on reading its values)."""
+        owner = _owner(name)
+        return _last_segments(self.items.get(owner, {})), _last_segments(self.parked.get(owner, {}))
+
+    def forget(self, name: str) -> None:
+        owner = _owner(name)
+        self.states.pop(name.encode(), None)
+        self.items.pop(owner, None)
+        self.parked.pop(owner, None)
+
+
+def _apply_owned(grouped: dict[bytes, Raw], key: bytes, value: bytes | None) -> None:
+    owner = key.rpartition(b"/")[0]
+    if value is None:
+        of_owner = grouped.get(owner)
+        if of_owner is not None:
+            of_owner.pop(key, None)
+        return
+    of_owner = grouped.get(owner)
+    if of_owner is None:
+        grouped[owner] = of_owner = {}
+    of_owner[key] = value
+
+
+def _owner(name: str) -> bytes:
+    """``poller/partition`` -> the owner part of its item and parked record keys."""
+    poller, _, partition = name.partition("/")
+    return f"{poller}/{records.escape(partition)}".encode()
+
+
+def _last_segments(raw: Raw) -> list[str]:
+    out = []
+    for key in raw:
+        parts = key.decode().split("/")
+        if len(parts) != 3:
+            raise StateCorrupted(f"unreadable record key {key!r}")
+        out.append(records.unescape(parts[2]))
+    return out

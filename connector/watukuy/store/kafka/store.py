@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 
-from watukuy.core.errors import ConfigError, Fenced, Retriable
+from watukuy.core.errors import ConfigError, Fenced, Retriable, StateCorrupted
 from watukuy.core.events import Event
 from watukuy.core.observe import Observer, fanout, outcome_kind
 from watukuy.core.poller import Poller
@@ -31,7 +31,8 @@ from watukuy.serde.consumer import Decoder, SchemaTopicResolver, event_decoder
 from watukuy.serde.data import DataSchema
 from watukuy.serde.events import EventSchemas, WriterSchema, dlq_schema, encode_event
 from watukuy.serde.registry import ConfluentEventEncoder, registry_client
-from watukuy.store.base import Command, KeyCommit, StoredKey
+from watukuy.store import apply as commit_rule
+from watukuy.store.base import Command, KeyCommit, NewerRelease, StoredKey
 from watukuy.store.kafka import clients, records
 from watukuy.store.kafka.factory import ClientFactory, Clock
 from watukuy.store.kafka.feed import KafkaEventFeed, handlers_config
@@ -49,6 +50,7 @@ from watukuy.store.kafka.io import (
 )
 from watukuy.store.kafka.outgoing import Outgoing
 from watukuy.store.kafka.partitioner import partition_for
+from watukuy.store.kafka.restore import RestoredKeys
 from watukuy.store.kafka.settings import KafkaSettings
 from watukuy.store.kafka.topics import BrokerUnavailable, TopicInfo, ensure_topics
 
@@ -76,9 +78,13 @@ class KafkaStore:
         self.layout = settings.layout
         self._pollers: dict[str, Poller] = {}
         self._owned: dict[int, int] = {}  # Kafka partition -> lease generation
+        # The committed picture of owned keys: states decoded at restore, snapshot and parked
+        # items once the key is loaded (until then they stay raw in ``_raw``, see .restore).
         self._states: dict[str, PartitionState] = {}
         self._snapshots: dict[str, dict[str, SnapshotEntry]] = {}
         self._parked: dict[str, dict[str, ParkedItem]] = {}
+        self._raw: dict[int, RestoredKeys] = {}  # Kafka partition -> what it restored
+        self._newer: dict[str, str] = {}  # key -> why it waits for a newer release
         self._commands: list[Command] = []
         self._watchers: list[Callable[[], None]] = []
         self._feeds: list[KafkaEventFeed] = []  # handlers' and subscribers' (see .feed)
@@ -257,13 +263,32 @@ class KafkaStore:
             changed()
 
     def _restored(self, restored: Restored) -> None:
+        """Take a restored partition in: each key's state is decoded now (one per key), its
+        snapshot and parked items when the key is loaded."""
         partition = restored.lease.partition
         keys = restored.keys
-        for key, state in keys.states.items():
+        newer = []
+        for key in keys.names():
+            try:
+                state = keys.state(key)
+            except NewerRelease as exc:
+                self._newer[key] = str(exc)
+                newer.append(key)
+                continue
+            except StateCorrupted as exc:
+                self.crashed = exc  # as when the thread could not read it: the store stops
+                return
             # A takeover: whatever still holds the previous epoch can no longer commit.
             self._states[key] = replace(state, epoch=state.epoch + 1)
-            self._snapshots[key] = keys.snapshots.get(key, {})
-            self._parked[key] = keys.parked.get(key, {})
+        if newer:
+            log.warning(
+                "partition %d: %d key(s) written by a newer release wait for an instance that "
+                "reads them: %s",
+                partition,
+                len(newer),
+                ", ".join(sorted(newer)[:10]) + (" ..." if len(newer) > 10 else ""),
+            )
+        self._raw[partition] = keys
         self._owned[partition] = restored.lease.generation
         self._commands.extend(keys.pending_commands())
         self.observer.restore_done(partition, len(keys.states), restored.records, restored.seconds)
@@ -273,10 +298,15 @@ class KafkaStore:
         gone = set(revoked.partitions)
         for partition in gone:
             self._owned.pop(partition, None)
-        for key in [k for k in self._states if self._partition_of_key(k) in gone]:
+        for partition in gone:
+            self._raw.pop(partition, None)
+        held = self._states.keys() | self._snapshots.keys()
+        for key in [k for k in held if self._partition_of_key(k) in gone]:
             self._states.pop(key, None)
             self._snapshots.pop(key, None)
             self._parked.pop(key, None)
+        for key in [k for k in self._newer if self._partition_of_key(k) in gone]:
+            del self._newer[key]
 
     def _transacted(self, done: Transacted) -> None:
         kind = None if done.error is None else outcome_kind(done.error)
@@ -293,12 +323,36 @@ class KafkaStore:
             raise Fenced(f"{key}: owned by another instance")
         state = self._states.get(key)
         if state is None:
+            self._refuse_newer(key)
             return None
-        return StoredKey(
-            state=state,
-            snapshot=dict(self._snapshots.get(key, {})),
-            parked=dict(self._parked.get(key, {})),
-        )
+        snapshot, parked = self._taken(key)
+        return StoredKey(state=state, snapshot=dict(snapshot), parked=dict(parked))
+
+    def _taken(self, key: str) -> tuple[dict[str, SnapshotEntry], dict[str, ParkedItem]]:
+        """The key's snapshot and parked items, decoded from the restore on first use.
+
+        ``NewerRelease`` if one of them comes from a newer release: the key then waits like
+        one whose state does (it is no longer loaded, polled or written here).
+        """
+        loaded = self._snapshots.get(key)
+        if loaded is not None:
+            return loaded, self._parked.get(key, {})
+        self._refuse_newer(key)
+        raw = self._raw.get(self._partition_of_key(key))
+        try:
+            snapshot, parked = ({}, {}) if raw is None else raw.take(key)
+        except NewerRelease as exc:
+            self._newer[key] = str(exc)
+            self._states.pop(key, None)
+            raise
+        self._snapshots[key] = snapshot
+        self._parked[key] = parked
+        return snapshot, parked
+
+    def _refuse_newer(self, key: str) -> None:
+        reason = self._newer.get(key)
+        if reason is not None:
+            raise NewerRelease(f"{key} waits for a newer release: {reason}")
 
     async def commit(self, batch: Sequence[KeyCommit]) -> None:
         outgoing = self._require_outgoing()
@@ -309,11 +363,8 @@ class KafkaStore:
             generation = self._owned.get(partition)
             if generation is None:
                 raise Fenced(f"{entry.key}: owned by another instance")
-            stored = self._states.get(entry.key)
-            if entry.fenced and stored is not None and stored.epoch != entry.state.epoch:
-                raise Fenced(
-                    f"{entry.key}: epoch {entry.state.epoch} is stale (store has {stored.epoch})"
-                )
+            self._taken(entry.key)  # NewerRelease: its newer value must survive this instance
+            commit_rule.check_epoch(entry, self._states.get(entry.key))
             leases[partition] = generation
             out.extend(outgoing.of(entry, partition))
         future = self._new_future()
@@ -335,12 +386,9 @@ class KafkaStore:
         generation = self._owned.get(kafka_partition)
         if generation is None:
             raise Fenced(f"{key}: owned by another instance")
+        identities, parked_ids = self._record_ids(key)
         out = self._require_outgoing().removal(
-            poller,
-            partition,
-            kafka_partition,
-            list(self._snapshots.get(key, {})),
-            list(self._parked.get(key, {})),
+            poller, partition, kafka_partition, identities, parked_ids
         )
         if command is not None:
             out.append(Record(self.layout.state, command, None, kafka_partition))
@@ -351,9 +399,20 @@ class KafkaStore:
                 self._states.pop(key, None)
                 self._snapshots.pop(key, None)
                 self._parked.pop(key, None)
+                self._newer.pop(key, None)
+                raw = self._raw.get(kafka_partition)
+                if raw is not None:
+                    raw.forget(key)
             _settle(future, error)
 
         await self._send(CommitRequest(out, {kafka_partition: generation}, self._hop(done)), future)
+
+    def _record_ids(self, key: str) -> tuple[list[str], list[str]]:
+        """Identities and parked ids of every record the key has (loaded or still raw)."""
+        if key in self._snapshots:
+            return list(self._snapshots[key]), list(self._parked.get(key, {}))
+        raw = self._raw.get(self._partition_of_key(key))
+        return ([], []) if raw is None else raw.record_ids(key)
 
     async def partitions(self, poller: str) -> list[str]:
         return [s.partition for s in self._states.values() if s.poller == poller]
@@ -426,16 +485,8 @@ class KafkaStore:
         key = entry.key
         if self._partition_of_key(key) not in self._owned:
             return
-        self._states[key] = entry.state
-        snapshot = self._snapshots.setdefault(key, {})
-        snapshot.update(entry.upserts)
-        for identity in entry.forget:
-            snapshot.pop(identity, None)
-        parked = self._parked.setdefault(key, {})
-        for item in entry.parked:
-            parked[item.id] = item
-        for parked_id in entry.unpark:
-            parked.pop(parked_id, None)
+        snapshot, parked = self._taken(key)
+        self._states[key] = commit_rule.apply(entry, snapshot, parked)
 
     def _hop(
         self, done: Callable[[BaseException | None], None]
