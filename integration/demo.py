@@ -116,6 +116,7 @@ class Demo:
         self.victim: str | None = None
         self.killed_at: float | None = None
         self.before: dict[str, str] = {}  # tenant -> owner when the victim was killed
+        self.at_kill: dict[str, int] = {}  # tenant -> events printed before the SIGKILL
         self.moved_at: float | None = None
         self.survivor_rc: int | None = None
 
@@ -229,8 +230,15 @@ class Demo:
         """Print the status table and note what changed in it."""
         self.table = read_status(self.config, POLLER_NAME)
         self.throttles.scrape()
-        framed(self.table, f"watukuy-source status at {self.elapsed():.1f}s")
         assert self.trouble is not None
+        limited = self.trouble.rate_limited
+        waits = self.throttles.of(limited)
+        framed(
+            self.table,
+            f"watukuy-source status at {self.elapsed():.1f}s",
+            f"(runners' /metrics: {limited} waited {waits} times for the vendor: 429 with "
+            f"Retry-After, watukuy_throttle_waits_total)",
+        )
         failing = self.table.rows.get(self.trouble.failing)
         if self.circuit_open_at is None and failing is not None and failing.circuit == "open":
             self.circuit_open_at = self.elapsed()
@@ -268,6 +276,7 @@ class Demo:
         runner.send_signal(signal.SIGKILL)
         runner.wait(10)
         self.killed_at = self.elapsed()
+        self.at_kill = {tenant: len(seq) for tenant, seq in self.seen.sequences.items()}
         say(
             f"its open transaction is aborted; after runner.session.timeout ({SESSION_TIMEOUT}) "
             f"the group gives its tenants to {self.survivor()}\n"
@@ -325,6 +334,7 @@ class Demo:
             throttles={t: self.throttles.of(t) for t in self.seen.sequences}
             | {self.trouble.rate_limited: self.throttles.of(self.trouble.rate_limited)},
             before=self.before,
+            at_kill=self.at_kill,
             after=self.table.owners(),
             victim=self.victim,
             moved=self.moved() if self.victim is not None else set(),

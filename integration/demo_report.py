@@ -22,6 +22,8 @@ class Outcome:
     """Per tenant, the polls the vendor paced (the runners' ``watukuy_throttle_waits``)."""
     before: Mapping[str, str]
     """Tenant -> owner when a runner was killed (empty if none was)."""
+    at_kill: Mapping[str, int]
+    """Tenant -> how many of its events were printed before the kill."""
     after: Mapping[str, str]
     """Tenant -> owner in the last status table."""
     victim: str | None
@@ -34,13 +36,14 @@ class Outcome:
 def summarize(outcome: Outcome, out: TextIO = sys.stdout) -> bool:
     """Print the summary; True if events arrived, a tenant moved and no sequence has a gap."""
     seen, trouble = outcome.seen, outcome.trouble
-    lines = [("tenant", "events", "sequences", "gap-free from 1", "owner before -> after", "")]
+    head = ("tenant", "events", "sequences before + after kill", "gap-free from 1", "owner", "")
+    lines = [head]
     gaps = False
     for tenant in sorted(set(outcome.tenants) | seen.sequences.keys()):
         sequences = seen.sequences.get(tenant, [])
         good = gap_free(sequences)
         gaps = gaps or not good
-        span = f"{sequences[0]}..{sequences[-1]}" if sequences else "-"
+        span = _spans(sequences, outcome.at_kill.get(tenant, 0) if outcome.victim else None)
         verdict = "yes" if good and sequences else "-" if good else "NO"
         before = outcome.before.get(tenant, "-")
         after = outcome.after.get(tenant, "-")
@@ -78,6 +81,12 @@ def summarize(outcome: Outcome, out: TextIO = sys.stdout) -> bool:
         )
     out.flush()
     return not failures
+
+
+def _spans(sequences: list[int], split: int | None) -> str:
+    """``1..12 + 13..20``: the events printed before the kill, then after it."""
+    parts = [sequences] if split is None else [sequences[:split], sequences[split:]]
+    return " + ".join(f"{part[0]}..{part[-1]}" if part else "-" for part in parts)
 
 
 def _note(outcome: Outcome, tenant: str) -> str:

@@ -163,10 +163,12 @@ def parse_status(text: str, poller: str) -> dict[str, Row]:
     return rows
 
 
-def framed(table: Table, title: str, out: TextIO = sys.stdout) -> None:
-    """The table between two rules, so it stands out among the event lines."""
+def framed(table: Table, title: str, *notes: str, out: TextIO = sys.stdout) -> None:
+    """The table (and ``notes`` under it) between two rules, so it stands out among the event
+    lines."""
     rule = "─" if (getattr(out, "encoding", "") or "").lower().replace("-", "") == "utf8" else "-"
     out.write(f"\n{rule * 3} {title} {rule * max(3, 72 - len(title))}\n")
     out.write(table.text.rstrip("\n") + "\n")
+    out.writelines(f"{note}\n" for note in notes)
     out.write(rule * 78 + "\n\n")
     out.flush()
