@@ -162,6 +162,8 @@ async def _list_items(request: web.Request) -> web.Response:
         faults = sim.faults(tenant.id)
         if faults.fail_status == 429:
             headers = headers | {"Retry-After": str(faults.retry_after)}
+        if faults.echo_request:
+            return _echo(request, faults.fail_status, headers)
         return _error(faults.fail_status, "injected failure", headers)
     try:
         after = lower_bound(request.query.get("cursor"), request.query.get("updated_since"))
@@ -290,6 +292,17 @@ async def _json_object(request: web.Request, allowed: set[str] | None = None) ->
 
 def _json_body(body: bytes, headers: dict[str, str]) -> web.Response:
     return web.Response(body=body, content_type="application/json", headers=headers)
+
+
+def _echo(request: web.Request, status: int, headers: dict[str, str]) -> web.Response:
+    """An injected failure whose body quotes the request, secrets and all."""
+    quoted = {
+        "path": request.path_qs,
+        "authorization": request.headers.get("Authorization"),
+        "headers": dict(request.headers),
+    }
+    body = {"error": f"injected failure for {request.url}", "request": quoted}
+    return web.json_response(body, status=status, headers=headers)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:

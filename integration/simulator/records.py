@@ -71,17 +71,20 @@ class Faults:
 
     The order in which they strike a request: ``delay``, then a failure (``fail_next`` first,
     then ``error_rate``, drawn from a seeded RNG) answered with ``fail_status`` (a 429 carries
-    ``Retry-After: retry_after``); a successful listing is then mangled by ``malformed_json``
-    (body cut in half) or ``drop_id``, and a ``poison_rate`` share of its items (chosen by id,
-    so every version of a chosen item) is served poisoned, as one of ``poison_kinds``; an
-    oversized one carries ``poison_bytes`` of text. With ``heals_at`` (a time of the
-    simulator's clock), all of it is lifted once the clock reaches it.
+    ``Retry-After: retry_after``; with ``echo_request`` the error body quotes the request's
+    path, query and headers, ``Authorization`` included, as careless vendors do). A successful
+    listing is then mangled by ``malformed_json`` (body cut in half) or ``drop_id``, and a
+    ``poison_rate`` share of its items (chosen by id, so every version of a chosen item) is
+    served poisoned, as one of ``poison_kinds``; an oversized one carries ``poison_bytes`` of
+    text. With ``heals_at`` (a time of the simulator's clock), all of it is lifted once the
+    clock reaches it.
     """
 
     fail_next: int = 0
     error_rate: float = 0.0
     fail_status: int = 503
     retry_after: int = 1
+    echo_request: bool = False
     delay: float = 0.0
     malformed_json: bool = False
     drop_id: bool = False
@@ -99,6 +102,7 @@ class Faults:
         require(is_int(self.fail_status), "fail_status: HTTP error status 400..599")
         require(400 <= self.fail_status <= 599, "fail_status: HTTP error status 400..599")
         require(is_int(self.retry_after) and self.retry_after >= 0, "retry_after: seconds >= 0")
+        require(isinstance(self.echo_request, bool), "echo_request: boolean")
         require(_is_number(self.delay) and self.delay >= 0, "delay: seconds >= 0")
         require(isinstance(self.malformed_json, bool), "malformed_json: boolean")
         require(isinstance(self.drop_id, bool), "drop_id: boolean")

@@ -361,6 +361,7 @@ def test_faults_refuse_nonsense(sim: VendorSimulator) -> None:
         {"poison_kinds": []},
         {"poison_bytes": 0},
         {"heals_at": "soon"},
+        {"echo_request": "yes"},
     ]
     for bad in bad_faults:
         with pytest.raises(ValueError):
@@ -390,6 +391,18 @@ async def test_an_injected_429_says_when_to_retry(
     sim.set_faults(tenant.id, fail_next=1, fail_status=429, retry_after=7)
     status, body, headers = await get_items(http, tenant)
     assert status == 429 and headers["Retry-After"] == "7" and body is not None
+    assert (await get_items(http, tenant))[0] == 200
+
+
+async def test_an_echoing_failure_quotes_the_request(
+    http: ClientSession, sim: VendorSimulator
+) -> None:
+    tenant = sim.tenants[0]
+    sim.set_faults(tenant.id, fail_next=1, fail_status=500, echo_request=True)
+    status, body, _ = await get_items(http, tenant, limit=3)
+    assert status == 500 and body is not None
+    assert body["request"]["authorization"] == f"Bearer {tenant.token}"
+    assert tenant.slug in body["error"] and "limit=3" in body["request"]["path"]
     assert (await get_items(http, tenant))[0] == 200
 
 
