@@ -353,9 +353,15 @@ class RunnerControl:
 
     async def operate(self, name: str, key: str, operation: str, args: dict[str, Any]) -> None:
         self._target(name)
-        if key not in self._engine.listed(name):
+        if key not in self._engine.listed(name) and not await self._removable(name, key, operation):
             raise NotFound(f"connector {name} has no partition {key!r}")
         await self._engine.operate(operation, name, partition=self._partition(name, key), args=args)
+
+    async def _removable(self, name: str, key: str, operation: str) -> bool:
+        """Whether ``remove`` may delete an unlisted key: one its partitions source dropped
+        keeps its state (it resumes if listed again), and deleting that state is what the
+        route is for. Deleting a key while the source still lists it brings it back fresh."""
+        return operation == "remove" and key in await self._read_states(name)
 
     async def parked(
         self, name: str, *, partition: str | None, kind: ParkedKind | None

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from integration.faults.scenarios import s01_rolling_bounces
+from integration.faults.scenarios import s01_rolling_bounces, s05_churn
 
 SCENARIOS: list[ModuleType] = [
     s01_rolling_bounces,
+    s05_churn,
 ]
