@@ -58,9 +58,26 @@ def test_the_moves_that_matter() -> None:
         assert not MOVES[gone] & HELD
     # A fenced key is not then marked removed or stopped by this instance: it is not ours.
     assert MOVES[P.FENCED] == {P.RESTORING}
-    # Restoring ends held, or let go when ownership, the connector or a removal intervenes.
-    assert MOVES[P.RESTORING] == {P.ACTIVE, P.PAUSED_BY_USER, P.FENCED, P.STOPPED, P.REMOVED}
+    # Restoring ends held, or let go when ownership, the connector or a removal intervenes,
+    # or waiting when the stored state comes from a newer release.
+    assert MOVES[P.RESTORING] == {
+        P.ACTIVE,
+        P.PAUSED_BY_USER,
+        P.FENCED,
+        P.STOPPED,
+        P.REMOVED,
+        P.WAITING_NEWER,
+    }
     assert P.PAUSED_REMOVED not in MOVES[P.RESTORING]
+
+
+def test_a_key_waiting_for_a_newer_release_is_never_held_only_let_go() -> None:
+    assert P.WAITING_NEWER not in HELD
+    assert MOVES[P.WAITING_NEWER] == {P.PAUSED_REMOVED, P.FENCED, P.STOPPED, P.REMOVED}
+    # Only a restore finds a newer value: a held key does not start waiting.
+    assert [a for a, targets in MOVES.items() if P.WAITING_NEWER in targets] == [P.RESTORING]
+    with pytest.raises(IllegalTransition, match="from WAITING_NEWER to ACTIVE"):
+        move(P.WAITING_NEWER, P.ACTIVE)
 
 
 def test_the_held_phase_follows_the_stored_pause_flag() -> None:

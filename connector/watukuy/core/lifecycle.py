@@ -2,7 +2,8 @@
 (:class:`Target`, what the user asked the whole poller to do).
 
 A key's phase is where this instance stands with it, like Kafka Streams' task states: it is
-being restored, held (active or paused by the user), or let go, and why. The legal moves are
+being restored, held (active or paused by the user), waiting for a newer release (its stored
+state is one this release cannot read), or let go, and why. The legal moves are
 the table :data:`MOVES`; :func:`move` raises :class:`IllegalTransition` on any other, so a key
 let go for one reason is never silently let go again for another (a fenced key is not then
 marked removed), and a key that was let go comes back only through ``RESTORING``.
@@ -49,6 +50,10 @@ class KeyPhase(Enum):
     """Let go: its connector was stopped, replaced or deleted. State kept in the store."""
     REMOVED = "removed"
     """Let go and every record of it deleted (``partitions.remove``)."""
+    WAITING_NEWER = "waiting_newer"
+    """Owned and shown, but neither polled nor written: its stored state was written by a newer
+    release (a rolling upgrade), which this one cannot read. It waits until its partition
+    moves to an instance that can, so the newer value survives."""
 
 
 _P = KeyPhase
@@ -61,7 +66,9 @@ _LET_GO = frozenset({_P.PAUSED_REMOVED, _P.FENCED, _P.STOPPED, _P.REMOVED})
 MOVES: dict[KeyPhase, frozenset[KeyPhase]] = {
     # Restored into its stored pause; or ownership moved, its connector stopped, or it was
     # removed while it was loading.
-    _P.RESTORING: frozenset({_P.ACTIVE, _P.PAUSED_BY_USER, _P.FENCED, _P.STOPPED, _P.REMOVED}),
+    _P.RESTORING: frozenset(
+        {_P.ACTIVE, _P.PAUSED_BY_USER, _P.FENCED, _P.STOPPED, _P.REMOVED, _P.WAITING_NEWER}
+    ),
     # A held key may be paused or resumed again (idempotent operations), or let go.
     _P.ACTIVE: frozenset({_P.ACTIVE, _P.PAUSED_BY_USER}) | _LET_GO,
     _P.PAUSED_BY_USER: frozenset({_P.ACTIVE, _P.PAUSED_BY_USER}) | _LET_GO,
@@ -71,6 +78,9 @@ MOVES: dict[KeyPhase, frozenset[KeyPhase]] = {
     _P.FENCED: frozenset({_P.RESTORING}),
     _P.STOPPED: frozenset({_P.RESTORING, _P.REMOVED}),
     _P.REMOVED: frozenset({_P.RESTORING}),
+    # A key that waits for a newer release is never held here; it is only let go (ownership
+    # moved, its connector stopped, the listing dropped it, or a user deleted it).
+    _P.WAITING_NEWER: _LET_GO,
 }
 """Legal moves: from a phase to the phases it may go to."""
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 
 from watukuy.core import schedule as schedules
 from watukuy.core.due import DueQueue
-from watukuy.core.errors import ConfigError, Fenced, Retriable, ShowsConfigOnly
+from watukuy.core.errors import ConfigError, Conflict, Fenced, Retriable, ShowsConfigOnly
 from watukuy.core.lifecycle import KeyPhase, Target, held_phase
 from watukuy.core.observe import Observer
 from watukuy.core.partitions import SINGLE, diff, normalise
@@ -30,9 +30,13 @@ from watukuy.core.redaction import failure_text
 from watukuy.engine.clock import Clock
 from watukuy.engine.keys import KeyRuntime
 from watukuy.logs import log_context
-from watukuy.store.base import Command, KeyCommit, Store
+from watukuy.store.base import Command, KeyCommit, NewerRelease, Store
 
 log = logging.getLogger("watukuy.partitions")
+
+WAITING_LOG_EVERY = 60.0
+"""Seconds between log lines about keys that wait for a newer release (one line, then a
+count of the others): a rolling upgrade may find thousands of them at once."""
 
 
 @dataclass(slots=True)
@@ -64,6 +68,8 @@ class Registry:
         self.activation_pending = False
         self.tables = {name: PartitionTable() for name in pollers}
         self.targets: dict[str, Target] = {}  # absent: RUNNING
+        self._waiting_logged_at: float | None = None
+        self._waiting_unlogged = 0
 
     # -- partitions ---------------------------------------------------------------------
 
@@ -132,6 +138,8 @@ class Registry:
         with log_context(poller=poller.name, partition=partition.key):
             try:
                 await self._restore(poller, partition)
+            except NewerRelease as exc:
+                self._wait(poller, partition, exc)
             except (Fenced, Retriable) as exc:
                 # Ownership moved while it was loading, or the store is busy: the next pass over
                 # ownership tries again if the key is still ours.
@@ -166,6 +174,30 @@ class Registry:
         self.observer.key_gained(poller.name, partition.key)
         self.reschedule(runtime)
 
+    def _wait(self, poller: Poller, partition: Partition, why: NewerRelease) -> None:
+        """Show the key, waiting for a newer release: owned here but neither polled nor
+        written (its newer value must survive), until ownership moves it to an instance that
+        reads it. Its ``last_error`` says why; the state shown is not the stored one."""
+        if not self._holds(poller):
+            return
+        now = self.clock.now()
+        text = f"waits for a newer release of watukuy to read its stored state ({why})"
+        shown = replace(fresh_state(poller, partition.key, now), last_error=text)
+        runtime = KeyRuntime(poller, partition, shown)
+        runtime.move(KeyPhase.WAITING_NEWER)
+        self.keys[runtime.key] = runtime
+        self.observer.key_gained(poller.name, partition.key)
+        last = self._waiting_logged_at
+        if last is None or now - last >= WAITING_LOG_EVERY:
+            others = self._waiting_unlogged
+            self._waiting_logged_at, self._waiting_unlogged = now, 0
+            also = (
+                f" ({others} other key(s) began waiting since the last such line)" if others else ""
+            )
+            log.warning("%s: %s; not polled here%s", runtime.key, text, also)
+        else:
+            self._waiting_unlogged += 1
+
     def _holds(self, poller: Poller) -> bool:
         """Whether keys of ``poller`` (this very definition) may be held now."""
         return self.pollers.get(poller.name) is poller and self.target(poller.name).holds_keys
@@ -174,6 +206,9 @@ class Registry:
         with log_context(poller=poller.name, partition=key):
             runtime = self.keys.get(f"{poller.name}/{key}")
             if runtime is None:
+                return
+            if runtime.phase is KeyPhase.WAITING_NEWER:
+                self.drop(runtime, KeyPhase.PAUSED_REMOVED)  # written by nobody but its reader
                 return
             async with runtime.lock:
                 if not runtime.held:
@@ -281,7 +316,7 @@ class Registry:
         if runtime is not None:
             async with runtime.lock:
                 await self.store.remove(name, key, command)
-                if runtime.held:
+                if runtime.held or runtime.phase is KeyPhase.WAITING_NEWER:
                     self.drop(runtime, KeyPhase.REMOVED)
         else:
             await self.store.remove(name, key, command)
@@ -303,6 +338,7 @@ class Registry:
         runtime = self.keys.get(f"{name}/{key}")
         if runtime is None:
             raise ConfigError(f"poller '{name}' has no active partition {key!r}", "partition")
+        _refuse_waiting(runtime)
         return runtime
 
     def partition_of(self, name: str, key: str) -> Partition | None:
@@ -313,6 +349,7 @@ class Registry:
 
     async def commit(self, runtime: KeyRuntime, commit: KeyCommit) -> None:
         """Commit one step of a key; a key another owner fenced off is let go here."""
+        _refuse_waiting(runtime)
         try:
             await self.store.commit([commit])
         except Fenced:
@@ -327,7 +364,7 @@ class Registry:
 
     def reschedule(self, runtime: KeyRuntime) -> None:
         at = due_at(runtime.state, self.clock.now())
-        if not self.target(runtime.poller.name).polls:
+        if not self.target(runtime.poller.name).polls or runtime.phase is KeyPhase.WAITING_NEWER:
             at = None  # a paused connector keeps its keys but polls none
         held = self.held_until.pop(runtime.key, None)
         if held is not None and at is not None:
@@ -337,6 +374,12 @@ class Registry:
     def hold(self, runtime: KeyRuntime, until: float) -> None:
         """Keep the key from polling before ``until`` (its commit was refused for now)."""
         self.held_until[runtime.key] = until
+
+
+def _refuse_waiting(runtime: KeyRuntime) -> None:
+    """``Conflict`` for any write to a key that waits for a newer release."""
+    if runtime.phase is KeyPhase.WAITING_NEWER:
+        raise Conflict(f"{runtime.key} {runtime.state.last_error}")
 
 
 def _sample(keys: dict[str, KeyRuntime], limit: int = 20) -> str:
