@@ -21,7 +21,7 @@ from typing import Any
 from watukuy import __version__
 from watukuy.config.checks import message_of
 from watukuy.config.pollers import PollerSource
-from watukuy.config.references import resolve_references
+from watukuy.config.references import Secrets, resolve_references
 from watukuy.control.configs import ConfigTopic, UnknownConnector
 from watukuy.control.keystatus import KeyStatus
 from watukuy.control.reader import Message, TopicReader
@@ -67,6 +67,7 @@ WHERE = "config"
 def compile_connector(name: str, config: Mapping[str, Any], base_dir: Path) -> Poller:
     """The poller a REST connector's ``config`` (``${...}`` unresolved) describes; a
     ``ConfigError`` names the field relative to the config (``request.url``)."""
+    secrets: Secrets | None = None
     try:
         resolved, secrets = resolve_references({WHERE: dict(config)}, base_dir)
         body = {key: value for key, value in resolved[WHERE].items() if key != "name"}
@@ -74,7 +75,10 @@ def compile_connector(name: str, config: Mapping[str, Any], base_dir: Path) -> P
             {**body, "name": name}, where=WHERE, base_dir=base_dir, written=secrets.written
         )
     except ConfigError as exc:
-        raise ConfigError(message_of(exc), relative_path(exc.path, WHERE) or None) from None
+        # A validator quotes the value it refused: a resolved ${env:...} one must not reach
+        # the REST answer (the file loader scrubs its errors the same way).
+        message = message_of(exc) if secrets is None else secrets.scrub(message_of(exc))
+        raise ConfigError(message, relative_path(exc.path, WHERE) or None) from None
 
 
 class ConfigApplier:
