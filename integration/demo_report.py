@@ -36,8 +36,8 @@ class Outcome:
 def summarize(outcome: Outcome, out: TextIO = sys.stdout) -> bool:
     """Print the summary; True if events arrived, a tenant moved and no sequence has a gap."""
     seen, trouble = outcome.seen, outcome.trouble
-    head = ("tenant", "events", "sequences before + after kill", "gap-free from 1", "owner", "")
-    lines = [head]
+    spans = "sequences before + after kill" if outcome.victim else "sequences"
+    lines = [("tenant", "events", spans, "gap-free from 1", "owner", "")]
     gaps = False
     for tenant in sorted(set(outcome.tenants) | seen.sequences.keys()):
         sequences = seen.sequences.get(tenant, [])
@@ -48,6 +48,7 @@ def summarize(outcome: Outcome, out: TextIO = sys.stdout) -> bool:
         before = outcome.before.get(tenant, "-")
         after = outcome.after.get(tenant, "-")
         owners = f"{before} -> {after}" + (" (moved)" if tenant in outcome.moved else "")
+        owners = owners if outcome.victim else after
         lines.append((tenant, str(len(sequences)), span, verdict, owners, _note(outcome, tenant)))
     widths = [max(len(line[i]) for line in lines) for i in range(6)]
     out.write("\nsummary:\n")
@@ -63,7 +64,8 @@ def summarize(outcome: Outcome, out: TextIO = sys.stdout) -> bool:
     if seen.total == 0:
         failures.append("no event arrived")
     if outcome.victim is None:
-        failures.append("no runner was killed (the window ended first)")
+        first = "it was interrupted" if outcome.interrupted else "the window ended"
+        failures.append(f"no runner was killed ({first} first)")
     elif not outcome.moved:
         failures.append(f"no tenant moved from {outcome.victim} to the other runner")
     if gaps or seen.repeated or seen.unreadable:
@@ -73,7 +75,8 @@ def summarize(outcome: Outcome, out: TextIO = sys.stdout) -> bool:
     if outcome.circuit_open_at is None:
         out.write(f"demo: note: the status table never showed {trouble.failing}'s circuit open\n")
     if failures:
-        out.write(f"demo: FAILED: {'; '.join(failures)}\n")
+        verdict = "interrupted" if outcome.interrupted else "FAILED"
+        out.write(f"demo: {verdict}: {'; '.join(failures)}\n")
     else:
         out.write(
             f"demo: ok: {len(outcome.moved)} tenant(s) moved from {outcome.victim} without a "
@@ -85,6 +88,8 @@ def summarize(outcome: Outcome, out: TextIO = sys.stdout) -> bool:
 
 def _spans(sequences: list[int], split: int | None) -> str:
     """``1..12 + 13..20``: the events printed before the kill, then after it."""
+    if not sequences:
+        return "-"
     parts = [sequences] if split is None else [sequences[:split], sequences[split:]]
     return " + ".join(f"{part[0]}..{part[-1]}" if part else "-" for part in parts)
 

@@ -116,7 +116,6 @@ def test_demo_moves_a_killed_runners_tenants_without_a_gap_and_ctrl_c_stops_ever
     )  # fmt: skip
     try:
         moved = demo.wait_for(r"^demo: .* moved from demo-[ab] to demo-[ab] ", 150)
-        demo.wait_for(r"^\{", 5)  # events keep arriving around the move
         time.sleep(2)  # a few of the survivor's events after the move
         demo.process.send_signal(signal.SIGINT)  # Ctrl-C
         rc = demo.finish(90)
