@@ -28,7 +28,13 @@ from watukuy.store.kafka.topics import TopicLayout
 EncodeEvent = Callable[[Event], bytes]
 CONTENT_TYPE = b"application/avro"
 
-_CE_TYPES = {kind: f"watukuy.{kind}".encode() for kind in ("created", "updated", "deleted")}
+# Header pairs every event has, built once (a record's header list is its own; pairs are
+# immutable, so records share them).
+_CE_TYPE_HEADERS = {
+    kind: ("ce_type", f"watukuy.{kind}".encode()) for kind in ("created", "updated", "deleted")
+}
+_SPEC_VERSION = ("ce_specversion", b"1.0")
+_CONTENT_TYPE = ("content-type", CONTENT_TYPE)
 
 _ITEM_SCHEMA = SCHEMAS.current[ITEM]
 _ITEM_HEADER = framing.MAGIC + _ITEM_SCHEMA.fingerprint
@@ -163,32 +169,34 @@ class Outgoing:
         """The records of one key's events: what they share (topic, key, source, and the
         time, since a page's events share one) is computed once, not per event."""
         first = events[0]
-        topic = self.event_topics[first.poller]
+        poller, partition = first.poller, first.partition
+        topic = self.event_topics[poller]
         limit = self.max_bytes.get(topic, 1_048_588) - OVERHEAD
         record_key = first.key.encode()
-        source = f"{self.source}/{first.poller}/{first.partition}".encode()
+        source = ("ce_source", f"{self.source}/{poller}/{partition}".encode())
+        encode, types = self.encode_event, _CE_TYPE_HEADERS
         time: datetime | None = None
-        time_header = b""
+        time_header = ("ce_time", b"")
         out: list[Record] = []
         for event in events:
-            if event.poller != first.poller or event.partition != first.partition:
+            if event.partition != partition or event.poller != poller:
                 out.append(self.event(event))  # not one key's events after all: as they come
                 continue
-            value = self.encode_event(event)
+            value = encode(event)
             if len(value) > limit:
                 out.append(self._oversize(event, len(value)))
                 continue
             if event.time is not time:
                 time = event.time
-                time_header = time.isoformat().replace("+00:00", "Z").encode()
+                time_header = ("ce_time", time.isoformat().replace("+00:00", "Z").encode())
             headers = [
-                ("ce_specversion", b"1.0"),
+                _SPEC_VERSION,
                 ("ce_id", event.id.encode()),
-                ("ce_type", _CE_TYPES.get(event.type) or f"watukuy.{event.type}".encode()),
-                ("ce_source", source),
+                types.get(event.type) or ("ce_type", f"watukuy.{event.type}".encode()),
+                source,
                 ("ce_subject", event.subject.encode()),
-                ("ce_time", time_header),
-                ("content-type", CONTENT_TYPE),
+                time_header,
+                _CONTENT_TYPE,
             ]
             out.append(Record(topic, record_key, value, None, headers))
         return out
