@@ -34,6 +34,7 @@ Admin API (test control; not counted, not rate-limited, never faulty; ids are te
   served intact in a page, once each, first-served order; the ground truth of the fault suite
 - ``GET /_admin/tenants/{id}/poisoned``: ``[{"id", "version", "kind"}]``, the item versions
   served poisoned (``poison_rate`` or ``drop_id``): no event, one dead letter each
+- ``GET /_admin/tenants/{id}/log``: ``[{"path", "query", "status"}]``, every API request
 - ``GET /_admin/stats``: ``{"total": n, "tenants": {id: n}}`` request counts
 """
 
@@ -74,6 +75,7 @@ def build_app(sim: VendorSimulator) -> web.Application:
     routes.add_delete("/_admin/tenants/{tenant_id}/items/{item_id}", _delete_item)
     routes.add_get("/_admin/tenants/{tenant_id}/served", _served)
     routes.add_get("/_admin/tenants/{tenant_id}/poisoned", _poisoned)
+    routes.add_get("/_admin/tenants/{tenant_id}/log", _log)
     routes.add_get("/_admin/stats", _stats)
     routes.add_get("/tenants", _list_tenants)
     routes.add_get("/{slug}/items", _list_items)
@@ -264,6 +266,11 @@ async def _served(request: web.Request) -> web.Response:
 
 async def _poisoned(request: web.Request) -> web.Response:
     return web.json_response(request.app[SIMULATOR].poisoned(request.match_info["tenant_id"]))
+
+
+async def _log(request: web.Request) -> web.Response:
+    entries = request.app[SIMULATOR].log(request.match_info["tenant_id"])
+    return web.json_response([entry._asdict() for entry in entries])
 
 
 async def _stats(request: web.Request) -> web.Response:

@@ -476,6 +476,11 @@ async def test_request_counts_and_log(http: ClientSession, sim: VendorSimulator)
         (f"/{first.slug}/items", {"limit": "3"}, 200),
         (f"/{first.slug}/items", {"limit": "x"}, 400),
     ]
+    async with http.get(f"/_admin/tenants/{first.id}/log") as resp:
+        assert await resp.json() == [
+            {"path": f"/{first.slug}/items", "query": {"limit": "3"}, "status": 200},
+            {"path": f"/{first.slug}/items", "query": {"limit": "x"}, "status": 400},
+        ]
     sim.reset_stats()
     assert sim.request_count() == 0 and sim.log(first.id) == []
 
