@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from integration.faults.scenarios import s01_rolling_bounces, s05_churn
+from integration.faults.scenarios import s01_rolling_bounces, s05_churn, s09_rest_fire
 
 SCENARIOS: list[ModuleType] = [
     s01_rolling_bounces,
     s05_churn,
+    s09_rest_fire,
 ]
