@@ -230,6 +230,8 @@ class Demo:
         """Print the status table and note what changed in it."""
         self.table = read_status(self.config, POLLER_NAME)
         self.throttles.scrape()
+        if not self.table.rows and self.elapsed() < 15:
+            return  # the runners are still starting: no table to show yet
         assert self.trouble is not None
         limited = self.trouble.rate_limited
         waits = self.throttles.of(limited)

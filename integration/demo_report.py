@@ -37,7 +37,8 @@ def summarize(outcome: Outcome, out: TextIO = sys.stdout) -> bool:
     """Print the summary; True if events arrived, a tenant moved and no sequence has a gap."""
     seen, trouble = outcome.seen, outcome.trouble
     spans = "sequences before + after kill" if outcome.victim else "sequences"
-    lines = [("tenant", "events", spans, "gap-free from 1", "owner", "")]
+    owner = "owner before -> after" if outcome.victim else "owner"
+    lines = [("tenant", "events", spans, "gap-free from 1", owner, "")]
     gaps = False
     for tenant in sorted(set(outcome.tenants) | seen.sequences.keys()):
         sequences = seen.sequences.get(tenant, [])
