@@ -6,10 +6,20 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from integration.faults.scenarios import s01_rolling_bounces, s05_churn, s09_rest_fire
+from integration.faults.scenarios import (
+    s01_rolling_bounces,
+    s05_churn,
+    s07_poison,
+    s08_vendor_faults,
+    s09_rest_fire,
+    s10_secrets,
+)
 
 SCENARIOS: list[ModuleType] = [
     s01_rolling_bounces,
     s05_churn,
+    s07_poison,
+    s08_vendor_faults,
     s09_rest_fire,
+    s10_secrets,
 ]
