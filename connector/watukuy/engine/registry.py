@@ -181,7 +181,7 @@ class Registry:
         if not self._holds(poller):
             return
         now = self.clock.now()
-        text = f"waits for a newer release of watukuy to read its stored state ({why})"
+        text = f"waits for a newer release of watukuy to read its stored state: {why}"
         shown = replace(fresh_state(poller, partition.key, now), last_error=text)
         runtime = KeyRuntime(poller, partition, shown)
         runtime.move(KeyPhase.WAITING_NEWER)

@@ -267,27 +267,18 @@ class KafkaStore:
         snapshot and parked items when the key is loaded."""
         partition = restored.lease.partition
         keys = restored.keys
-        newer = []
         for key in keys.names():
             try:
                 state = keys.state(key)
             except NewerRelease as exc:
+                # Told by the engine when it loads the key (rate-limited): it waits there.
                 self._newer[key] = str(exc)
-                newer.append(key)
                 continue
             except StateCorrupted as exc:
                 self.crashed = exc  # as when the thread could not read it: the store stops
                 return
             # A takeover: whatever still holds the previous epoch can no longer commit.
             self._states[key] = replace(state, epoch=state.epoch + 1)
-        if newer:
-            log.warning(
-                "partition %d: %d key(s) written by a newer release wait for an instance that "
-                "reads them: %s",
-                partition,
-                len(newer),
-                ", ".join(sorted(newer)[:10]) + (" ..." if len(newer) > 10 else ""),
-            )
         self._raw[partition] = keys
         self._owned[partition] = restored.lease.generation
         self._commands.extend(keys.pending_commands())
@@ -352,7 +343,7 @@ class KafkaStore:
     def _refuse_newer(self, key: str) -> None:
         reason = self._newer.get(key)
         if reason is not None:
-            raise NewerRelease(f"{key} waits for a newer release: {reason}")
+            raise NewerRelease(reason)
 
     async def commit(self, batch: Sequence[KeyCommit]) -> None:
         outgoing = self._require_outgoing()
