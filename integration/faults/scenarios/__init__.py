@@ -6,10 +6,22 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from integration.faults.scenarios import s01_rolling_bounces, s05_churn, s11_upgrade
+from integration.faults.scenarios import (
+    s01_rolling_bounces,
+    s05_churn,
+    s07_poison,
+    s08_vendor_faults,
+    s09_rest_fire,
+    s10_secrets,
+    s11_upgrade,
+)
 
 SCENARIOS: list[ModuleType] = [
     s01_rolling_bounces,
     s05_churn,
+    s07_poison,
+    s08_vendor_faults,
+    s09_rest_fire,
+    s10_secrets,
     s11_upgrade,
 ]
