@@ -221,21 +221,20 @@ class RunnerPool:
         path = self.workdir / f"{self.prefix}-{name}.yaml"
         config = self.config(runner_id or name, **runner_options)
         path.write_text(yaml.safe_dump(config, sort_keys=False))
-        if faults is None:
-            command = [sys.executable, "-m", "watukuy.cli", "--config", str(path)]
-        else:
-            command = [
-                sys.executable, "-m", "integration.faults.runner", "--config", str(path), *faults
-            ]  # fmt: skip
         runner = RunnerProcess(
             name,
             runner_id or name,
-            command,
+            command(path, faults),
             runner_env(self.simulator.base_url, **self.env, **(env or {})),
             self.workdir / f"{self.prefix}-{name}.log",
         )
         self.runners[name] = runner
         return runner
+
+    def arm(self, runner: RunnerProcess, faults: Sequence[str] | None) -> None:
+        """Give ``runner``'s next start these fault options (None: the plain runner)."""
+        config = Path(runner.command[runner.command.index("--config") + 1])
+        runner.command = command(config, faults)
 
     def start(self, count: int, **options: Any) -> list[RunnerProcess]:
         """Add and start runners ``r1..r<count>``; wait until they share every partition."""
@@ -257,7 +256,10 @@ class RunnerPool:
         return None
 
     def wait_sharing(self, count: int, timeout: float = 90) -> dict[str, set[int]]:
-        return wait_for(lambda: self.sharing(count), timeout, f"{count} runner(s) sharing")
+        try:
+            return wait_for(lambda: self.sharing(count), timeout, f"{count} runner(s) sharing")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; the group has {self.held()}") from None
 
     def stop_all(self, timeout: float = 60) -> dict[str, int | None]:
         """SIGTERM every running runner at once, then wait for each; their exit codes."""
@@ -274,6 +276,13 @@ class RunnerPool:
 
     def logs(self) -> str:
         return "\n".join(f"==== {n}\n{r.output()}" for n, r in self.runners.items())
+
+
+def command(config: Path, faults: Sequence[str] | None) -> list[str]:
+    """The plain runner, or with ``faults`` (possibly none) the fault-injecting one."""
+    if faults is None:
+        return [sys.executable, "-m", "watukuy.cli", "--config", str(config)]
+    return [sys.executable, "-m", "integration.faults.runner", "--config", str(config), *faults]
 
 
 def runner_env(vendor_url: str, **extra: str) -> dict[str, str]:
@@ -397,7 +406,7 @@ class FaultContext:
         """Wait until every live item's current version has an event; the seconds it took."""
         began = time.monotonic()
         sim = pool.simulator
-        wait_for(lambda: watch.has_all(sim.final_versions()), timeout, "the runners to catch up")
+        wait_for(lambda: watch.has_all(expected(sim)), timeout, "the runners to catch up")
         return time.monotonic() - began
 
     def wait_event(
@@ -409,21 +418,27 @@ class FaultContext:
     def truth(self, simulator: Simulator) -> dict[str, TenantTruth]:
         """The ground truth of every tenant the simulator ever had, by record key."""
         out: dict[str, TenantTruth] = {}
-        finals = simulator.final_versions()
+        finals = expected(simulator)
         for tenant in simulator.known_tenants():
             out[f"{POLLER_NAME}/{tenant}"] = TenantTruth(
                 simulator.served(tenant), finals.get(tenant)
             )
         return out
 
-    def verify(self, pool: RunnerPool) -> Verdict:
-        """Check what ``pool``'s runners left on Kafka; stop (or kill) them first."""
+    def verify(self, pool: RunnerPool, *, dead_letters: bool = False) -> Verdict:
+        """Check what ``pool``'s runners left on Kafka; stop (or kill) them first. With
+        ``dead_letters``, each version served poisoned must have exactly one DLQ record."""
+        sim = pool.simulator
+        poisoned = None
+        if dead_letters:
+            poisoned = {f"{POLLER_NAME}/{t}": sim.poisoned(t) for t in sim.known_tenants()}
         return verify(
             pool.bootstrap,
             pool.prefix,
-            self.truth(pool.simulator),
+            self.truth(sim),
             poller=POLLER_NAME,
             transaction_timeout=pool.session_timeout,
+            poisoned=poisoned,
         )
 
     def close(self) -> None:
@@ -447,6 +462,16 @@ class FaultContext:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def expected(simulator: Simulator) -> dict[str, dict[str, str]]:
+    """``{tenant: {item: version}}``: the live items' versions that must have an event, all
+    but those served poisoned (they have a dead letter instead)."""
+    out = {}
+    for tenant, items in simulator.final_versions().items():
+        poisoned = set(simulator.poisoned(tenant))
+        out[tenant] = {i: v for i, v in items.items() if (i, v) not in poisoned}
+    return out
 
 
 def result(

@@ -83,6 +83,11 @@ class Simulator:
             (s["id"], s["version"]) for s in self.call("GET", f"/_admin/tenants/{tenant}/served")
         ]
 
+    def poisoned(self, tenant: str) -> list[tuple[str, str]]:
+        """Every ``(id, version)`` served poisoned (no event: one dead letter each)."""
+        answer = self.call("GET", f"/_admin/tenants/{tenant}/poisoned")
+        return [(p["id"], p["version"]) for p in answer]
+
     def update_item(self, tenant: str, item: str, **fields: Any) -> dict[str, Any]:
         updated: dict[str, Any] = self.call(
             "PATCH", f"/_admin/tenants/{tenant}/items/{item}", fields

@@ -162,6 +162,28 @@ def _check_key(
     _check_cursor(key, events, cursor, verdict)
 
 
+def check_dead_letters(
+    letters: Sequence[bytes], poisoned: Mapping[str, Sequence[tuple[str, str]]], verdict: Verdict
+) -> None:
+    """Each poisoned ``(id, version)`` (by record key, in first-served order) has exactly one
+    dead letter, or, like an event, is superseded by a later version of the item that has one.
+
+    A dead letter holds the item's JSON, and every version the simulator serves carries its
+    ``etag``: the letter of a version is the one whose bytes hold that etag.
+    """
+    for key, versions in sorted(poisoned.items()):
+        later: set[str] = set()
+        for subject, version in reversed(list(dict.fromkeys(versions))):
+            found = sum(1 for letter in letters if version.encode() in letter)
+            if found > 1:
+                verdict.duplicates += found - 1
+                verdict.problem(f"{key}: poisoned {subject} version {version}: {found} letters")
+            if found == 0 and subject not in later:
+                verdict.losses += 1
+                verdict.problem(f"{key}: poisoned {subject} version {version}: no dead letter")
+            later.add(subject)
+
+
 def _check_sequences(key: str, events: list[SeenEvent], verdict: Verdict) -> list[SeenEvent]:
     """Problems for gaps and repeats of the per-key sequence; the events that repeat one."""
     seen: set[int] = set()
@@ -290,7 +312,8 @@ def _read(
 
 
 def read_events(bootstrap: str, prefix: str, poller: str) -> tuple[list[SeenEvent], int]:
-    """The committed events of ``poller``, and how many aborted records sit among them."""
+    """The committed events of ``poller``, and how many aborted records sit among them and
+    the state and snapshot records."""
     topic = f"{prefix}.events.{poller}"
     resolver = SchemaTopicResolver(bootstrap, f"{prefix}.schemas")
     decode = event_decoder(resolve=resolver)
@@ -314,10 +337,21 @@ def read_events(bootstrap: str, prefix: str, poller: str) -> tuple[list[SeenEven
             )
     finally:
         resolver.close()
-    kept = {(p, o) for _, p, o, _, _ in committed}
-    everything = _read(bootstrap, [topic], committed=False)
-    aborted = sum(1 for _, p, o, _, _ in everything if (p, o) not in kept)
-    return events, aborted
+    return events, count_aborted(bootstrap, [topic, f"{prefix}.state", f"{prefix}.items"])
+
+
+def count_aborted(bootstrap: str, topics: Sequence[str]) -> int:
+    """Records a read_uncommitted read sees and a read_committed one does not: the data of
+    aborted transactions (control records are shown to neither)."""
+    kept = {(t, p, o) for t, p, o, _, _ in _read(bootstrap, topics, committed=True)}
+    everything = _read(bootstrap, topics, committed=False)
+    return sum(1 for t, p, o, _, _ in everything if (t, p, o) not in kept)
+
+
+def read_dead_letters(bootstrap: str, prefix: str, poller: str) -> list[bytes]:
+    """The committed values of the poller's DLQ topic."""
+    records = _read(bootstrap, [f"{prefix}.dlq.{poller}"], committed=True)
+    return [value for _, _, _, _, value in records if value is not None]
 
 
 def read_cursors(bootstrap: str, prefix: str) -> dict[str, Cursor | None]:
@@ -353,9 +387,11 @@ def verify(
     *,
     poller: str = "invoices",
     transaction_timeout: float = 10.0,
+    poisoned: Mapping[str, Sequence[tuple[str, str]]] | None = None,
 ) -> Verdict:
     """Read what the runners left on Kafka and :func:`check` it; run it once the runners are
-    stopped (or killed: their open transactions are aborted within ``transaction_timeout``)."""
+    stopped (or killed: their open transactions are aborted within ``transaction_timeout``).
+    With ``poisoned`` (by record key, the versions served poisoned) the DLQ is checked too."""
     topics = [
         f"{prefix}.events.{poller}",
         f"{prefix}.dlq.{poller}",
@@ -369,6 +405,8 @@ def verify(
     events, aborted = read_events(bootstrap, prefix, poller)
     verdict = check(events, truth, read_cursors(bootstrap, prefix))
     verdict.aborted_seen = aborted
+    if poisoned is not None:
+        check_dead_letters(read_dead_letters(bootstrap, prefix, poller), poisoned, verdict)
     for tp, (stable, high) in sorted(hanging.items(), key=lambda i: (i[0].topic, i[0].partition)):
         verdict.problem(
             f"{tp.topic}[{tp.partition}]: a transaction is hanging (last stable offset "

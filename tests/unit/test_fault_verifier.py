@@ -5,7 +5,7 @@ does not call a version superseded before its retry a loss."""
 from __future__ import annotations
 
 from integration.faults.report import Result, table
-from integration.faults.verify import Cursor, SeenEvent, TenantTruth, check
+from integration.faults.verify import Cursor, SeenEvent, TenantTruth, check, check_dead_letters
 
 KEY = "invoices/t_0001"
 
@@ -139,3 +139,15 @@ def test_the_table_names_every_column_and_the_problems() -> None:
     assert "aborted records seen" in header and "recovery s" in header
     assert "| zombie " in text and "NO" in text and "4.5" in text
     assert "- zombie: invoices/t_1: sequence 4 repeated" in text
+
+
+def test_each_poisoned_version_has_one_dead_letter() -> None:
+    poisoned = {KEY: [("p", "p1"), ("q", "q1"), ("p", "p2")]}
+    letters = [b'{"etag":"p2"}', b'{"etag":"q1"}', b'{"etag":"q1"}']  # q1 twice; p1 superseded
+    verdict = check(stream(*SERVED), TRUTH, {KEY: cursor_of(stream(*SERVED))})
+    check_dead_letters(letters, poisoned, verdict)
+    assert (verdict.duplicates, verdict.losses) == (1, 0)
+    missing = check(stream(*SERVED), TRUTH, {KEY: cursor_of(stream(*SERVED))})
+    check_dead_letters([b'{"etag":"p1"}', b'{"etag":"q1"}'], poisoned, missing)
+    assert missing.losses == 1  # p2, the last version of p, has no letter
+    assert any("poisoned p version p2: no dead letter" in p for p in missing.problems)

@@ -1,0 +1,101 @@
+"""Crash points: runners that end themselves (exit 137, as a SIGKILL) at a chosen point of a
+transaction, through the fault-injecting clients of ``integration.faults.runner``.
+
+The points: ``produce`` (records sent, more to come), ``commit`` (everything sent, the commit
+not called: "during commit"), ``committed`` (the broker committed, the runner never learnt it:
+"after commit") and ``dlq`` (during the commit of a transaction that writes a dead letter).
+Two runners take turns through the queue of crashes; a crashed one starts again at once with
+the next crash armed (its ``initTransactions`` aborts what it left open), the last ones run
+unarmed. A share of every tenant's items is served poisoned (no ``id``), so dead letters are
+written all along and the verifier checks the DLQ too: one letter per poisoned version.
+Full profile: 20 crashes at each point; short: one at each.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import deque
+
+from integration.faults.harness import POLLER_NAME, FaultContext, RunnerProcess, result
+from integration.faults.report import Result
+from integration.faults.vendor import Mutator
+from watukuy.store.kafka.partitioner import partition_for
+
+NAME = "crash-points"
+POINTS = ("produce", "commit", "committed", "dlq")
+CRASH_EXIT = 137
+STRIKE_TIMEOUT = 60.0  # a crash point that has not struck by then is a problem of its own
+
+
+def run(ctx: FaultContext, profile: str) -> Result:
+    full = profile == "full"
+    repeats = 20 if full else 1
+    rng = random.Random(2)
+    queue = deque(point for _ in range(repeats) for point in POINTS)
+    sim = ctx.simulator(3, 40)
+    for tenant in sim.tenants():
+        sim.set_faults(tenant, poison_rate=0.1, poison_kinds=["malformed"])
+    pool = ctx.pool("crash", sim)
+    keys = [f"{POLLER_NAME}/{t}" for t in sim.tenants()]
+    runners = [pool.add(name, faults=[]) for name in ("r1", "r2")]
+    armed: dict[str, tuple[str, float]] = {}  # runner -> (point, started at)
+    crashes: list[tuple[float, set[str]]] = []  # (when, the keys it held)
+    problems: list[str] = []
+
+    def arm_and_start(runner: RunnerProcess) -> None:
+        if queue:
+            point = queue.popleft()
+            after = rng.randint(1, 3)
+            pool.arm(runner, ["--crash-at", point, "--after", str(after)])
+            armed[runner.name] = (point, time.monotonic())
+        else:
+            pool.arm(runner, [])
+            armed.pop(runner.name, None)
+        runner.start()
+
+    watch = None
+    with Mutator(sim, every=0.03):
+        for runner in runners:
+            arm_and_start(runner)
+        watch = ctx.watch(pool)
+        while armed:
+            for runner in runners:
+                if runner.name not in armed:
+                    continue
+                point, since = armed[runner.name]
+                if not runner.running:
+                    held = pool.held().get(runner.name, set())
+                    crashes.append(
+                        (time.monotonic(), {k for k in keys if partition_for(k, 8) in held})
+                    )
+                    code = runner.wait(5)
+                    if code != CRASH_EXIT:
+                        problems.append(f"{runner.name} armed at {point} exited with {code}")
+                    arm_and_start(runner)
+                elif time.monotonic() - since > STRIKE_TIMEOUT:
+                    problems.append(f"{runner.name}: the crash at {point} never struck")
+                    runner.stop()
+                    arm_and_start(runner)
+            time.sleep(0.1)
+        for runner in runners:
+            runner.wait_started()
+        pool.wait_sharing(len(runners))
+    ctx.caught_up(pool, watch)
+    codes = pool.stop_all()
+    problems += [f"{n} exited with {c} at the end" for n, c in codes.items() if c != 0]
+    recoveries = []
+    for at, moved in crashes:
+        first = watch.first_after(at, moved or None)
+        if first is not None:
+            recoveries.append(first - at)
+    verdict = ctx.verify(pool, dead_letters=True)
+    if not any(sim.poisoned(t) for t in sim.tenants()):
+        problems.append("no item was served poisoned: the dlq point was not exercised")
+    return result(
+        NAME,
+        verdict,
+        rounds=len(crashes),
+        recovery_s=max(recoveries) if recoveries else None,
+        problems=problems,
+    )
