@@ -8,6 +8,8 @@ from types import ModuleType
 
 from integration.faults.scenarios import (
     s01_rolling_bounces,
+    s02_crash_points,
+    s03_zombie,
     s05_churn,
     s07_poison,
     s08_vendor_faults,
@@ -18,6 +20,8 @@ from integration.faults.scenarios import (
 
 SCENARIOS: list[ModuleType] = [
     s01_rolling_bounces,
+    s02_crash_points,
+    s03_zombie,
     s05_churn,
     s07_poison,
     s08_vendor_faults,

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 from confluent_kafka import Consumer, KafkaException
 
+from watukuy.core.errors import WatukuyError
 from watukuy.store.kafka.factory import (
     SYSTEM_CLOCK,
     ClientFactory,
@@ -136,6 +137,9 @@ class KafkaIO:
             while not self._stopping.is_set():
                 self._pump(parts)
             parts.transactions.flush()
+        except WatukuyError as exc:  # one line the operator can act on, no traceback
+            log.error("%s", exc)
+            self._notify(Crashed(exc))
         except Exception as exc:  # the loop must hear about it; the thread cannot go on
             log.exception("kafka thread failed")
             self._notify(Crashed(exc))
@@ -194,7 +198,7 @@ class KafkaIO:
         restores, transactions, membership = parts.restores, parts.transactions, parts.membership
         busy = restores.busy or self._requests.pending
         if membership.group is not None:
-            membership.group.poll(0.02 if busy else 0.05)  # serves rebalance callbacks
+            membership.poll(0.02 if busy else 0.05)  # serves rebalance callbacks
         else:
             self._stopping.wait(0.01 if busy else 0.05)
         with self._lock:

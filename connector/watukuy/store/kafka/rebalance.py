@@ -12,17 +12,35 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from watukuy.core.errors import WatukuyError
 from watukuy.store.kafka.lease import Leases, LeaseState
 from watukuy.store.kafka.notifications import Assigned, Notify, Revoked
 from watukuy.store.kafka.tail import Restores
 from watukuy.store.kafka.topics import TopicLayout
 from watukuy.store.kafka.transactions import Requests
 
-__all__ = ["Membership"]
+__all__ = ["GroupFailed", "Membership"]
 
 log = logging.getLogger("watukuy.kafka")
+
+
+class GroupFailed(WatukuyError):
+    """The group consumer failed for good (librdkafka's consumers never recover from a fatal
+    error): this instance cannot hold keys any more and stops."""
+
+
+def _fatal(error: KafkaError) -> GroupFailed:
+    text = error.str()
+    if error.code() == KafkaError.FENCED_INSTANCE_ID or "group.instance.id" in text:
+        # Two processes with one runner.id fence each other's consumer and producer in turn;
+        # the older one stops here, once, and says why, instead of rejoining forever.
+        return GroupFailed(
+            "another instance is running with this runner.id (its group.instance.id and "
+            "transactional.id): this one stops; give every instance its own runner.id"
+        )
+    return GroupFailed(f"the group consumer failed: {text}")
 
 
 class Membership:
@@ -46,6 +64,17 @@ class Membership:
         self._restores = restores
         self._requests = requests
         self._flush = flush  # sends what is pending, while the partitions are still ours
+
+    def poll(self, timeout: float) -> None:
+        """Serve the group's callbacks. Its partitions are paused, so a poll returns nothing
+        but errors; a fatal one raises :class:`GroupFailed`."""
+        if self.group is None:
+            return
+        message = self.group.poll(timeout)
+        error = None if message is None else message.error()
+        # A fatal consumer error arrives as code _FATAL, its fatal() flag unset.
+        if error is not None and (error.fatal() or error.code() == KafkaError._FATAL):
+            raise _fatal(error)
 
     def subscribe(self) -> None:
         if self.group is not None:

@@ -1,0 +1,109 @@
+"""Zombies: a runner frozen past its session and transaction timeouts, and two processes
+started with one ``runner.id``.
+
+1. SIGSTOP a runner while its transactions are held open (``--hold-transaction``); the other
+   one takes its keys once the session ends, after the broker aborted the frozen transaction.
+   SIGCONT it well past both timeouts: whatever it still tries to commit is fenced, none of its
+   writes become visible (the verifier sees every version and sequence number once), and it
+   rejoins the group and shares the keys again. Full profile: 10 times; short: once.
+2. Start a second process with the first runner's ``runner.id``. The two fence each other's
+   consumer (static membership) and producer (transactional id): the older one must say so in
+   one log line and stop, the newer one go on holding every key, with no endless fencing loop.
+"""
+
+from __future__ import annotations
+
+import time
+
+from integration.faults.harness import POLLER_NAME, FaultContext, result, wait_for
+from integration.faults.report import Result
+from integration.faults.vendor import Mutator
+from watukuy.store.kafka.partitioner import partition_for
+
+NAME = "zombie"
+SESSION = 3.0  # runner.session.timeout, which is also the transaction timeout
+HOLD = ["--hold-transaction", "0.3"]
+DIAGNOSIS = "another instance is running with this runner.id"
+FENCING = ("fenced", "rejoining")  # what a fencing round writes to a runner's log
+
+
+def run(ctx: FaultContext, profile: str) -> Result:
+    full = profile == "full"
+    rounds = 10 if full else 1
+    sim = ctx.simulator(3, 30)
+    pool = ctx.pool("zombie", sim, session_timeout=SESSION)
+    runners = pool.start(2, faults=HOLD)
+    watch = ctx.watch(pool)
+    keys = [f"{POLLER_NAME}/{t}" for t in sim.tenants()]
+    problems: list[str] = []
+    recoveries: list[float] = []
+    with Mutator(sim, every=0.03):
+        for round_ in range(rounds):
+            zombie, survivor = runners[round_ % 2], runners[(round_ + 1) % 2]
+            held = pool.held().get(zombie.name, set())
+            moved = {k for k in keys if partition_for(k, pool.partitions) in held}
+            frozen_at = time.monotonic()
+            zombie.pause()
+            pool.wait_sharing(1)
+            taken_at = time.monotonic()  # an event of a moved key after this is the survivor's
+            recoveries.append(ctx.wait_event(watch, taken_at, moved or None) - frozen_at)
+            # Past the session and the transaction timeout, with room for the broker's abort.
+            time.sleep(max(0.0, frozen_at + 2 * SESSION + 1 - time.monotonic()))
+            zombie.resume()
+            pool.wait_sharing(2)
+            if not zombie.running:
+                problems.append(f"round {round_ + 1}: the zombie {zombie.name} exited")
+                zombie.start().wait_started()
+            del survivor
+        problems += twins(ctx, pool)
+    ctx.caught_up(pool, watch)
+    codes = pool.stop_all()
+    problems += [
+        f"{n} exited with {c} at the end" for n, c in codes.items() if c != 0 and n != "r1"
+    ]
+    verdict = ctx.verify(pool)
+    return result(
+        NAME,
+        verdict,
+        rounds=rounds,
+        recovery_s=max(recoveries) if recoveries else None,
+        problems=problems,
+    )
+
+
+def twins(ctx: FaultContext, pool: object) -> list[str]:
+    """A second process as ``r1``: one of the two stops with one line, the other holds on."""
+    from integration.faults.harness import RunnerPool
+
+    assert isinstance(pool, RunnerPool)
+    first = pool.runners["r1"]
+    twin = pool.add("r1-twin", runner_id="r1", faults=HOLD).start()
+    twin.wait_started()
+    try:
+        wait_for(lambda: not (first.running and twin.running), 60, "one of the twins to stop")
+    except TimeoutError:
+        return ["two instances with one runner.id both kept running for 60 s"]
+    stopped, kept = (first, twin) if not first.running else (twin, first)
+    problems = []
+    code = stopped.wait(5)
+    # Log records only: the exit line (``watukuy-source: ...``) repeats it for the shell.
+    lines = stopped.since_start().splitlines()
+    said = sum(1 for line in lines if DIAGNOSIS in line and not line.startswith("watukuy-"))
+    if said != 1:
+        problems.append(f"the stopped twin said {DIAGNOSIS!r} {said} times, not once")
+    if code in (0, None):
+        problems.append(f"the stopped twin exited with {code}")
+    pool.wait_sharing(2)  # r2 and the twin that went on
+    time.sleep(SESSION)  # the fencing the other's last moments caused is over by now
+    before = fencing(kept.since_start())
+    time.sleep(2 * SESSION)
+    after = fencing(kept.since_start())
+    if after != before:
+        problems.append(f"{kept.name} is still being fenced after the other stopped")
+    if not kept.running:
+        problems.append(f"{kept.name} stopped too")
+    return problems
+
+
+def fencing(log: str) -> int:
+    return sum(1 for line in log.splitlines() if any(word in line for word in FENCING))
