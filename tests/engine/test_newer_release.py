@@ -1,0 +1,112 @@
+"""A key whose stored state a newer release wrote (a rolling upgrade) waits on this instance:
+shown with why, never polled, never written, let go without a write; the other keys go on.
+
+The Kafka store reports such a key by raising ``NewerRelease`` from ``load`` (see
+tests/integration/test_rolling_upgrade.py for the real thing); here a memory store does the
+same for the keys it is told.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from tests.engine.support import Env
+from watukuy import MemoryStore
+from watukuy.core.errors import Conflict
+from watukuy.store.base import NewerRelease, StoredKey
+
+REFRESH = 300.0  # the default partitions_refresh
+WHY = "unreadable PartitionState record: format_version 2 is newer than 1"
+
+
+class UpgradedStore(MemoryStore):
+    """A memory store holding some keys a newer release wrote: it cannot read them."""
+
+    def __init__(self, newer: set[str]) -> None:
+        super().__init__()
+        self.newer = newer
+
+    async def load(self, poller: str, partition: str) -> StoredKey | None:
+        if f"{poller}/{partition}" in self.newer:
+            raise NewerRelease(WHY)
+        return await super().load(poller, partition)
+
+
+def key(partition: str) -> str:
+    return f"invoices/{partition}"
+
+
+def waiting_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "not polled here" in r.getMessage()]
+
+
+async def test_a_key_from_a_newer_release_waits_and_the_others_go_on(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    waits, runs = env.tid(0), env.tid(1)
+    store = UpgradedStore({key(waits)})
+    engine = env.make_engine(env.make_poller(), store=store)
+    caplog.set_level(logging.WARNING)
+    await engine.tick()
+    env.clock.advance(3600)
+    await engine.tick()
+
+    assert env.sim.request_count(waits) == 0
+    assert env.sim.request_count(runs) > 0
+    assert key(waits) not in store.states  # nothing written over the newer value
+    assert len(store.outbox["invoices"]) == 20  # the two others' items
+    shown = {i.partition: i for i in engine.inspect()}
+    assert set(shown) == {t.id for t in env.tenants}
+    assert shown[waits].last_error == (
+        f"waits for a newer release of watukuy to read its stored state: {WHY}"
+    )
+    assert shown[waits].next_due is None
+    assert waiting_lines(caplog) == [f"{key(waits)}: {shown[waits].last_error}; not polled here"]
+    for operation in (engine.trigger, engine.pause, engine.reconcile):
+        with pytest.raises(Conflict, match="newer release"):
+            await operation("invoices", partition=waits)
+    assert key(waits) not in store.states
+
+
+async def test_one_line_a_minute_names_one_key_and_counts_the_others(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = UpgradedStore({key(env.tid(0)), key(env.tid(1))})
+    engine = env.make_engine(env.make_poller(), store=store)
+    caplog.set_level(logging.WARNING)
+    await engine.tick()
+    assert len(waiting_lines(caplog)) == 1
+
+    added = env.sim.add_tenant()
+    store.newer.add(key(added.id))
+    env.clock.advance(REFRESH)
+    await engine.tick()
+    lines = waiting_lines(caplog)
+    assert len(lines) == 2
+    assert lines[1].startswith(f"{key(added.id)}: waits for a newer release")
+    assert lines[1].endswith(
+        "not polled here (1 other key(s) began waiting since the last such line)"
+    )
+
+
+async def test_a_waiting_key_is_let_go_without_a_write(env: Env) -> None:
+    unlisted, deleted = env.tid(0), env.tid(1)
+    store = UpgradedStore({key(unlisted), key(deleted)})
+    engine = env.make_engine(env.make_poller(), store=store)
+    await engine.tick()
+    commits = store.commits
+
+    env.hidden.add(unlisted)  # the partitions source no longer lists it
+    env.clock.advance(REFRESH)
+    await engine.tick()
+    assert unlisted not in [i.partition for i in engine.inspect()]
+    assert key(unlisted) not in store.states  # no "removed" pause written over it
+
+    await engine.partitions.remove("invoices", deleted)  # a user deletes it: that is allowed
+    assert deleted not in [i.partition for i in engine.inspect()]
+    assert store.commits == commits + 1  # only the poll of the one readable key
+
+    await engine.set_target("invoices", "STOPPED")
+    assert engine.inspect() == []

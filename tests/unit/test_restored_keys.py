@@ -1,0 +1,107 @@
+"""RestoredKeys: the restore keeps the last raw value of each record and decodes a key only
+when the store takes it in (watukuy.store.kafka.restore)."""
+
+from __future__ import annotations
+
+import pytest
+
+from watukuy.core.poll import fresh_state
+from watukuy.core.poller import define_poller
+from watukuy.core.state import ParkedItem, SnapshotEntry
+from watukuy.serde import framing
+from watukuy.serde import state as serde
+from watukuy.store.base import Command, NewerRelease
+from watukuy.store.kafka import records
+from watukuy.store.kafka.restore import RestoredKeys
+
+pytestmark = pytest.mark.unit
+
+POLLER = define_poller(name="p", fetch=lambda ctx: [], identity=lambda item: item["id"])
+KEY = "t/1%"  # escaped in record keys, plain in the key's name
+NAME = f"p/{KEY}"
+
+
+def entry(version: str) -> SnapshotEntry:
+    return SnapshotEntry(version=version, seen=1.0)
+
+
+def item(identity: str, version: str) -> tuple[bytes, bytes]:
+    return (
+        records.item_key("p", KEY, identity),
+        records.encode_item("p", KEY, identity, entry(version)),
+    )
+
+
+def parked(parked_id: str) -> tuple[bytes, bytes]:
+    value = ParkedItem(parked_id, "p", KEY, "invalid", {"id": 1}, "bad", 1, 1.0)
+    return records.parked_key("p", KEY, parked_id), records.encode_parked(value)
+
+
+def newer(raw: bytes, name: str) -> bytes:
+    schema = serde.SCHEMAS.current[name]
+    value = framing.decode(raw, schema)
+    value["format_version"] = serde.FORMAT_VERSION + 1
+    return framing.encode(schema, value)
+
+
+def test_the_last_value_of_each_record_wins_and_tombstones_remove_it() -> None:
+    keys = RestoredKeys()
+    state = fresh_state(POLLER, KEY, 1.0)
+    keys.apply_state(records.state_key("p", KEY), records.encode_state(state))
+    keys.apply_item(*item("a/b", "v1"))
+    keys.apply_item(*item("a/b", "v2"))
+    keys.apply_item(*item("gone", "v1"))
+    keys.apply_item(records.item_key("p", KEY, "gone"), None)
+    keys.apply_item(records.item_key("p", KEY, "never"), None)  # a tombstone of nothing
+    keys.apply_parked(*parked("x"))
+    keys.apply_item(*item("other", "v1"))
+
+    assert keys.names() == [NAME]
+    assert keys.state(NAME) == state
+    assert keys.record_ids(NAME) == (["a/b", "other"], ["x"])
+    snapshot, parked_items = keys.take(NAME)
+    assert snapshot == {"a/b": entry("v2"), "other": entry("v1")}
+    assert list(parked_items) == ["x"]
+    assert keys.take(NAME) == ({}, {})  # taken once: the raw records are let go
+
+
+def test_a_key_of_another_partition_key_is_kept_apart() -> None:
+    keys = RestoredKeys()
+    keys.apply_item(*item("a", "v1"))
+    other = records.item_key("p", "t", "a"), records.encode_item("p", "t", "a", entry("v9"))
+    keys.apply_item(*other)
+    assert keys.take("p/t")[0] == {"a": entry("v9")}
+    assert keys.take(NAME)[0] == {"a": entry("v1")}
+
+
+def test_a_state_tombstone_removes_the_key() -> None:
+    keys = RestoredKeys()
+    key = records.state_key("p", KEY)
+    keys.apply_state(key, records.encode_state(fresh_state(POLLER, KEY, 1.0)))
+    keys.apply_state(key, None)
+    assert keys.names() == []
+
+
+def test_a_newer_snapshot_entry_raises_when_taken_and_keeps_the_raw_records() -> None:
+    keys = RestoredKeys()
+    record, value = item("a", "v1")
+    keys.apply_item(record, newer(value, serde.ITEM))  # applying does not decode: no error
+    with pytest.raises(NewerRelease):
+        keys.take(NAME)
+    assert keys.record_ids(NAME) == (["a"], [])  # still there, for a removal to tombstone
+
+
+def test_commands_are_decoded_as_they_come_and_a_newer_one_is_left_alone() -> None:
+    keys = RestoredKeys()
+    first = Command("c1", "pause", "p", KEY, issued_at=2.0)
+    second = Command("c2", "resume", "p", KEY, issued_at=1.0)
+    for command in (first, second):
+        key = records.command_key(command)
+        keys.apply_state(key, records.encode_command(command))
+    later = Command("c3", "trigger", "p", KEY, issued_at=3.0)
+    keys.apply_state(
+        records.command_key(later), newer(records.encode_command(later), serde.COMMAND)
+    )
+    keys.apply_state(records.command_key(first), None)  # applied by its owner meanwhile
+    assert [c.id for c in keys.pending_commands()] == ["c2"]
+    assert keys.names() == []  # commands are not keys
