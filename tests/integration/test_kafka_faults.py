@@ -163,8 +163,8 @@ async def test_a_fatal_error_fences_the_commit_replaces_the_producer_and_restore
         await store.commit("t1", 2)
     assert store.clients.struck == [f"fatal@{point} in transaction 2"]
     assert store.clients.producers == 2
-    assert store.seen.lost == [tuple(range(PARTITIONS))]  # every lease given up at once
     await _owned_again(store, restores)
+    assert store.seen.lost == [tuple(range(PARTITIONS))]  # every lease was given up at once
     restored = await store.store.load(POLLER.name, "t1")
     assert restored is not None and restored.state.sequence == 1
 
@@ -188,8 +188,8 @@ async def test_a_lost_assignment_drops_pending_work_and_the_store_owns_its_keys_
         async with asyncio.timeout(30):
             await pending
 
+    await _owned_again(store, restores)  # notifications reach the loop in order: lost first
     assert store.seen.lost == [tuple(range(PARTITIONS))]
-    await _owned_again(store, restores)
     # Nothing of the dropped commit was written, committed or not.
     assert await asyncio.to_thread(store.ids, committed=False) == [first]
     restored = await store.store.load(POLLER.name, "t1")
