@@ -198,8 +198,9 @@ class KafkaIO:
         restores, transactions, membership = parts.restores, parts.transactions, parts.membership
         busy = restores.busy or self._requests.pending
         if membership.group is not None:
-            membership.poll(0.02 if busy else 0.05)  # serves rebalance callbacks
-        else:
+            # Serves rebalance callbacks; during a restore the tail's read does the waiting.
+            membership.poll(0.0 if restores.reading else 0.02 if busy else 0.05)
+        elif not restores.reading:
             self._stopping.wait(0.01 if busy else 0.05)
         with self._lock:
             acquire = list(self._acquire)
