@@ -230,3 +230,20 @@ def test_snapshot_entries_are_the_bytes_fastavro_writes(
         header + (binary.snapshot_entry(1, key, identity, version, seen, scan, deleted) or b"")
         == expected
     )
+
+
+BOUNDARIES = sorted(
+    {
+        value
+        for bit in range(64)
+        for value in (2**bit - 1, 2**bit, -(2**bit), -(2**bit) - 1)
+        if -(2**63) <= value < 2**63
+    }
+)
+
+
+@pytest.mark.parametrize("value", BOUNDARIES)
+def test_longs_at_every_varint_length_boundary(value: int) -> None:
+    reference = io.BytesIO()
+    schemaless_writer(reference, "long", value)
+    assert binary.long_bytes(value) == reference.getvalue()
