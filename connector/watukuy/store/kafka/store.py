@@ -267,6 +267,7 @@ class KafkaStore:
         snapshot and parked items when the key is loaded."""
         partition = restored.lease.partition
         keys = restored.keys
+        self._forget({partition})  # whatever an earlier lease of it left: this is the picture
         for key in keys.names():
             try:
                 state = keys.state(key)
@@ -289,15 +290,18 @@ class KafkaStore:
         gone = set(revoked.partitions)
         for partition in gone:
             self._owned.pop(partition, None)
-        for partition in gone:
+        self._forget(gone)
+
+    def _forget(self, partitions: set[int]) -> None:
+        """Drop the picture of every key of ``partitions``, decoded or still raw."""
+        for partition in partitions:
             self._raw.pop(partition, None)
-        held = self._states.keys() | self._snapshots.keys()
-        for key in [k for k in held if self._partition_of_key(k) in gone]:
+        held = self._states.keys() | self._snapshots.keys() | self._newer.keys()
+        for key in [k for k in held if self._partition_of_key(k) in partitions]:
             self._states.pop(key, None)
             self._snapshots.pop(key, None)
             self._parked.pop(key, None)
-        for key in [k for k in self._newer if self._partition_of_key(k) in gone]:
-            del self._newer[key]
+            self._newer.pop(key, None)
 
     def _transacted(self, done: Transacted) -> None:
         kind = None if done.error is None else outcome_kind(done.error)
