@@ -1,0 +1,63 @@
+"""The end of a partition a restore reads up to: waited for while the partition has no
+leader yet, on the clock the Kafka thread is given (no real time passes here)."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from watukuy.core.errors import Retriable
+from watukuy.store.kafka.tail import end_offset
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+class Offsets:
+    """Answers watermark queries with ``errors`` first, then ``high``."""
+
+    def __init__(self, errors: list[int], high: int = 42) -> None:
+        self.errors = errors
+        self.high = high
+
+    def get_watermark_offsets(
+        self, tp: TopicPartition, timeout: float, cached: bool
+    ) -> tuple[int, int]:
+        assert not cached  # the end must be read now, not from the last fetch
+        if self.errors:
+            raise KafkaException(KafkaError(self.errors.pop(0)))
+        return 0, self.high
+
+
+def test_a_partition_without_a_leader_yet_is_waited_for() -> None:
+    clock = FakeClock()
+    not_ready = [KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION]
+    offsets = Offsets([*not_ready, KafkaError._TIMED_OUT])
+    assert end_offset(offsets, TopicPartition("p.state", 3), clock) == 42
+    assert clock.slept == [0.2, 0.2, 0.2]
+
+
+def test_a_partition_that_never_gets_a_leader_fails_retriably_after_the_deadline() -> None:
+    clock = FakeClock()
+    offsets = Offsets([KafkaError.LEADER_NOT_AVAILABLE] * 1000)
+    with pytest.raises(Retriable, match=r"cannot read the end of p\.items\[1\]"):
+        end_offset(offsets, TopicPartition("p.items", 1), clock, deadline=5.0)
+    assert 5.0 < sum(clock.slept) <= 5.4
+
+
+def test_any_other_error_fails_at_once() -> None:
+    clock = FakeClock()
+    offsets = Offsets([KafkaError.TOPIC_AUTHORIZATION_FAILED])
+    with pytest.raises(Retriable, match=r"cannot read the end of p\.state"):
+        end_offset(offsets, TopicPartition("p.state", 0), clock)
+    assert clock.slept == []
