@@ -182,6 +182,13 @@ class KafkaIO:
             tail=tail,
             on_fatal=rejoin,
         )
+
+        def rebuild(dead: Consumer) -> Consumer:
+            fresh = group_consumer(settings, clients)
+            self._consumers = [fresh, *(c for c in self._consumers if c is not dead)]
+            transactions.use_group(fresh)
+            return fresh
+
         membership = Membership(
             settings.layout,
             self._leases,
@@ -190,6 +197,10 @@ class KafkaIO:
             restores=restores,
             requests=self._requests,
             flush=transactions.flush,
+            rebuild=rebuild,
+            clock=clock,
+            # Two fencings this close together are two processes with one runner.id.
+            fence_window=2 * settings.session_timeout,
         )
         membership.subscribe()
         return _Parts(restores, transactions, membership)

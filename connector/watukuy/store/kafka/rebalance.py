@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from watukuy.core.errors import WatukuyError
+from watukuy.store.kafka.factory import SYSTEM_CLOCK, Clock
 from watukuy.store.kafka.lease import Leases, LeaseState
 from watukuy.store.kafka.notifications import Assigned, Notify, Revoked
 from watukuy.store.kafka.tail import Restores
@@ -27,20 +28,18 @@ log = logging.getLogger("watukuy.kafka")
 
 
 class GroupFailed(WatukuyError):
-    """The group consumer failed for good (librdkafka's consumers never recover from a fatal
-    error): this instance cannot hold keys any more and stops."""
+    """The group consumer failed for good: this instance cannot hold keys any more and stops."""
 
 
-def _fatal(error: KafkaError) -> GroupFailed:
-    text = error.str()
-    if error.code() == KafkaError.FENCED_INSTANCE_ID or "group.instance.id" in text:
-        # Two processes with one runner.id fence each other's consumer and producer in turn;
-        # the older one stops here, once, and says why, instead of rejoining forever.
-        return GroupFailed(
-            "another instance is running with this runner.id (its group.instance.id and "
-            "transactional.id): this one stops; give every instance its own runner.id"
-        )
-    return GroupFailed(f"the group consumer failed: {text}")
+DUPLICATE_RUNNER = (
+    "another instance is running with this runner.id (its group.instance.id and "
+    "transactional.id): this one stops; give every instance its own runner.id"
+)
+
+
+def _fenced_instance(error: KafkaError) -> bool:
+    # librdkafka wraps it in a _FATAL error whose text names the cause.
+    return error.code() == KafkaError.FENCED_INSTANCE_ID or "group.instance.id" in error.str()
 
 
 class Membership:
@@ -56,6 +55,9 @@ class Membership:
         restores: Restores,
         requests: Requests,
         flush: Callable[[], None],
+        rebuild: Callable[[Consumer], Consumer] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        fence_window: float = 0.0,
     ) -> None:
         self._layout = layout
         self._leases = leases
@@ -64,17 +66,48 @@ class Membership:
         self._restores = restores
         self._requests = requests
         self._flush = flush  # sends what is pending, while the partitions are still ours
+        self._rebuild = rebuild  # a new group consumer in place of a dead one
+        self._clock = clock
+        self._fence_window = fence_window
+        self._fenced_at: float | None = None
 
     def poll(self, timeout: float) -> None:
         """Serve the group's callbacks. Its partitions are paused, so a poll returns nothing
-        but errors; a fatal one raises :class:`GroupFailed`."""
+        but errors; a fatal one (code ``_FATAL``, its ``fatal()`` flag unset) kills the
+        consumer: see :meth:`_dead`."""
         if self.group is None:
             return
         message = self.group.poll(timeout)
         error = None if message is None else message.error()
-        # A fatal consumer error arrives as code _FATAL, its fatal() flag unset.
         if error is not None and (error.fatal() or error.code() == KafkaError._FATAL):
-            raise _fatal(error)
+            self._dead(self.group, error)
+
+    def _dead(self, group: Consumer, error: KafkaError) -> None:
+        """A static member fenced by a member with its ``group.instance.id`` rejoins with a new
+        consumer, once: a JoinGroup retried across a broker restart can fence this instance's
+        own earlier attempt. Fenced again within ``fence_window``, another process has this
+        runner.id: the two would fence each other forever, so this one stops, saying so.
+        Any other fatal error stops the instance too (:class:`GroupFailed`)."""
+        fenced = _fenced_instance(error)
+        if not fenced or self._rebuild is None:
+            raise GroupFailed(
+                DUPLICATE_RUNNER if fenced else f"the group consumer failed: {error.str()}"
+            )
+        now = self._clock.monotonic()
+        if self._fenced_at is not None and now - self._fenced_at < self._fence_window:
+            raise GroupFailed(DUPLICATE_RUNNER)
+        self._fenced_at = now
+        log.warning(
+            "fenced by a group member with this runner.id; rejoining with a new consumer "
+            "(were another instance running with it, one of the two would stop now)"
+        )
+        self.release([lease.partition for lease in self._leases.all()], lost=True)
+        try:
+            group.close()
+        except (KafkaException, RuntimeError) as exc:  # dead already: nothing to leave
+            log.debug("closing the fenced group consumer: %s", exc)
+        self.group = self._rebuild(group)
+        self.subscribe()
 
     def subscribe(self) -> None:
         if self.group is not None:

@@ -115,6 +115,10 @@ class Transactions:
         self._on_fatal = on_fatal
         self._last_flush = 0.0
 
+    def use_group(self, group: Consumer) -> None:
+        """Send offsets with this group consumer from now on (it replaced a dead one)."""
+        self._group = group
+
     @property
     def due(self) -> bool:
         """Requests are pending and the commit interval has passed since the last flush."""
@@ -219,8 +223,11 @@ class Transactions:
                     producer.abort_transaction(timeout)
                 except KafkaException:
                     self.replace_producer()
+            reason = error.str()
+            if error.code() == KafkaError._FENCED:  # a newer producer has our transactional.id
+                reason = "another instance is running with this runner.id (its transactional.id)"
             for _, done in plain:
-                done(Retriable(f"could not write the command: {error.str()}"))
+                done(Retriable(f"could not write to {plain[0][0].topic}: {reason}"))
             return
         for _, done in plain:
             done(None)

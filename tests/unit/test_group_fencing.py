@@ -1,0 +1,136 @@
+"""A runner's group consumer fenced by a member with its group.instance.id: once, it rejoins
+with a new consumer (a JoinGroup retried across a broker restart fences the instance's own
+earlier attempt); twice within the window, another process has its runner.id and it stops
+with one line saying so. Found by the fault suite (zombie and broker-outage scenarios)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+from confluent_kafka import KafkaError
+
+from watukuy.store.kafka.lease import Leases
+from watukuy.store.kafka.rebalance import DUPLICATE_RUNNER, GroupFailed, Membership
+from watukuy.store.kafka.topics import TopicLayout
+
+FENCED = "Fatal error: Broker: Static consumer fenced by other consumer with same group.instance.id"
+
+
+class Message:
+    def __init__(self, error: KafkaError) -> None:
+        self._error = error
+
+    def error(self) -> KafkaError:
+        return self._error
+
+
+class FakeGroup:
+    """A group consumer whose next poll returns ``errors`` one by one."""
+
+    def __init__(self, *errors: KafkaError) -> None:
+        self.errors = list(errors)
+        self.closed = False
+        self.subscribed: list[list[str]] = []
+
+    def poll(self, timeout: float) -> Message | None:
+        return Message(self.errors.pop(0)) if self.errors else None
+
+    def subscribe(self, topics: list[str], **callbacks: Any) -> None:
+        self.subscribed.append(topics)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Nothing:
+    def drop(self, partitions: list[int]) -> None: ...
+
+    def fail_unowned(self, leases: Leases) -> None: ...
+
+
+def membership(
+    group: FakeGroup, rebuilt: list[FakeGroup], clock: Clock
+) -> tuple[Membership, Leases]:
+    leases = Leases()
+    leases.grant(0)
+    leases.grant(3)
+
+    def rebuild(dead: Any) -> Any:
+        fresh = FakeGroup()
+        rebuilt.append(fresh)
+        return fresh
+
+    made = Membership(
+        TopicLayout("p", 4, 1),
+        leases,
+        lambda notification: None,
+        group=cast(Any, group),
+        restores=cast(Any, Nothing()),
+        requests=cast(Any, Nothing()),
+        flush=lambda: None,
+        rebuild=rebuild,
+        clock=clock,
+        fence_window=10.0,
+    )
+    return made, leases
+
+
+def fenced() -> KafkaError:
+    return KafkaError(KafkaError._FATAL, FENCED)
+
+
+def test_fenced_once_it_rejoins_with_a_new_consumer() -> None:
+    first, rebuilt, clock = FakeGroup(fenced()), list[FakeGroup](), Clock()
+    member, leases = membership(first, rebuilt, clock)
+    member.poll(0)
+    assert first.closed
+    assert cast(Any, member.group) is rebuilt[0]
+    assert rebuilt[0].subscribed == [["p.state"]]
+    assert leases.all() == []  # everything it held may be someone else's now
+
+
+def test_fenced_again_within_the_window_it_stops_saying_why() -> None:
+    first, rebuilt, clock = FakeGroup(fenced()), list[FakeGroup](), Clock()
+    member, _ = membership(first, rebuilt, clock)
+    member.poll(0)
+    rebuilt[0].errors.append(fenced())
+    clock.now += 3
+    with pytest.raises(GroupFailed) as raised:
+        member.poll(0)
+    assert str(raised.value) == DUPLICATE_RUNNER
+    assert "runner.id" in DUPLICATE_RUNNER and "\n" not in DUPLICATE_RUNNER
+
+
+def test_fenced_again_after_the_window_it_rejoins_again() -> None:
+    first, rebuilt, clock = FakeGroup(fenced()), list[FakeGroup](), Clock()
+    member, _ = membership(first, rebuilt, clock)
+    member.poll(0)
+    rebuilt[0].errors.append(fenced())
+    clock.now += 30  # another broker restart, long after
+    member.poll(0)
+    assert len(rebuilt) == 2
+
+
+def test_any_other_fatal_consumer_error_stops_the_instance() -> None:
+    member, _ = membership(FakeGroup(KafkaError(KafkaError._FATAL, "boom")), [], Clock())
+    with pytest.raises(GroupFailed, match="the group consumer failed: boom"):
+        member.poll(0)
+
+
+def test_a_non_fatal_error_is_left_to_librdkafka() -> None:
+    group = FakeGroup(KafkaError(KafkaError._TRANSPORT, "broker down"))
+    member, leases = membership(group, [], Clock())
+    member.poll(0)
+    assert cast(Any, member.group) is group and len(leases.all()) == 2
