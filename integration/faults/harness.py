@@ -28,11 +28,17 @@ from typing import Any, TypeVar
 
 import yaml
 from confluent_kafka import ConsumerGroupState, KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # documented, not in __all__
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from integration.faults.report import Result
 from integration.faults.vendor import Simulator, start_simulator
-from integration.faults.verify import TenantTruth, Verdict, verify
+from integration.faults.verify import QUIET, TenantTruth, Verdict, verify
 from integration.faults.watch import EventWatch
 from integration.kafka import broker as brokers
 from integration.processes import alive, signal_group
@@ -297,7 +303,7 @@ def runner_env(vendor_url: str, **extra: str) -> dict[str, str]:
 
 def assignments(bootstrap: str, group: str) -> dict[str, set[int]]:
     """Which runner (group.instance.id) holds which partitions of the state topic now."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
     try:
         described = admin.describe_consumer_groups([group])[group].result(timeout=15)
     except (KafkaException, TimeoutError):  # a coordinator still loading: no view yet
@@ -344,6 +350,16 @@ class PrivateBroker:
     def restart(self) -> None:
         """Start it again on the same ports and data (after :meth:`kill` or :meth:`stop`)."""
         brokers.start(self.runtime, fresh=False)
+
+    def transactions(self, *args: str) -> str:
+        """What Kafka's own ``kafka-transactions`` tool says (e.g. ``find-hanging``)."""
+        libs = brokers.cache_dir() / "libs"
+        tool = "org.apache.kafka.tools.TransactionsCommand"
+        command = brokers.java_command(
+            libs, self.runtime, tool, "--bootstrap-server", self.bootstrap, *args
+        )
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        return (done.stdout + done.stderr).strip()
 
     def close(self) -> None:
         brokers.stop(self.runtime)
@@ -497,8 +513,34 @@ def result(
     )
 
 
+def compact_often(bootstrap: str, topics: Sequence[str]) -> None:
+    """Make the log cleaner compact ``topics`` within seconds: a segment a second, cleaned as
+    soon as anything in it is dirty, tombstones kept one second."""
+    settings = {
+        "segment.ms": "1000",
+        "min.cleanable.dirty.ratio": "0.01",
+        "min.compaction.lag.ms": "0",
+        "max.compaction.lag.ms": "1000",
+        "delete.retention.ms": "1000",
+    }
+    resources = [
+        ConfigResource(
+            ResourceType.TOPIC,
+            topic,
+            incremental_configs=[
+                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                for k, v in settings.items()
+            ],
+        )
+        for topic in topics
+    ]
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    for future in admin.incremental_alter_configs(resources).values():
+        future.result(timeout=30)
+
+
 def delete_prefix(bootstrap: str, prefix: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
     names = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix + ".")]
     if names:
         for future in admin.delete_topics(names).values():

@@ -35,6 +35,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # documented,
 from watukuy.serde.consumer import SchemaTopicResolver, event_decoder
 from watukuy.serde.state import decode_item, decode_state
 
+QUIET = {"log_level": 2}
+"""The harness's own clients keep librdkafka's connection errors to themselves: a broker
+outage is what some scenarios are about, the runners' logs tell it."""
+
 MAX_PROBLEMS = 20
 """Problems listed per verdict; the counts say how many there were in all."""
 
@@ -237,7 +241,7 @@ def settle_transactions(
 ) -> dict[TopicPartition, tuple[int, int]]:
     """Wait until each partition's last stable offset reaches its high watermark; what is
     still hanging after ``timeout`` seconds, as ``{partition: (lso, hw)}``."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
     metadata = admin.list_topics(timeout=15).topics
     partitions = [
         TopicPartition(topic, p)
@@ -270,13 +274,14 @@ def _offsets(
     return {key[(tp.topic, tp.partition)]: future.result().offset for tp, future in futures.items()}
 
 
-def _read(
+def read_records(
     bootstrap: str, topics: Sequence[str], committed: bool
 ) -> list[tuple[str, int, int, bytes | None, bytes | None]]:
     """``(topic, partition, offset, key, value)`` of every record up to the current end."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
+            **QUIET,
             "group.id": f"fault-verify-{uuid.uuid4().hex[:8]}",
             "isolation.level": "read_committed" if committed else "read_uncommitted",
             "enable.partition.eof": True,
@@ -315,10 +320,10 @@ def read_events(bootstrap: str, prefix: str, poller: str) -> tuple[list[SeenEven
     """The committed events of ``poller``, and how many aborted records sit among them and
     the state and snapshot records."""
     topic = f"{prefix}.events.{poller}"
-    resolver = SchemaTopicResolver(bootstrap, f"{prefix}.schemas")
+    resolver = SchemaTopicResolver({"bootstrap.servers": bootstrap, **QUIET}, f"{prefix}.schemas")
     decode = event_decoder(resolve=resolver)
     try:
-        committed = _read(bootstrap, [topic], committed=True)
+        committed = read_records(bootstrap, [topic], committed=True)
         events = []
         for _, partition, offset, key, value in committed:
             if value is None or key is None:
@@ -343,26 +348,26 @@ def read_events(bootstrap: str, prefix: str, poller: str) -> tuple[list[SeenEven
 def count_aborted(bootstrap: str, topics: Sequence[str]) -> int:
     """Records a read_uncommitted read sees and a read_committed one does not: the data of
     aborted transactions (control records are shown to neither)."""
-    kept = {(t, p, o) for t, p, o, _, _ in _read(bootstrap, topics, committed=True)}
-    everything = _read(bootstrap, topics, committed=False)
+    kept = {(t, p, o) for t, p, o, _, _ in read_records(bootstrap, topics, committed=True)}
+    everything = read_records(bootstrap, topics, committed=False)
     return sum(1 for t, p, o, _, _ in everything if (t, p, o) not in kept)
 
 
 def read_dead_letters(bootstrap: str, prefix: str, poller: str) -> list[bytes]:
     """The committed values of the poller's DLQ topic."""
-    records = _read(bootstrap, [f"{prefix}.dlq.{poller}"], committed=True)
+    records = read_records(bootstrap, [f"{prefix}.dlq.{poller}"], committed=True)
     return [value for _, _, _, _, value in records if value is not None]
 
 
 def read_cursors(bootstrap: str, prefix: str) -> dict[str, Cursor | None]:
     """Each key's committed state and snapshot, as compaction would leave them."""
     state: dict[str, bytes | None] = {}
-    for _, _, _, key, value in _read(bootstrap, [f"{prefix}.state"], committed=True):
+    for _, _, _, key, value in read_records(bootstrap, [f"{prefix}.state"], committed=True):
         if key is not None and not key.startswith(b"cmd/"):
             state[key.decode()] = value
     versions: dict[str, dict[str, str]] = defaultdict(dict)
     items: dict[bytes, bytes | None] = {}
-    for _, _, _, key, value in _read(bootstrap, [f"{prefix}.items"], committed=True):
+    for _, _, _, key, value in read_records(bootstrap, [f"{prefix}.items"], committed=True):
         if key is not None:
             items[key] = value
     for value in items.values():

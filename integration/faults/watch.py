@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from confluent_kafka import Consumer, TopicPartition
 
+from integration.faults.verify import QUIET
 from watukuy.serde.consumer import SchemaTopicResolver, event_decoder
 
 
@@ -21,11 +22,14 @@ class EventWatch:
     def __init__(self, bootstrap: str, prefix: str, poller: str, *, timeout: float = 90) -> None:
         self.topic = f"{prefix}.events.{poller}"
         self.poller = poller
-        self._resolver = SchemaTopicResolver(bootstrap, f"{prefix}.schemas")
+        self._resolver = SchemaTopicResolver(
+            {"bootstrap.servers": bootstrap, **QUIET}, f"{prefix}.schemas"
+        )
         self._decode = event_decoder(resolve=self._resolver)
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
+                **QUIET,
                 "group.id": f"fault-watch-{uuid.uuid4().hex[:8]}",
                 "isolation.level": "read_committed",
                 "enable.auto.commit": False,

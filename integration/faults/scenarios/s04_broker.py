@@ -1,0 +1,65 @@
+"""Broker outages: the broker SIGKILLed or shut down cleanly, down 5-30 s, then started again
+on the same ports and data; the runners must recover by themselves (no restart, no operator)
+and commit again within 60 s of the broker's return.
+
+The scenario runs its own broker (a directory and ports of its own, ``PrivateBroker``), never
+the shared one in ``.watukuy/broker`` that other tests use. Full profile: 10 outages,
+alternating SIGKILL and clean shutdown, down 5 to 30 s; short: one SIGKILL, 5 s down.
+"""
+
+from __future__ import annotations
+
+import time
+
+from integration.faults.harness import FaultContext, result
+from integration.faults.report import Result
+from integration.faults.vendor import Mutator
+
+NAME = "broker-outage"
+RECOVERY_LIMIT = 60.0
+FULL_DOWNTIMES = (5, 12, 20, 5, 30, 8, 5, 15, 10, 25)
+
+
+def run(ctx: FaultContext, profile: str) -> Result:
+    downtimes = FULL_DOWNTIMES if profile == "full" else (5,)
+    broker = ctx.private_broker()
+    sim = ctx.simulator(3, 30)
+    pool = ctx.pool("broker", sim, bootstrap=broker.bootstrap)
+    runners = pool.start(2)
+    watch = ctx.watch(pool)
+    problems: list[str] = []
+    recoveries: list[float] = []
+    with Mutator(sim, every=0.03):
+        for index, down in enumerate(downtimes):
+            ctx.wait_event(watch, time.monotonic())  # running normally before the outage
+            how = "SIGKILL" if index % 2 == 0 else "clean shutdown"
+            if how == "SIGKILL":
+                broker.kill()
+            else:
+                broker.stop()
+            time.sleep(down)
+            broker.restart()
+            back_at = time.monotonic()
+            try:
+                at = ctx.wait_event(watch, back_at, timeout=RECOVERY_LIMIT)
+                recoveries.append(at - back_at)
+                pool.wait_sharing(len(runners), timeout=RECOVERY_LIMIT)
+            except TimeoutError as exc:
+                problems.append(f"outage {index + 1} ({how}, {down} s): {exc}")
+                hanging = broker.transactions("find-hanging", "--broker-id", "1")
+                (ctx.workdir / f"hanging-{index + 1}.txt").write_text(hanging + "\n")
+            exited = [r.name for r in runners if not r.running]
+            if exited:
+                problems.append(f"outage {index + 1} ({how}, {down} s): {exited} exited")
+                break
+    ctx.caught_up(pool, watch)
+    codes = pool.stop_all()
+    problems += [f"{n} exited with {c} at the end" for n, c in codes.items() if c != 0]
+    verdict = ctx.verify(pool)
+    return result(
+        NAME,
+        verdict,
+        rounds=len(downtimes),
+        recovery_s=max(recoveries) if recoveries else None,
+        problems=problems,
+    )
