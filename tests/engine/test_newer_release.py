@@ -9,13 +9,17 @@ same for the keys it is told.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
 from tests.engine.support import Env
-from watukuy import MemoryStore
+from watukuy import Event, MemoryStore
 from watukuy.core.errors import Conflict
-from watukuy.store.base import NewerRelease, StoredKey
+from watukuy.core.poll import fresh_state
+from watukuy.store.base import KeyCommit, NewerRelease, StoredKey
 
 REFRESH = 300.0  # the default partitions_refresh
 WHY = "unreadable PartitionState record: format_version 2 is newer than 1"
@@ -110,3 +114,31 @@ async def test_a_waiting_key_is_let_go_without_a_write(env: Env) -> None:
 
     await engine.set_target("invoices", "STOPPED")
     assert engine.inspect() == []
+
+
+async def test_a_poison_event_of_a_waiting_key_is_not_parked_here(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its parked records are the newer release's to write: the event goes where an event
+    of a key held elsewhere goes (the memory store has no DLQ: a log line)."""
+    waits = env.tid(0)
+    store = UpgradedStore({key(waits)})
+    engine = env.make_engine(env.make_poller(handler={"attempts": 1}), store=store)
+
+    async def handler(event: Event, ctx: Any) -> None:
+        if event.partition == waits:
+            raise RuntimeError("the warehouse rejected it")
+
+    engine.on("invoices", handler)
+    await engine.tick()
+    # An event of the key, as the instance that reads its state would have committed it.
+    newer = replace(fresh_state(engine.pollers["invoices"], waits, 0.0), sequence=1)
+    event = Event(
+        "e1", "invoices", waits, "it_1", "created", "v1", 1, datetime.now(UTC), "live", 1, {}
+    )
+    await store.commit([KeyCommit(state=newer, events=[event], fenced=False)])
+    caplog.set_level(logging.WARNING)
+    await engine.tick()
+
+    assert store.parked[key(waits)] == {}
+    assert f"{key(waits)}: cannot park event #1, key not held" in caplog.messages

@@ -281,7 +281,9 @@ class Engine:
             event=event.to_dict(),
         )
         runtime = self._registry.keys.get(event.key)
-        if runtime is None:  # another instance holds the key (Kafka): the DLQ copy only
+        # Another instance holds the key (Kafka), or it waits for a newer release here (its
+        # parked records are not ours to write): the DLQ copy only.
+        if runtime is None or not runtime.held:
             if await self._dispatcher.dead_letter(item):
                 log.warning("%s: event #%d copied to the DLQ", event.key, event.sequence)
             else:
