@@ -61,11 +61,9 @@ class RestoredKeys:
         if value is None:
             self.commands.pop(key, None)
             return
-        try:
-            self.commands[key] = records.decode_command(key, value)
-        except NewerRelease as exc:
-            # Left in the topic for an owner that reads it (a newer release, after the upgrade).
-            log.warning("a command is left for a newer release: %s", exc)
+        command = command_of(key, value)
+        if command is not None:
+            self.commands[key] = command
 
     def pending_commands(self) -> list[Command]:
         return sorted(self.commands.values(), key=lambda c: (c.issued_at, c.id))
@@ -109,6 +107,19 @@ class RestoredKeys:
         self.states.pop(name.encode(), None)
         self.items.pop(owner, None)
         self.parked.pop(owner, None)
+
+
+def command_of(key: bytes, value: bytes) -> Command | None:
+    """The command in a record; ``None`` (and a log line) for one a newer release wrote.
+
+    It stays in the topic, untouched, for an owner that reads it (a newer release, once the
+    upgrade reaches this key's partition); this instance goes on with the others.
+    """
+    try:
+        return records.decode_command(key, value)
+    except NewerRelease as exc:
+        log.warning("a command is left for a newer release: %s", exc)
+        return None
 
 
 def _apply_owned(grouped: dict[bytes, Raw], key: bytes, value: bytes | None) -> None:
