@@ -25,6 +25,7 @@ from watukuy.core.events import Event
 from watukuy.core.observe import Observer
 from watukuy.core.poll import fresh_state
 from watukuy.core.poller import define_poller
+from watukuy.core.state import ParkedItem
 from watukuy.store.base import KeyCommit
 from watukuy.store.kafka.store import KafkaSettings, KafkaStore
 from watukuy.store.kafka.topics import TopicLayout
@@ -66,11 +67,15 @@ class Store:
         self.store = KafkaStore(settings, self.seen, clients=self.clients)
         self.store.bind({POLLER.name: POLLER})
 
-    async def commit(self, key: str, sequence: int) -> str:
-        """One event of ``key`` in one commit; its id."""
+    async def commit(self, key: str, sequence: int, *, parked: str | None = None) -> str:
+        """One event of ``key`` in one commit, with an item parked (and a DLQ copy); its id."""
         loaded = await self.store.load(POLLER.name, key)
         base = fresh_state(POLLER, key, NOW) if loaded is None else loaded.state
-        entry = KeyCommit(state=replace(base, sequence=sequence), events=[_event(key, sequence)])
+        entry = KeyCommit(
+            state=replace(base, sequence=sequence),
+            events=[_event(key, sequence)],
+            parked=[] if parked is None else [_parked(key, parked)],
+        )
         await self.store.commit([entry])
         return entry.events[0].id
 
@@ -91,6 +96,19 @@ def _event(key: str, sequence: int) -> Event:
         lane="live",
         schema_version=1,
         data={"id": f"item-{sequence}"},
+    )
+
+
+def _parked(key: str, parked_id: str) -> ParkedItem:
+    return ParkedItem(
+        id=parked_id,
+        poller=POLLER.name,
+        partition=key,
+        kind="invalid",
+        item={"id": parked_id},
+        error="ValueError: no amount",
+        attempts=1,
+        parked_at=NOW,
     )
 
 
@@ -194,3 +212,15 @@ async def test_a_lost_assignment_drops_pending_work_and_the_store_owns_its_keys_
     assert await asyncio.to_thread(store.ids, committed=False) == [first]
     restored = await store.store.load(POLLER.name, "t1")
     assert restored is not None and restored.state.sequence == 1
+
+
+async def test_a_dlq_fault_strikes_only_the_transaction_that_carries_a_dead_letter(
+    started: Any,
+) -> None:
+    store: Store = await started([Fault("abortable", "dlq")])
+    first = await store.commit("t1", 1)  # no dead letter: let through
+    with pytest.raises(Retriable, match="kafka transaction failed"):
+        await store.commit("t1", 2, parked="bad-1")
+    assert store.clients.struck == ["abortable@dlq in transaction 2"]
+    second = await store.commit("t1", 2, parked="bad-1")
+    assert await asyncio.to_thread(store.ids, committed=True) == [first, second]
