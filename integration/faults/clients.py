@@ -9,10 +9,10 @@ A fault is ``ACTION@POINT[,after=N][,times=N|every][,seconds=S]`` (:func:`parse_
 
 - ``POINT``: where in a transaction it strikes. ``begin`` (after ``begin_transaction``),
   ``produce`` (after the transaction's first record), ``send_offsets`` (after the group's
-  offsets were added; only a runner in a group sends them), ``commit`` (the records sent, ``commit_transaction`` not called yet:
-  "during commit"), ``committed`` (``commit_transaction`` returned, the store not yet told:
-  "after commit"), ``dlq`` (like ``commit``, but only in a transaction that carries a record
-  of a ``<prefix>.dlq.*`` topic).
+  offsets were added; only a runner in a group sends them), ``commit`` (the records sent,
+  ``commit_transaction`` not called yet: "during commit"), ``committed``
+  (``commit_transaction`` returned, the store not yet told: "after commit"), ``dlq`` (like
+  ``commit``, but only in a transaction that carries a record of a ``<prefix>.dlq.*`` topic).
 - ``ACTION``: ``abortable`` raises a KafkaException whose error requires an abort;
   ``fatal`` raises a fatal one (``KafkaError(_FENCED, fatal=True)``), after which that
   producer refuses everything, as librdkafka's does; ``crash`` ends the process at once
