@@ -22,6 +22,7 @@ the symbol's index as an int; a union is the branch index as a long, then the va
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from fastavro.logical_writers import LOGICAL_WRITERS
@@ -168,6 +169,83 @@ def json_data(raw: bytes) -> bytes:
     return b"\x02" + _utf8(raw)
 
 
+# -- a poller's data record --------------------------------------------------------------------
+
+
+def _boolean(value: Any) -> bytes | None:
+    if type(value) is not bool:
+        return None
+    return b"\x01" if value else b"\x00"
+
+
+def _exact_double(value: Any) -> bytes | None:
+    # Only a float: fastavro writes an int given for a double too, but then it also picks a
+    # union branch by validating, which this writer does not repeat.
+    if type(value) is not float:
+        return None
+    return struct.pack("<d", value)
+
+
+_PRIMITIVES: dict[str, Callable[[Any], bytes | None]] = {
+    "string": _text,
+    "long": _long,
+    "int": _int,
+    "double": _exact_double,
+    "boolean": _boolean,
+}
+_MISSING = object()
+
+
+def record_writer(parsed: Any) -> Callable[[Any], bytes | None] | None:
+    """A writer of the body of ``parsed`` (a record schema parsed by fastavro) when every field
+    is one of ``string``, ``long``, ``int``, ``double``, ``boolean``, or a union of ``null``
+    and one of those; ``None`` for any other schema (fastavro writes those).
+
+    The writer returns ``None`` for an item it does not write exactly as fastavro would: not
+    a ``dict``, a field missing (fastavro would write its default), a value of another type
+    than the field's (an ``int`` for a ``double``, a ``bool`` for a ``long``), or out of range.
+    Its fastavro counterpart is ``schemaless_writer`` with the item as it is; items come from
+    JSON, so most are flat records of these types and take this path.
+    """
+    if not isinstance(parsed, dict) or parsed.get("type") != "record":
+        return None
+    plan: list[tuple[str, Callable[[Any], bytes | None], bytes | None, bytes]] = []
+    for field in parsed.get("fields", ()):
+        kind = field.get("type")
+        null: bytes | None = None
+        branch = b""
+        if isinstance(kind, list):
+            if len(kind) != 2 or "null" not in kind:
+                return None
+            position = kind.index("null")
+            null, branch = _SMALL[position], _SMALL[1 - position]
+            kind = kind[1 - position]
+        write = _PRIMITIVES.get(kind) if isinstance(kind, str) else None
+        if write is None:
+            return None
+        plan.append((field["name"], write, null, branch))
+    steps = tuple(plan)
+
+    def body(item: Any) -> bytes | None:
+        if type(item) is not dict:
+            return None
+        out: list[bytes] = []
+        for name, write, null, branch in steps:
+            value = item.get(name, _MISSING)
+            if value is None and null is not None:
+                out.append(null)
+                continue
+            encoded = write(value)
+            if encoded is None:
+                return None
+            if null is not None:
+                out.append(branch)
+            out.append(encoded)
+        return b"".join(out)
+
+    return body
+
+
 # -- the snapshot entry (schemas/state/snapshot_entry.avsc) -----------------------------------
 
 SNAPSHOT_ENTRY_CANONICAL = (
@@ -224,6 +302,7 @@ __all__ = [
     "EnvelopeFields",
     "json_data",
     "long_bytes",
+    "record_writer",
     "snapshot_entry",
     "strings",
 ]

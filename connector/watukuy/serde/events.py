@@ -55,10 +55,14 @@ class WriterSchema:
     data: DataSchema | None = None
     header: bytes = field(init=False)  # C3 01 + fingerprint: the single-object prefix
     compiled: bool = field(init=False)  # the hand-written encoder writes it (see binary)
+    # The data record's body by the hand-written writer, when the data schema is flat.
+    data_body: Callable[[Any], bytes | None] | None = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "header", framing.MAGIC + self.schema.fingerprint)
         object.__setattr__(self, "compiled", _compiled(self.schema, self.data))
+        data_body = None if self.data is None else binary.record_writer(self.data.parsed)
+        object.__setattr__(self, "data_body", data_body)
 
     @property
     def fingerprint_hex(self) -> str:
@@ -295,10 +299,13 @@ def _fast(event: Event, writer: WriterSchema, first: bytes, validated: bool) -> 
         elif writer.data is None:
             fields.append(binary.json_data(_data_utf8(data)))
         elif validated:
-            out = io.BytesIO()
-            out.write(b"\x02")  # the record branch of [null, record]
-            schemaless_writer(out, writer.data.parsed, data)
-            fields.append(out.getvalue())
+            fields.append(b"\x02")  # the record branch of [null, record]
+            body = None if writer.data_body is None else writer.data_body(data)
+            if body is None:  # not a flat record of plain values: fastavro writes it
+                out = io.BytesIO()
+                schemaless_writer(out, writer.data.parsed, data)
+                body = out.getvalue()
+            fields.append(body)
         else:
             return None  # fastavro validates the item as it picks the union branch
     except Exception:  # whatever it is, fastavro's path says it as it always did
