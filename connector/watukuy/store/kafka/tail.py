@@ -23,7 +23,7 @@ from watukuy.store.kafka import records
 from watukuy.store.kafka.factory import Clock
 from watukuy.store.kafka.lease import Lease, Leases, LeaseState
 from watukuy.store.kafka.notifications import CommandReceived, Notify, Restored
-from watukuy.store.kafka.restore import RestoredKeys
+from watukuy.store.kafka.restore import RestoredKeys, command_of
 from watukuy.store.kafka.topics import TopicLayout
 
 log = logging.getLogger("watukuy.kafka")
@@ -233,8 +233,9 @@ class Restores:
             return
         if topic == self._state and value is not None and records.is_command(key):
             lease = self._leases.get(partition)
-            if lease is not None and lease.owned:
-                self._notify(CommandReceived(partition, records.decode_command(key, value)))
+            command = command_of(key, value) if lease is not None and lease.owned else None
+            if command is not None:  # None: a newer release wrote it, and it is left for one
+                self._notify(CommandReceived(partition, command))
 
     def _check_restored(self, partition: int) -> None:
         restoring = self._restoring[partition]
