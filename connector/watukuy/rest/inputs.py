@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, cast
@@ -118,10 +119,24 @@ def known_keys(body: Mapping[str, JsonValue], known: tuple[str, ...], field: str
         raise BadRequest(f"unknown field; {hint}", f"{field}.{key}" if field else key)
 
 
+def finite(value: JsonValue, field: str) -> None:
+    """Refuse a number JSON can write but a float cannot hold (``1e999`` reads as ``inf``):
+    stored in a config, it has no JSON form, and every answer showing it would fail."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise BadRequest("must be a finite number", field or "body")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            finite(item, _join(field, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            finite(item, f"{field}[{index}]")
+
+
 def connector_config(value: JsonValue, name: str, field: str = "") -> Config:
     """A config body (or the ``config`` of a create). A ``name`` in it, as Connect allows, must
     be the connector's own and is dropped: the name is the URL's."""
     config = mapping(value, field or "body")
+    finite(config, field)
     given = config.get("name")
     if given is not None and given != name:
         raise BadRequest("does not match the connector name", _join(field, "name"))
@@ -147,6 +162,7 @@ def create_request(body: JsonValue) -> tuple[str, Config, TargetState]:
 
 def config_patch(body: JsonValue, name: str) -> Config:
     patch = mapping(body, "body")
+    finite(patch, "")
     if "name" in patch and patch["name"] not in (None, name):
         raise BadRequest("does not match the connector name", "name")
     return {key: value for key, value in patch.items() if key != "name"}

@@ -80,6 +80,7 @@ async def validate_config(request: web.Request) -> web.Response:
     if plugin not in PLUGINS:
         raise NotFound(f"unknown connector class; the classes are: {', '.join(PLUGINS)}")
     config = inputs.mapping(await _body(request, required=True), "body")
+    inputs.finite(config, "")
     return _json(dict(await _control(request).validate(plugin, config)))
 
 

@@ -25,13 +25,16 @@ the vendor but publishes nothing new).
 
 from __future__ import annotations
 
+import copy
+import itertools
 import json
 import threading
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +51,7 @@ from integration.faults.scenarios.declarative import (
 )
 from integration.faults.scenarios.rest_api import Answer, call, connector_config, rest_port
 from integration.faults.vendor import Simulator
+from watukuy.declarative.keys import DECLARATIVE_KEYS
 from watukuy.rest.routes import ROUTES
 from watukuy.store.kafka.partitioner import partition_for
 
@@ -60,6 +64,8 @@ WAIT = 60.0
 HOLD = 3.0
 """How long a count of vendor requests must stay put to say an operation took effect once."""
 HUGE = 2 * 1024 * 1024
+SLOW = {"min": "10m", "max": "1h"}
+"""A schedule that polls only when asked, so that each poll can be counted."""
 
 
 @dataclass
@@ -90,27 +96,39 @@ class Fire:
     # -- 1. conflicting PUTs ----------------------------------------------------------------------
 
     def conflicting_puts(self, waves: int, per_wave: int) -> None:
+        """Waves of PUTs all at once; with each wave, one trigger of each of the connector's
+        first two tenants and a pause of the others, which land while the runners redefine
+        the connector: each trigger answered 202 polls exactly once (the connector polls
+        only when asked), each pause answered 202 leaves its key PAUSED."""
         tenants = self.sim_b.tenants()
-        first = connector_config(self.sim_b, tenants)
+        triggered, paused = tenants[:2], tenants[2:]
+        first = connector_config(self.sim_b, tenants, schedule=SLOW)
         created = self.call(self.ports()[0], "POST", "/connectors", {"name": FIRE, "config": first})
         if created.status != 201:
             raise AssertionError(f"POST /connectors: {created.status} {created.body}")
         self.accepted.append(first)
         wait_for(
-            lambda: all(call(p, "GET", f"/connectors/{FIRE}").status == 200 for p in self.ports()),
+            lambda: (
+                all(self.polls(t, self.sim_b) for t in tenants)
+                and all(call(p, "GET", f"/connectors/{FIRE}").status == 200 for p in self.ports())
+            ),
             WAIT,
-            "every runner to know the connector",
+            "every runner to know the connector, and its first polls",
         )
+        time.sleep(HOLD)  # the first polls' pages are done
         for wave in range(waves):
             configs = [
                 connector_config(
                     self.sim_b,
                     tenants,
+                    schedule=SLOW,
                     request={**first["request"], "headers": {"X-Put": f"{wave}.{i}"}},
                 )
                 for i in range(per_wave)
             ]
-            answers = self._all_at_once(configs)
+            before = {t: self.polls(t, self.sim_b) for t in triggered}
+            operations = [("trigger", t) for t in triggered] + [("pause", t) for t in paused]
+            answers, operated = self._all_at_once(configs, operations)
             won = [c for c, a in zip(configs, answers, strict=True) if a.status == 200]
             self.accepted += won
             self.refused += [c for c, a in zip(configs, answers, strict=True) if a.status == 409]
@@ -122,19 +140,61 @@ class Fire:
             agreed = wait_for(self._agreed, WAIT, "every runner to show the same config")
             if agreed not in won:
                 self.problems.append(f"wave {wave}: the config every runner shows was not a winner")
+            for (verb, tenant), answer in zip(operations, operated, strict=True):
+                if answer.status != 202:
+                    self.problems.append(
+                        f"{verb} of {FIRE}/{tenant} during PUTs: {answer.status} {answer.body}"
+                    )
+            self._polled_once(
+                {
+                    t: before[t]
+                    for (verb, t), a in zip(operations, operated, strict=True)
+                    if verb == "trigger" and a.status == 202
+                }
+            )
+        for tenant in paused:
+            try:
+                self.wait_state(tenant, "PAUSED", FIRE)
+            except TimeoutError:
+                shown = self.state_of(tenant, FIRE)
+                self.problems.append(f"pause of {FIRE}/{tenant} answered 202; it is {shown}: lost")
         self._check_written()
 
-    def _all_at_once(self, configs: list[dict[str, Any]]) -> list[Answer]:
+    def _polled_once(self, before: dict[str, int]) -> None:
+        """Each of these fire tenants, triggered once, polls exactly once more."""
+        for tenant, count in before.items():
+            if not self._polls_after(tenant, count, self.sim_b):
+                self.problems.append(f"trigger of {FIRE}/{tenant} answered 202, never polled: lost")
+        time.sleep(HOLD)
+        for tenant, count in before.items():
+            polled = self.polls(tenant, self.sim_b) - count
+            if polled > 1:
+                self.problems.append(f"trigger of {FIRE}/{tenant} answered 202, polled {polled}x")
+
+    def _all_at_once(
+        self, configs: list[dict[str, Any]], operations: list[tuple[str, str]]
+    ) -> tuple[list[Answer], list[Answer]]:
+        """The PUTs and the operations, released together, alternating between runners."""
         ports = self.ports()
-        start = threading.Barrier(len(configs))
+        calls: list[tuple[str, str, Any]] = [
+            ("PUT", f"/connectors/{FIRE}/config", config) for config in configs
+        ]
+        calls += [
+            ("POST", f"/connectors/{FIRE}/partitions/{tenant}/{verb}", None)
+            for verb, tenant in operations
+        ]
+        start = threading.Barrier(len(calls))
 
-        def put(index: int) -> Answer:
+        def send(index: int) -> Answer:
+            method, path, body = calls[index]
             start.wait()
-            port = ports[index % len(ports)]
-            return self.call(port, "PUT", f"/connectors/{FIRE}/config", configs[index])
+            if index >= len(configs):  # spread over the time the runners apply the winners
+                time.sleep(0.15 * (index - len(configs)))
+            return self.call(ports[index % len(ports)], method, path, body)
 
-        with ThreadPoolExecutor(len(configs)) as threads:
-            return list(threads.map(put, range(len(configs))))
+        with ThreadPoolExecutor(len(calls)) as threads:
+            answers = list(threads.map(send, range(len(calls))))
+        return answers[: len(configs)], answers[len(configs) :]
 
     def _agreed(self) -> dict[str, Any] | None:
         shown = [call(port, "GET", f"/connectors/{FIRE}/config") for port in self.ports()]
@@ -160,40 +220,114 @@ class Fire:
 
     # -- 2. operations while the owner dies ------------------------------------------------------
 
-    def polls(self, tenant: str) -> int:
-        stats = self.sim.call("GET", "/_admin/stats")
+    def polls(self, tenant: str, sim: Simulator | None = None) -> int:
+        """Vendor requests ``tenant`` got so far (at the verified poller's simulator)."""
+        stats = (sim or self.sim).call("GET", "/_admin/stats")
         count: int = stats["tenants"].get(tenant, 0)
         return count
 
-    def owner_of(self, tenant: str) -> RunnerProcess:
+    def _polls_after(self, tenant: str, count: int, sim: Simulator) -> bool:
+        """Whether ``tenant`` gets more than ``count`` vendor requests within :data:`WAIT`."""
+        try:
+            wait_for(lambda: self.polls(tenant, sim) > count, WAIT, f"a poll of {tenant}")
+        except TimeoutError:
+            return False
+        return True
+
+    def holder(self, tenant: str) -> RunnerProcess | None:
+        """The live runner holding the tenant's key now (by the group's assignment)."""
         partition = partition_for(f"{POLLER_NAME}/{tenant}", self.pool.partitions)
         held = self.pool.held()
         for runner in self.live:
             if partition in held.get(runner.runner_id, set()):
                 return runner
-        raise AssertionError(f"no live runner holds {POLLER_NAME}/{tenant}")
+        return None
+
+    def owner_of(self, tenant: str) -> RunnerProcess:
+        return wait_for(lambda: self.holder(tenant), WAIT, f"a runner to hold {tenant}")
+
+    def wait_holder(self, tenant: str, runner: RunnerProcess) -> None:
+        wait_for(lambda: self.holder(tenant) is runner, WAIT, f"{runner.name} to hold {tenant}")
 
     def operations_under_kills(self, kills: int, *, restart: bool) -> None:
+        """Each round SIGKILLs the owner of a tenant. Even rounds send a counted operation
+        (trigger, reset) into the window where nobody holds the key; odd rounds send pauses and
+        reads over and over through the takeover, then the counted one to the new owner. With
+        ``restart`` the killed runner comes back while pauses and reads go on, so the key moves
+        again under them."""
         tenants = self.sim.tenants()
         for round_ in range(kills):
             tenant = tenants[round_ % len(tenants)]
             owner = self.owner_of(tenant)
             survivor = next(r for r in self.live if r is not owner)
             port = rest_port(survivor)
-            verb, body = ("trigger", None) if round_ % 2 == 0 else ("reset", {"to": None})
+            verb, body = ("trigger", None) if round_ % 4 < 2 else ("reset", {"to": None})
             before = self.polls(tenant)
             killed_at = time.monotonic()
-            owner.kill()
-            self.live.remove(owner)
-            self.once(port, tenant, verb, body, before, killed_at)
-            self.pause_resume(port, tenant)
-            if not restart:  # one round: the other counted operation, on the new owner
+            if round_ % 2 == 0:
+                owner.kill()
+                self.live.remove(owner)
+                self.once(port, tenant, verb, body, before, killed_at)
+                self.pause_resume(port, tenant)
+            else:
+                with self.hammer(port, tenant):
+                    owner.kill()
+                    self.live.remove(owner)
+                    self.wait_holder(tenant, survivor)
+                    time.sleep(1.0)
+                self.once(port, tenant, verb, body, None)
+            if not restart:  # a single round: the other counted operation, on the new owner
                 other, body = ("reset", {"to": None}) if verb == "trigger" else ("trigger", None)
                 self.once(port, tenant, other, body, None)
-            else:
+                continue
+            with self.hammer(port, tenant):
                 owner.start().wait_started()
                 self.live.append(owner)
                 self.pool.wait_sharing(len(self.live))
+                time.sleep(1.0)
+
+    @contextmanager
+    def hammer(self, port: int, tenant: str) -> Iterator[None]:
+        """Pause ``tenant`` and read the connector's status, partitions and offsets, again and
+        again while the block runs: each must succeed. Afterwards the key shows PAUSED (no pause
+        was lost), then it is resumed."""
+        base = f"/connectors/{POLLER_NAME}"
+        calls = [
+            ("POST", f"{base}/partitions/{tenant}/pause"),
+            ("GET", f"{base}/status"),
+            ("GET", f"{base}/partitions"),
+            ("GET", f"{base}/offsets"),
+        ]
+        stop = threading.Event()
+
+        def loop() -> None:
+            for index in itertools.count():
+                if stop.wait(0.05):
+                    return
+                method, path = calls[index % len(calls)]
+                try:
+                    answer = self.call(port, method, path)
+                except OSError as exc:
+                    self.problems.append(f"{method} {path} during a takeover: no answer ({exc})")
+                    continue
+                if 300 <= answer.status < 500:
+                    message = answer.body.get("message") if answer.error_shaped else answer.body
+                    self.problems.append(
+                        f"{method} {path} during a takeover answered {answer.status}: {message}"
+                    )
+
+        thread = threading.Thread(target=loop, name="hammer", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(WAIT)
+        try:
+            self.wait_state(tenant, "PAUSED")
+        except TimeoutError:
+            self.problems.append(f"{tenant} paused again and again, but not PAUSED: lost")
+        self.pause_resume(port, tenant, verbs=(("resume", "RUNNING"),))
 
     def once(
         self,
@@ -223,8 +357,13 @@ class Fire:
         if polled != 1:
             self.problems.append(f"{verb} of {tenant} answered 202 and polled {polled} times")
 
-    def pause_resume(self, port: int, tenant: str) -> None:
-        for verb, state in (("pause", "PAUSED"), ("resume", "RUNNING")):
+    def pause_resume(
+        self,
+        port: int,
+        tenant: str,
+        verbs: tuple[tuple[str, str], ...] = (("pause", "PAUSED"), ("resume", "RUNNING")),
+    ) -> None:
+        for verb, state in verbs:
             path = f"/connectors/{POLLER_NAME}/partitions/{tenant}/{verb}"
             answer = self.call(port, "POST", path)
             if answer.status != 202:
@@ -236,11 +375,11 @@ class Fire:
                 shown = self.state_of(tenant)
                 self.problems.append(f"{verb} of {tenant} answered 202; it stays {shown}: lost")
 
-    def wait_state(self, tenant: str, state: str) -> None:
-        wait_for(lambda: self.state_of(tenant) == state, WAIT, f"{tenant} to be {state}")
+    def wait_state(self, tenant: str, state: str, connector: str = POLLER_NAME) -> None:
+        wait_for(lambda: self.state_of(tenant, connector) == state, WAIT, f"{tenant} to be {state}")
 
-    def state_of(self, tenant: str) -> str | None:
-        answer = call(self.ports()[0], "GET", f"/connectors/{POLLER_NAME}/status")
+    def state_of(self, tenant: str, connector: str = POLLER_NAME) -> str | None:
+        answer = call(self.ports()[0], "GET", f"/connectors/{connector}/status")
         if answer.status != 200:
             return None
         for task in answer.body["tasks"]:
@@ -253,7 +392,7 @@ class Fire:
 
     def fuzz(self, examples: int) -> None:
         ports = self.ports()
-        config = connector_config(self.sim_b, self.sim_b.tenants())
+        config = connector_config(self.sim_b, self.sim_b.tenants(), schedule=SLOW)
         created = self.call(ports[0], "POST", "/connectors", {"name": FUZZED, "config": config})
         if created.status != 201:
             raise AssertionError(f"POST /connectors: {created.status} {created.body}")
@@ -264,7 +403,7 @@ class Fire:
                 answer = self.call(ports[0], method, path, raw=raw)
                 if answer.status != 413 and _reads_body(method, template):
                     self.problems.append(f"{method} {path} with 2 MiB: {answer.status}, not 413")
-        drawn = _requests(self.sim.tenants())
+        drawn = st.one_of(_requests(self.sim.tenants()), _config_changes(config))
 
         @settings(
             max_examples=examples,
@@ -364,6 +503,46 @@ def _requests(tenants: list[str]) -> st.SearchStrategy[Request]:
     return strategy
 
 
+_VALUES = st.one_of(
+    _JSON,
+    st.floats(),  # inf and nan, sent as 1e999 and as the NaN JSON does not have
+    st.integers(min_value=-(2**80), max_value=2**80),
+    st.sampled_from(["", "0s", "-1s", "1e9d", "{partition.nope}", "${env:NOPE}", "{cursor}"]),
+)
+_CONFIG_PATHS = [doc.path for doc in DECLARATIVE_KEYS if doc.path != "name"]
+
+
+def _config_changes(base: dict[str, Any]) -> st.SearchStrategy[Request]:
+    """A valid config with one key (any documented one, at any depth) set to any value, PUT,
+    PATCHed or validated on the fuzzed connector: what the config checks must all refuse
+    with a 400 naming the field, or accept."""
+
+    @st.composite
+    def build(draw: Callable[..., Any]) -> Request:
+        config = copy.deepcopy(base)
+        path = draw(st.sampled_from(_CONFIG_PATHS)).split(".")
+        where = config
+        for name in path[:-1]:
+            if not isinstance(where.get(name), dict):
+                where[name] = {}
+            where = where[name]
+        where[path[-1]] = draw(_VALUES)
+        text = json.dumps(config).replace("-Infinity", "-1e999").replace("Infinity", "1e999")
+        method, route = draw(
+            st.sampled_from(
+                [
+                    ("PUT", f"/connectors/{FUZZED}/config"),
+                    ("PATCH", f"/connectors/{FUZZED}/config"),
+                    ("PUT", "/connector-plugins/http/config/validate"),
+                ]
+            )
+        )
+        return Request(method, route, text.encode(), "application/json")
+
+    strategy: st.SearchStrategy[Request] = build()
+    return strategy
+
+
 def _fill(template: str, name: str, key: str, plugin: str) -> str:
     quote = urllib.parse.quote
     return (
@@ -392,9 +571,9 @@ def run(ctx: FaultContext, profile: str) -> Result:
     full = profile == "full"
     waves, per_wave, kills, examples = (4, 24, 4, 1500) if full else (1, 12, 1, 120)
     sim = ctx.simulator(3, 10)
-    sim_b = ctx.simulator(2, 5, seed=11)
+    sim_b = ctx.simulator(4, 5, seed=11)
     # Polled when asked, so each operation's vendor requests can be counted.
-    poller = invoices(schedule={"min": "10m", "max": "1h"})
+    poller = invoices(schedule=SLOW)
     with declarative_pool(ctx, "rest-fire", sim, poller=poller) as pool:
         runners = pool.start(2)
         watch = ctx.watch(pool)
@@ -416,5 +595,5 @@ def run(ctx: FaultContext, profile: str) -> Result:
         verdict,
         rounds=kills,
         recovery_s=max(fire.recoveries) if fire.recoveries else None,
-        problems=fire.problems,
+        problems=list(dict.fromkeys(fire.problems)),  # a takeover repeats its problems
     )
