@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from watukuy.store.kafka.lease import Leases
 from watukuy.store.kafka.rebalance import DUPLICATE_RUNNER, GroupFailed, Membership
@@ -134,3 +134,23 @@ def test_a_non_fatal_error_is_left_to_librdkafka() -> None:
     member, leases = membership(group, [], Clock())
     member.poll(0)
     assert cast(Any, member.group) is group and len(leases.all()) == 2
+
+
+class DeadGroup(FakeGroup):
+    """A consumer whose fencing was not polled yet: unsubscribing is refused."""
+
+    def unsubscribe(self) -> None:
+        raise KafkaException(KafkaError(KafkaError._FATAL, "Failed to remove subscription"))
+
+
+def test_a_rejoin_on_a_consumer_fenced_meanwhile_goes_the_same_way() -> None:
+    # The producer was fenced first (its rejoin comes before the consumer's error is polled).
+    first, rebuilt, clock = DeadGroup(fenced()), list[FakeGroup](), Clock()
+    member, _ = membership(first, rebuilt, clock)
+    member.rejoin()
+    assert cast(Any, member.group) is rebuilt[0] and first.closed
+    second = DeadGroup(fenced())
+    member.group = cast(Any, second)
+    with pytest.raises(GroupFailed) as raised:
+        member.rejoin()
+    assert str(raised.value) == DUPLICATE_RUNNER

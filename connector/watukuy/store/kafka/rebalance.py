@@ -162,6 +162,21 @@ class Membership:
     def rejoin(self) -> None:
         """Give up every lease and join the group again (a fresh restore follows)."""
         self.release([lease.partition for lease in self._leases.all()], lost=True)
-        if self.group is not None:
+        if self.group is None:
+            return
+        try:
             self.group.unsubscribe()
-            self.subscribe()
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if not isinstance(error, KafkaError) or error.code() != KafkaError._FATAL:
+                raise
+            # The consumer died before its error was polled: the poll tells why.
+            self._dead(self.group, self._fatal_reason(self.group, error))
+            return
+        self.subscribe()
+
+    @staticmethod
+    def _fatal_reason(group: Consumer, fallback: KafkaError) -> KafkaError:
+        message = group.poll(0)
+        error = None if message is None else message.error()
+        return error if error is not None and error.code() == KafkaError._FATAL else fallback
