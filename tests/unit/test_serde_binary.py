@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from fastavro import schemaless_writer
+from fastavro.validation import validate as avro_validate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -336,3 +337,22 @@ def test_flat_data_records_with_an_odd_field_give_what_fastavro_gives(
         assert new == old
     else:
         assert isinstance(new, type)
+
+
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@given(item=FLAT_ITEMS, field=st.sampled_from([f["name"] for f in FLAT["fields"]]), data=st.data())
+def test_validating_a_flat_item_answers_as_fastavro_does(
+    item: dict[str, Any], field: str, data: Any
+) -> None:
+    """The quick check says "valid" only of items fastavro's validate accepts; the
+    validator's answer is fastavro's either way."""
+    schema = FLAT_SCHEMAS.data("flat")
+    assert schema is not None
+    check = binary.record_check(schema.parsed)
+    assert check is not None
+    for candidate in (item, {**item, field: data.draw(ANY_VALUE | st.just(2**64))}):
+        accepted = avro_validate(candidate, schema.parsed, raise_errors=False)
+        if check(candidate):
+            assert accepted
+        assert (schema.validate(candidate) is None) == accepted
+    assert check(item)  # the common case does take the quick way

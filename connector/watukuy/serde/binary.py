@@ -196,6 +196,28 @@ _PRIMITIVES: dict[str, Callable[[Any], bytes | None]] = {
 _MISSING = object()
 
 
+def _flat_plan(parsed: Any) -> list[tuple[str, str, bytes | None, bytes]] | None:
+    """``(field, primitive, null branch, value branch)`` per field of a flat record schema
+    (branches ``None``/``b""`` outside a union); ``None`` for any other schema."""
+    if not isinstance(parsed, dict) or parsed.get("type") != "record":
+        return None
+    plan: list[tuple[str, str, bytes | None, bytes]] = []
+    for field in parsed.get("fields", ()):
+        kind = field.get("type")
+        null: bytes | None = None
+        branch = b""
+        if isinstance(kind, list):
+            if len(kind) != 2 or "null" not in kind:
+                return None
+            position = kind.index("null")
+            null, branch = _SMALL[position], _SMALL[1 - position]
+            kind = kind[1 - position]
+        if not isinstance(kind, str) or kind not in _PRIMITIVES:
+            return None
+        plan.append((field["name"], kind, null, branch))
+    return plan
+
+
 def record_writer(parsed: Any) -> Callable[[Any], bytes | None] | None:
     """A writer of the body of ``parsed`` (a record schema parsed by fastavro) when every field
     is one of ``string``, ``long``, ``int``, ``double``, ``boolean``, or a union of ``null``
@@ -207,24 +229,10 @@ def record_writer(parsed: Any) -> Callable[[Any], bytes | None] | None:
     Its fastavro counterpart is ``schemaless_writer`` with the item as it is; items come from
     JSON, so most are flat records of these types and take this path.
     """
-    if not isinstance(parsed, dict) or parsed.get("type") != "record":
+    plan = _flat_plan(parsed)
+    if plan is None:
         return None
-    plan: list[tuple[str, Callable[[Any], bytes | None], bytes | None, bytes]] = []
-    for field in parsed.get("fields", ()):
-        kind = field.get("type")
-        null: bytes | None = None
-        branch = b""
-        if isinstance(kind, list):
-            if len(kind) != 2 or "null" not in kind:
-                return None
-            position = kind.index("null")
-            null, branch = _SMALL[position], _SMALL[1 - position]
-            kind = kind[1 - position]
-        write = _PRIMITIVES.get(kind) if isinstance(kind, str) else None
-        if write is None:
-            return None
-        plan.append((field["name"], write, null, branch))
-    steps = tuple(plan)
+    steps = tuple((name, _PRIMITIVES[kind], null, branch) for name, kind, null, branch in plan)
 
     def body(item: Any) -> bytes | None:
         if type(item) is not dict:
@@ -244,6 +252,43 @@ def record_writer(parsed: Any) -> Callable[[Any], bytes | None] | None:
         return b"".join(out)
 
     return body
+
+
+_TYPES: dict[str, frozenset[type]] = {
+    "string": frozenset({str}),
+    "long": frozenset({int}),
+    "int": frozenset({int}),
+    "double": frozenset({float}),
+    "boolean": frozenset({bool}),
+}
+_BOUNDS = {"long": (_LONG_MIN, _LONG_MAX), "int": (_INT_MIN, _INT_MAX)}
+
+
+def record_check(parsed: Any) -> Callable[[Any], bool] | None:
+    """For the schemas :func:`record_writer` writes: a test that is true only of items that
+    fastavro's ``validate`` accepts (a ``dict`` with every field present, of exactly its type
+    and in range), so a validator can skip fastavro for them. False says nothing: fastavro
+    decides (an ``int`` for a ``double``, a missing field with a default are valid too)."""
+    plan = _flat_plan(parsed)
+    if plan is None:
+        return None
+    steps = tuple(
+        (name, _TYPES[kind] | ({type(None)} if null is not None else set()), _BOUNDS.get(kind))
+        for name, kind, null, _ in plan
+    )
+
+    def check(item: Any) -> bool:
+        if type(item) is not dict:
+            return False
+        for name, types, bounds in steps:
+            value = item.get(name, _MISSING)
+            if type(value) not in types:
+                return False
+            if bounds is not None and value is not None and not bounds[0] <= value <= bounds[1]:
+                return False
+        return True
+
+    return check
 
 
 # -- the snapshot entry (schemas/state/snapshot_entry.avsc) -----------------------------------
@@ -302,6 +347,7 @@ __all__ = [
     "EnvelopeFields",
     "json_data",
     "long_bytes",
+    "record_check",
     "record_writer",
     "snapshot_entry",
     "strings",

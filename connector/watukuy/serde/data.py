@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from fastavro import parse_schema
 from fastavro.validation import validate as avro_validate
 
 from watukuy.core.errors import ConfigError, WatukuyError
+from watukuy.serde import binary
 
 # Named types of the event envelope: a data schema must not redefine them.
 ENVELOPE_NAMES = frozenset({"watukuy.Event", "watukuy.EventType", "watukuy.Lane"})
@@ -39,6 +40,11 @@ class DataSchema:
     schema: dict[str, Any]  # the JSON form embedded in the envelope (namespace made explicit)
     parsed: Any
     name: str  # the record's full name
+    # True only of items fastavro accepts (flat records): validating those skips fastavro.
+    _surely_valid: Callable[[Any], bool] | None = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_surely_valid", binary.record_check(self.parsed))
 
     @classmethod
     def load(
@@ -70,6 +76,9 @@ class DataSchema:
 
     def validate(self, item: Any) -> str | None:
         """``None`` when ``item`` conforms, else one line naming the offending field."""
+        surely_valid = self._surely_valid
+        if surely_valid is not None and surely_valid(item):
+            return None
         if avro_validate(item, self.parsed, raise_errors=False):
             return None
         named = self.parsed.get("__named_schemas", {})
