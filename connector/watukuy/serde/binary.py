@@ -5,13 +5,16 @@ lookup and a type dispatch per field, the ``timestamp-millis`` converted from a 
 time): about 8 µs an event envelope and 5 µs a snapshot entry on the development machine, the
 largest single cost of the runner in the profile of issue 13. These schemas are fixed and
 ours, and much of an event is the same for all of one key's events (poller, partition, time):
-written by hand, with those parts encoded once, an envelope costs under 2 µs.
+written by hand, with those parts encoded once, an envelope costs under 2 µs. A poller's
+data record, when it is flat (strings, numbers, booleans, nullable ones: what JSON items
+mostly are), is written and validated here too: fastavro picks each ``[null, X]`` branch by
+validating the value, about 10 µs for the examples' invoice.
 
 fastavro stays the reference. Each function here returns ``None`` for anything outside the
 common case (a value of an unexpected type, a number out of range, a string that is not valid
 UTF-8), and the caller then takes fastavro's path, which writes it or raises as before. A
 writer is only used for the exact schema (Parsing Canonical Form) it was written for; tests
-compare both paths byte for byte.
+compare both paths byte for byte (tests/unit/test_serde_binary.py).
 
 Avro binary encoding (spec, "Binary Encoding"): ``int`` and ``long`` are zigzag then base-128
 varints, low group first; a string is its UTF-8 length as a long, then the bytes; an enum is
