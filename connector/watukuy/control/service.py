@@ -26,7 +26,7 @@ from watukuy.control.configs import ConfigTopic, UnknownConnector
 from watukuy.control.keystatus import KeyStatus
 from watukuy.control.reader import Message, TopicReader
 from watukuy.control.status import StatusTopic
-from watukuy.core.errors import ConfigError, Conflict, WatukuyError
+from watukuy.core.errors import ConfigError, Conflict, Fenced, WatukuyError
 from watukuy.core.operations import offsets_of
 from watukuy.core.poller import Poller
 from watukuy.declarative import compile_poller
@@ -359,7 +359,15 @@ class RunnerControl:
         self._target(name)
         if key not in self._engine.listed(name) and not await self._removable(name, key, operation):
             raise NotFound(f"connector {name} has no partition {key!r}")
-        await self._engine.operate(operation, name, partition=self._partition(name, key), args=args)
+        partition = self._partition(name, key)
+        try:
+            await self._engine.operate(operation, name, partition=partition, args=args)
+        except Fenced:
+            # The key moved to another runner while this one applied the operation, so nothing
+            # was committed. Once it is another's, the engine sends it the operation instead.
+            if self._engine.store.owns(name, key):
+                raise
+            await self._engine.operate(operation, name, partition=partition, args=args)
 
     async def _removable(self, name: str, key: str, operation: str) -> bool:
         """Whether ``remove`` may delete an unlisted key: one its partitions source dropped

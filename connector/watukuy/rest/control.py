@@ -13,7 +13,8 @@ by raising:
 - :class:`~watukuy.core.errors.ConfigError` (400): a config that does not compile. Its
   ``path`` is relative to the connector's config mapping (``request.url``, not
   ``pollers[0].request.url``); the route prefixes it where the config sits in the body.
-- :class:`~watukuy.core.errors.Retriable` (503): Kafka cannot be reached now.
+- :class:`~watukuy.core.errors.Retriable` (503): Kafka cannot be reached now;
+  :class:`~watukuy.core.errors.Fenced` (503 too): the key moved to another runner meanwhile.
 
 Anything else is a 500 whose body says nothing of the exception. Messages are shown to the
 caller as they are: they must not hold secrets or partition data.

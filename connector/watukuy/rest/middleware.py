@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 from multidict import CIMultiDict
 
-from watukuy.core.errors import ConfigError, Retriable
+from watukuy.core.errors import ConfigError, Fenced, Retriable
 from watukuy.rest.auth import Credentials
 from watukuy.rest.errors import Conflict, NotFound
 
@@ -78,7 +78,7 @@ async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
         return error_response(409, str(exc))
     except ConfigError as exc:
         return error_response(400, str(exc))
-    except Retriable:
+    except (Retriable, Fenced):  # Fenced: the key moved to another runner meanwhile
         log.warning(
             "%s %s: Kafka or the runner is not reachable now", request.method, _route(request)
         )

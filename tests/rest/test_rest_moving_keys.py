@@ -1,0 +1,82 @@
+"""An operation on a key that moves to another runner while this one applies it (the store
+fences the commit) is a 503 to retry, like Kafka out of reach: nothing was committed, and a
+retry reaches the new owner. It was a 500 "internal error" (found by the fault suite's REST
+scenario, integration/faults/scenarios/s09_rest_fire.py, while a runner was killed). The
+runner's control now sends the operation to the new owner at once when the key is no longer
+its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import cast
+
+from tests.rest.fake_control import FakeControl
+from tests.rest.support import error_of, rest_client, seed
+from watukuy.control.configs import ConfigTopic
+from watukuy.control.service import RunnerControl
+from watukuy.control.status import StatusTopic
+from watukuy.core.errors import Fenced
+from watukuy.engine.engine import Engine
+from watukuy.store.kafka.topics import TopicLayout
+
+
+async def test_a_key_fenced_meanwhile_is_503_to_retry() -> None:
+    fake = seed(FakeControl())
+    fake.fail_with = Fenced("tenants/acme: epoch 3 is stale (store has 4)")
+    async with rest_client(fake) as client:
+        response = await client.post("/connectors/tenants/partitions/acme/resume")
+        message = await error_of(response, 503)
+    assert message == "temporarily unavailable: try again shortly"
+    assert response.headers["Retry-After"] == "5"
+
+
+class MovingEngine:
+    """Just what ``RunnerControl.operate`` asks of an engine. The first ``operate`` finds the
+    key fenced (another runner took it over); from then on the store says it is another's,
+    and ``operate`` sends the operation to it (here: records it)."""
+
+    def __init__(self) -> None:
+        self.store = self
+        self.moved = False
+        self.sent: list[tuple[str, str, str | None, object]] = []
+
+    def listed(self, name: str) -> list[str]:
+        return ["acme"]
+
+    def owns(self, poller: str, partition: str) -> bool:
+        return not self.moved
+
+    async def operate(
+        self, operation: str, poller: str, *, partition: str | None = None, args: object = None
+    ) -> None:
+        if not self.moved:
+            self.moved = True
+            raise Fenced(f"{poller}/{partition}: owned by another instance")
+        self.sent.append((operation, poller, partition, args))
+
+    @property
+    def pollers(self) -> dict[str, object]:
+        return {}
+
+
+class NoConfigs:
+    def get(self, name: str) -> None:
+        return None
+
+
+async def test_an_operation_fenced_meanwhile_goes_to_the_new_owner(tmp_path: Path) -> None:
+    engine = MovingEngine()
+    control = RunnerControl(
+        engine=cast(Engine, engine),
+        configs=cast(ConfigTopic, NoConfigs()),
+        status=cast(StatusTopic, None),
+        file_pollers={"invoices": "mypackage.pollers:invoices"},
+        kafka={},
+        layout=TopicLayout("p", 1, 1),
+        runner_id="runner-1",
+        base_dir=tmp_path,
+        started=lambda: True,
+        broken=lambda: None,
+    )
+    await control.operate("invoices", "acme", "trigger", {})
+    assert engine.sent == [("trigger", "invoices", "acme", {})]
