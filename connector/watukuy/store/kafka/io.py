@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from confluent_kafka import Consumer, KafkaException
 
-from watukuy.core.errors import WatukuyError
+from watukuy.core.errors import Retriable, WatukuyError
 from watukuy.store.kafka.factory import (
     SYSTEM_CLOCK,
     ClientFactory,
@@ -139,12 +139,21 @@ class KafkaIO:
             parts.transactions.flush()
         except WatukuyError as exc:  # one line the operator can act on, no traceback
             log.error("%s", exc)
-            self._notify(Crashed(exc))
+            self._crashed(exc)
         except Exception as exc:  # the loop must hear about it; the thread cannot go on
             log.exception("kafka thread failed")
-            self._notify(Crashed(exc))
+            self._crashed(exc)
         finally:
             self._close(parts)
+
+    def _crashed(self, exc: Exception) -> None:
+        """Answer what waits on this thread (nothing else will), then tell the store."""
+        failed = Retriable(f"the Kafka store stopped: {exc}")
+        for request in self._requests.take_pending():
+            request.done(failed)
+        for _, done in self._requests.take_plain():
+            done(failed)
+        self._notify(Crashed(exc))
 
     def _build(self) -> _Parts:
         settings, clients, clock = self.settings, self._clients, self._clock
