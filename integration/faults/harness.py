@@ -141,6 +141,21 @@ class RunnerProcess:
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
+    def dump_stacks(self, path: Path) -> None:
+        """Every thread's stack, by py-spy if it is installed (where a stuck runner waits)."""
+        spy = Path(sys.executable).with_name("py-spy")
+        if not self.running or self.pid is None or not spy.exists():
+            return
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            done = subprocess.run(
+                [str(spy), "dump", "--pid", str(self.pid)],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+            path.write_text(done.stdout + done.stderr)
+
     def since_start(self) -> str:
         """The log lines of the current (or last) start."""
         with self.log.open("rb") as handle:
@@ -422,7 +437,17 @@ class FaultContext:
         """Wait until every live item's current version has an event; the seconds it took."""
         began = time.monotonic()
         sim = pool.simulator
-        wait_for(lambda: watch.has_all(expected(sim)), timeout, "the runners to catch up")
+        try:
+            wait_for(lambda: watch.has_all(expected(sim)), timeout, "the runners to catch up")
+        except TimeoutError as exc:
+            missing = watch.missing(expected(sim))
+            running = [r.name for r in pool.runners.values() if r.running]
+            for runner in pool.runners.values():
+                runner.dump_stacks(self.workdir / f"stacks-{runner.name}.txt")
+            raise TimeoutError(
+                f"{exc}: {len(missing)} version(s) without an event, e.g. {missing[:3]}; "
+                f"the watch read {watch.count} event(s); running: {running}"
+            ) from None
         return time.monotonic() - began
 
     def wait_event(

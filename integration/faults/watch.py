@@ -82,6 +82,16 @@ class EventWatch:
                     return False
         return True
 
+    def missing(self, finals: Mapping[str, Mapping[str, str]]) -> list[tuple[str, str, str]]:
+        """``(tenant, item, version)`` of ``finals`` that have not arrived."""
+        with self._lock:
+            return [
+                (tenant, item, version)
+                for tenant, items in finals.items()
+                for item, version in items.items()
+                if version not in self._versions.get(f"{self.poller}/{tenant}", {}).get(item, ())
+            ]
+
     def first_after(self, since: float, keys: set[str] | None = None) -> float | None:
         """The monotonic time the first event (of ``keys``, if given) came after ``since``."""
         with self._lock:

@@ -26,7 +26,7 @@ RUNNERS = 3
 
 def run(ctx: FaultContext, profile: str) -> Result:
     full = profile == "full"
-    tenants, items, rounds = (4, 700, 4) if full else (3, 30, 1)
+    tenants, items, rounds = (4, 1000, 4) if full else (3, 30, 1)
     unsettled = 2 if full else 0  # the last rounds bounce without settle time
     sim = ctx.simulator(tenants, items)
     pool = ctx.pool("bounce", sim)
