@@ -26,7 +26,7 @@ from watukuy.control.configs import ConfigTopic, UnknownConnector
 from watukuy.control.keystatus import KeyStatus
 from watukuy.control.reader import Message, TopicReader
 from watukuy.control.status import StatusTopic
-from watukuy.core.errors import ConfigError, Conflict, Fenced, WatukuyError
+from watukuy.core.errors import ConfigError, Conflict, Fenced, Retriable, WatukuyError
 from watukuy.core.operations import offsets_of
 from watukuy.core.poller import Poller
 from watukuy.declarative import compile_poller
@@ -60,6 +60,8 @@ __all__ = ["ConfigApplier", "RunnerControl", "compile_connector"]
 
 log = logging.getLogger("watukuy.control")
 
+APPLY_WAIT = 10.0
+"""Seconds an operation waits for this instance's engine to take a connector just written."""
 WHERE = "config"
 """Where a REST connector's config sits: its errors are named relative to it."""
 
@@ -357,7 +359,7 @@ class RunnerControl:
 
     async def operate(self, name: str, key: str, operation: str, args: dict[str, Any]) -> None:
         self._target(name)
-        if key not in self._engine.listed(name) and not await self._removable(name, key, operation):
+        if not await self._lists(name, key) and not await self._removable(name, key, operation):
             raise NotFound(f"connector {name} has no partition {key!r}")
         partition = self._partition(name, key)
         try:
@@ -368,6 +370,21 @@ class RunnerControl:
             if self._engine.store.owns(name, key):
                 raise
             await self._engine.operate(operation, name, partition=partition, args=args)
+
+    async def _lists(self, name: str, key: str) -> bool:
+        """Whether this instance's engine lists ``key`` of ``name``. A connector written moments
+        ago (here or on another instance) reaches the engine apart from the request that wrote
+        it: until the engine has it and has listed its partitions once, wait for it (for up to
+        :data:`APPLY_WAIT`), rather than answer 404 for a partition that exists."""
+        listed = self._engine.listed(name)
+        if listed:
+            return key in listed
+        deadline = time.monotonic() + APPLY_WAIT
+        while name not in self._engine.pollers:
+            if time.monotonic() > deadline:
+                raise Retriable(f"connector {name} is not running on this runner yet; try again")
+            await asyncio.sleep(0.05)
+        return any(p.key == key for p in await self._engine.partitions.list(name))
 
     async def _removable(self, name: str, key: str, operation: str) -> bool:
         """Whether ``remove`` may delete an unlisted key: one its partitions source dropped
