@@ -120,18 +120,23 @@ async def test_an_invalid_item_goes_to_the_dlq_with_triage_headers_and_the_key_g
     assert [p.id for p in again] == [p.id for p in parked]
 
 
-async def test_an_event_too_large_for_its_topic_goes_to_the_dlq_truncated(
+async def test_an_event_too_large_for_its_topic_is_parked_and_takes_no_sequence_number(
     env: Env, kafka_bootstrap: str, prefix: str
 ) -> None:
     tenant = env.tenants[2]
     huge = env.sim.create_item(tenant.id, note="x" * 1_200_000)
     engine = await _started(env, kafka_bootstrap, prefix)
     await engine.tick()
+    parked = await engine.parked.list("invoices", partition=tenant.id)
     await engine.close()
 
     events = await asyncio.to_thread(read_topic, kafka_bootstrap, f"{prefix}.events.invoices")
     assert events.count == 30  # the transaction with the huge item committed
-    assert huge["id"] not in {e["subject"] for e in events.by_key[f"invoices/{tenant.id}"]}
+    key = f"invoices/{tenant.id}"
+    assert huge["id"] not in {e["subject"] for e in events.by_key[key]}
+    assert events.sequences(key) == list(range(1, 11))  # no number taken by the huge one
+    assert [(p.kind, p.subject) for p in parked] == [("invalid", huge["id"])]
+    assert "exceeds max.message.bytes" in parked[0].error
     dlq = await asyncio.to_thread(read_to_end, kafka_bootstrap, [f"{prefix}.dlq.invoices"])
     assert len(dlq) == 1
     headers, value = dlq[0].headers, dlq[0].value or b""
@@ -140,7 +145,7 @@ async def test_an_event_too_large_for_its_topic_goes_to_the_dlq_truncated(
         letter["truncated"]
         and letter["original_sha256"] == headers["watukuy.original.sha256"].decode()
     )
-    assert headers["watukuy.kind"] == b"oversize"
+    assert headers["watukuy.kind"] == b"invalid"
     assert headers["watukuy.identity"] == huge["id"].encode()
     assert int(headers["watukuy.original.bytes"]) > 1_200_000
     assert len(headers["watukuy.original.sha256"]) == 64

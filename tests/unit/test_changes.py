@@ -326,3 +326,32 @@ def test_expired_honours_retain() -> None:
     }
     assert sorted(expired(snapshot, 500.0, NOW)) == ["edge", "old"]
     assert expired(snapshot, 5000.0, NOW) == []
+
+
+# items the store cannot publish, and items parked already
+
+
+def test_an_event_the_store_refuses_is_parked_and_takes_no_sequence_number() -> None:
+    def too_large(event: Any) -> str | None:
+        return "event of 2000000 bytes exceeds max.message.bytes" if event.subject == "b" else None
+
+    items = [{"id": "a", "v": "1"}, {"id": "b", "v": "1"}, {"id": "c", "v": "1"}]
+    out = run(items, sequence=7, publishable=too_large)
+
+    assert [(e.subject, e.sequence) for e in out.events] == [("a", 8), ("c", 9)]
+    assert out.sequence == 9
+    assert [(p.kind, p.subject) for p in out.parked] == [("invalid", "b")]
+    assert "exceeds max.message.bytes" in out.parked[0].error
+    assert "b" not in out.upserts  # not in the snapshot: a smaller version later is a change
+
+
+def test_an_invalid_item_already_parked_is_not_parked_again() -> None:
+    broken = {"v": "1"}  # no id
+    first = run([broken])
+    assert len(first.parked) == 1
+
+    again = run([broken, {"id": "a", "v": "1"}], parked={first.parked[0].id})
+    assert again.parked == []
+    assert [e.subject for e in again.events] == ["a"]
+    changed = run([{"v": "2"}], parked={first.parked[0].id})  # other content: parked
+    assert len(changed.parked) == 1

@@ -1,6 +1,6 @@
 """The poison and secrets scenarios' own checks detect what they must: a dead letter missing,
-doubled, of the wrong kind or about nothing served; an oversize letter explains exactly the gap
-its event left and no other; a canary found raw, URL-encoded or lower-cased."""
+doubled, of the wrong kind or about nothing served; an oversized item's letter names it; a
+canary found raw, URL-encoded or lower-cased."""
 
 from __future__ import annotations
 
@@ -8,16 +8,15 @@ import json
 from typing import Any
 
 from integration.faults.scenarios.declarative import DeadLetter, Raw
-from integration.faults.scenarios.s07_poison import Poisoned, check_letters, with_stand_ins
+from integration.faults.scenarios.s07_poison import Poisoned, check_letters
 from integration.faults.scenarios.s10_secrets import Canaries
-from integration.faults.verify import Cursor, SeenEvent, TenantTruth, check
 
 TENANT = "t_0001"
 KEY = f"invoices/{TENANT}"
 
 
 def letter(kind: str, item: dict[str, Any], **headers: str) -> DeadLetter:
-    stage = "publish" if kind == "oversize" else "poll"
+    stage = "publish" if kind == "oversize" else "poll"  # "oversize": a kind that is wrong now
     error = "event of 2000000 bytes exceeds max.message.bytes of its topic"
     if kind == "invalid":
         error = "identity() raised ValueError: no value at 'id'"
@@ -68,31 +67,18 @@ def test_an_earlier_version_superseded_before_its_letter_is_not_missing() -> Non
     assert any("no letter" in p for p in check_letters([MALFORMED], poisoned))
 
 
-def _events(*sequences: int) -> list[SeenEvent]:
-    return [
-        SeenEvent(KEY, f"it_{s}", f"v{s}", s, offset=index) for index, s in enumerate(sequences)
-    ]
-
-
-def test_an_oversize_letter_fills_exactly_its_own_gap() -> None:
-    huge = letter(
-        "oversize",
-        {"etag": "0000000000000002", "id": "it_2"},
-        **{"watukuy.identity": "it_2", "watukuy.sequence": "2"},
-    )
-    events, stand_ins = with_stand_ins([huge], _events(1, 3))
-    served = [("it_1", "v1"), ("it_2", "0000000000000002"), ("it_3", "v3")]
-    truth = {KEY: TenantTruth(served, {"it_1": "v1", "it_2": "0000000000000002", "it_3": "v3"})}
-    versions = {"it_1": "v1", "it_2": "0000000000000002", "it_3": "v3"}
-    verdict = check([*events, *stand_ins], truth, {KEY: Cursor(3, versions)})
-    assert verdict.ok, verdict.problems
-
-    # The same letter does not explain a gap elsewhere.
-    events, stand_ins = with_stand_ins([huge], _events(1, 4))
-    served.append(("it_4", "v4"))
-    verdict = check([*events, *stand_ins], truth | {KEY: TenantTruth(served, None)}, {})
-    assert not verdict.ok
-    assert any("expected 3" in p for p in verdict.problems)
+def test_an_oversized_item_is_an_invalid_letter_that_names_it() -> None:
+    poisoned: Poisoned = {TENANT: {("it_2", "0000000000000002"): "oversized"}}
+    item = {"etag": "0000000000000002", "id": "it_2"}
+    cut = {"watukuy.original.sha256": "ab" * 32}
+    # The error of an "invalid" letter() is about the id; the store's names the size limit.
+    named = letter("invalid", item, **{"watukuy.identity": "it_2"}, **cut)
+    assert any("error" in p for p in check_letters([named], poisoned))
+    sized = {"watukuy.error.message": "event of 2000000 bytes exceeds max.message.bytes"}
+    good = letter("invalid", item, **{"watukuy.identity": "it_2"}, **cut, **sized)
+    assert check_letters([good], poisoned) == []
+    unnamed = letter("invalid", item, **cut, **sized)
+    assert any("does not name it" in p for p in check_letters([unnamed], poisoned))
 
 
 def test_a_canary_is_found_in_every_spelling() -> None:

@@ -2,13 +2,16 @@
 
 New identity: ``created``; another version: ``updated``; the same version: nothing (unless the
 lane is replaying). A completed reconcile scan turns every live snapshot entry it did not see
-into ``deleted``. Items whose identity or version cannot be computed are parked ``invalid``
-and hold nothing else up.
+into ``deleted``. Items whose identity or version cannot be computed, that fail the data
+schema, or whose event the store could not publish (too large for its topic) are parked
+``invalid`` and hold nothing else up; they take no sequence number, so the numbers stay
+gap-free. An invalid item already parked with the same content is not parked again (a
+timestamp cursor serves the last item of a page twice).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +75,13 @@ def _as_text(value: Any, what: str) -> str:
 
 
 def invalid_item(
-    poller: Poller, partition: str, item: Any, error: str, lane: str, now: float
+    poller: Poller,
+    partition: str,
+    item: Any,
+    error: str,
+    lane: str,
+    now: float,
+    subject: str | None = None,
 ) -> ParkedItem:
     parked_id = event_id(poller.name, partition, "", canonical_json(item), "invalid")
     return ParkedItem(
@@ -85,7 +94,13 @@ def invalid_item(
         attempts=1,
         parked_at=now,
         lane=lane,
+        subject=subject,
     )
+
+
+def _park(out: Detected, parked: Container[str], item: ParkedItem) -> None:
+    if item.id not in parked:  # the same content parked once: one DLQ record, not one a poll
+        out.parked.append(item)
 
 
 def detect(
@@ -99,8 +114,14 @@ def detect(
     now: float,
     scan: int | None = None,
     replaying: bool = False,
+    parked: Container[str] = (),
+    publishable: Callable[[Event], str | None] | None = None,
 ) -> Detected:
-    """Events for ``items`` against ``snapshot``; ``scan`` marks entries seen by a reconcile."""
+    """Events for ``items`` against ``snapshot``; ``scan`` marks entries seen by a reconcile.
+
+    ``parked`` holds the ids of the key's parked items; ``publishable`` says why an event
+    cannot be published (``None`` when it can).
+    """
     out = Detected(sequence=sequence)
     # What every event of the page shares is computed once per page, not per item.
     name, schema_version, time = poller.name, poller.schema_version, utc(now)
@@ -110,12 +131,12 @@ def detect(
         try:
             identity, version = _identity_version(poller, item)
         except ValueError as exc:
-            out.parked.append(invalid_item(poller, partition, item, str(exc), lane, now))
+            _park(out, parked, invalid_item(poller, partition, item, str(exc), lane, now))
             continue
         problem = validate(item) if validate is not None else None
         if problem is not None:  # parked before the snapshot sees it: a fix is a change
             error = f"SchemaError: {problem}"
-            out.parked.append(invalid_item(poller, partition, item, error, lane, now))
+            _park(out, parked, invalid_item(poller, partition, item, error, lane, now))
             continue
         in_page = upserts.get(identity)
         previous = in_page or snapshot.get(identity)
@@ -129,22 +150,26 @@ def detect(
         else:
             kind = "updated" if replaying else None
         if kind is not None:
-            out.sequence += 1
-            events.append(
-                Event(
-                    event_id(name, partition, identity, version),
-                    name,
-                    partition,
-                    identity,
-                    kind,
-                    version,
-                    out.sequence,
-                    time,
-                    lane,
-                    schema_version,
-                    item,
-                )
+            event = Event(
+                event_id(name, partition, identity, version),
+                name,
+                partition,
+                identity,
+                kind,
+                version,
+                out.sequence + 1,
+                time,
+                lane,
+                schema_version,
+                item,
             )
+            refused = publishable(event) if publishable is not None else None
+            if refused is not None:  # parked like a schema error: a fix is a change
+                refusal = invalid_item(poller, partition, item, refused, lane, now, identity)
+                _park(out, parked, refusal)
+                continue
+            out.sequence += 1
+            events.append(event)
         if kind is not None or scan is not None:
             keep_scan = scan if scan is not None else (previous.scan if previous else 0)
             upserts[identity] = SnapshotEntry(version, now, keep_scan)

@@ -8,7 +8,7 @@ complete new state of the key, so the engine's only job is to commit it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -177,10 +177,16 @@ def decide(
     step: PollPlan,
     outcome: Page | Failure,
     now: float,
+    *,
+    parked: Container[str] = (),
+    publishable: Callable[[Event], str | None] | None = None,
 ) -> Decision:
+    """What a page or a failure means for the key. ``parked`` holds the ids of its parked
+    items (not parked twice); ``publishable`` is the store's check that an event can be
+    published (its reason when not), consulted before the event takes a sequence number."""
     if isinstance(outcome, Failure):
         return _failed(poller, state, outcome, now)
-    return _emitted(poller, state, snapshot, step, outcome, now)
+    return _emitted(poller, state, snapshot, step, outcome, now, parked, publishable)
 
 
 def _failed(poller: Poller, state: PartitionState, failure: Failure, now: float) -> Decision:
@@ -209,6 +215,8 @@ def _emitted(
     step: PollPlan,
     page: Page,
     now: float,
+    parked: Container[str] = (),
+    publishable: Callable[[Event], str | None] | None = None,
 ) -> Emit:
     result = page.result
     if page.not_modified:
@@ -227,6 +235,8 @@ def _emitted(
         now=now,
         scan=scan,
         replaying=step.replaying,
+        parked=parked,
+        publishable=publishable,
     )
     more = cursors.page_has_more(poller.cursor, step.cursor, result)
     # A 304 stands for "the same page again": each strategy moves on from it as from that page.

@@ -201,6 +201,7 @@ class Operations:
                 lane=item.lane,
                 sequence=runtime.state.sequence,
                 now=now,
+                publishable=self._registry.store.unpublishable,
             )
             if detected.parked:
                 again = replace(item, attempts=item.attempts + 1, error=detected.parked[0].error)

@@ -110,7 +110,16 @@ class KeyPoller:
             )
             fetched = clock.now() - started
             circuit = runtime.state.circuit.state  # before begin(): a probe moves it
-            decision = decide(poller, state, runtime.snapshot, step, outcome, clock.now())
+            decision = decide(
+                poller,
+                state,
+                runtime.snapshot,
+                step,
+                outcome,
+                clock.now(),
+                parked=runtime.parked,
+                publishable=registry.store.unpublishable,
+            )
             if registry.keys.get(runtime.key) is not runtime:
                 return False  # let go meanwhile: the result is dropped
             try:

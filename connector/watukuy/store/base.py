@@ -141,6 +141,12 @@ class Store(Protocol):
     async def commit(self, batch: Sequence[KeyCommit]) -> None:
         """Commit every entry of ``batch`` atomically, or raise and commit nothing."""
 
+    def unpublishable(self, event: Event) -> str | None:
+        """Why ``event`` could not be published (too large for its topic), or ``None``.
+
+        Asked before the event takes a sequence number: one it refuses is parked instead, so
+        the numbers stay gap-free."""
+
     async def remove(self, poller: str, partition: str, command: bytes | None = None) -> None:
         """Delete every record of the key: state, snapshot, parked, validators, sequence.
 

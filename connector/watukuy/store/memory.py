@@ -68,6 +68,9 @@ class MemoryStore:
             self._apply(entry)
         self.commits += 1
 
+    def unpublishable(self, event: Event) -> str | None:
+        return None  # no topic, no size limit
+
     def _apply(self, entry: KeyCommit) -> None:
         key = entry.key
         self.states[key] = commit_rule.apply(entry, self.snapshots[key], self.parked[key])

@@ -4,13 +4,10 @@ oversized and malformed at once; items change all along, so poisoned items come 
 versions, poisoned again.
 
 Each poisoned version must appear exactly once in ``<prefix>.dlq.invoices`` with the triage
-headers of its kind (``invalid`` at stage ``poll`` for the first, second and fourth, naming the
-field; ``oversize`` at stage ``publish`` with the original size and hash for the third), and
-nothing else may be in the DLQ; every other version passes the verifier.
-
-An oversized event keeps its sequence number (it was numbered before it met the topic's
-limit), and its dead letter says which (``watukuy.sequence``): the verifier is shown that
-letter in its place, so a gap it explains is not a gap, and a gap it does not explain still is.
+headers of its kind (``invalid`` at stage ``poll``, naming the field or, for an oversized one,
+``max.message.bytes``, with the original size and hash), and nothing else may be in the DLQ;
+every other version passes the verifier. An oversized item takes no sequence number (the store
+measures each event before it is numbered), so every tenant's sequence stays gap-free.
 Full profile: 10 tenants of 5,000 items; short: 5 tenants of 200 (which hold every kind).
 """
 
@@ -32,7 +29,6 @@ from integration.faults.scenarios.declarative import (
 )
 from integration.faults.vendor import Mutator, Simulator
 from integration.faults.verify import (
-    SeenEvent,
     TenantTruth,
     Verdict,
     check,
@@ -50,7 +46,7 @@ _ETAG = re.compile(r'"etag":"([0-9a-f]{16})"')
 EXPECTED = {
     "malformed": ("invalid", "poll", "id"),
     "schema": ("invalid", "poll", "amount"),
-    "oversized": ("oversize", "publish", "max.message.bytes"),
+    "oversized": ("invalid", "poll", "max.message.bytes"),
     "oversized_malformed": ("invalid", "poll", "id"),
 }
 
@@ -197,10 +193,9 @@ def triage_problems(letter: DeadLetter, tenant: str, item: str, kind: str) -> li
         problems.append(f"{where}: error {raw.header('watukuy.error.class')}: {message[:200]}")
     if raw.header("watukuy.attempts") is None:
         problems.append(f"{where}: no watukuy.attempts header")
-    if want_kind == "oversize":
-        if raw.header("watukuy.identity") != item or raw.header("watukuy.sequence") is None:
-            problems.append(f"{where}: oversize letter without identity or sequence")
-    elif raw.header("watukuy.cursor") is None:
+    if kind == "oversized" and raw.header("watukuy.identity") != item:
+        problems.append(f"{where}: an oversized item's letter does not name it")
+    if raw.header("watukuy.cursor") is None:
         problems.append(f"{where}: invalid letter without its cursor")
     if kind.startswith("oversized") and raw.header("watukuy.original.sha256") is None:
         problems.append(f"{where}: an oversized item's letter is not cut with its hash")
@@ -210,66 +205,20 @@ def triage_problems(letter: DeadLetter, tenant: str, item: str, kind: str) -> li
 def verify_with_letters(
     sim: Simulator, bootstrap: str, prefix: str, poisoned: Poisoned, letters: list[DeadLetter]
 ) -> Verdict:
-    """The verifier, told that poisoned items have no event, and shown each oversize letter
-    as the event of its sequence number (see the module's doc)."""
+    """The verifier, told that poisoned items have no event (their letters are checked apart)."""
     topics = [f"{prefix}.{t}" for t in ("state", "items", "parked")]
     topics += [f"{prefix}.events.{POLLER_NAME}", f"{prefix}.dlq.{POLLER_NAME}"]
     hanging = settle_transactions(bootstrap, topics, 20)
     events, aborted = read_events(bootstrap, prefix, POLLER_NAME)
-    events, stand_ins = with_stand_ins(letters, events)
     finals = sim.final_versions()
     truth: dict[str, TenantTruth] = {}
     for tenant in sim.known_tenants():
         bad = {item for item, _ in poisoned.get(tenant, {})}
         final = finals.get(tenant)
         kept = None if final is None else {i: v for i, v in final.items() if i not in bad}
-        served = sim.served(tenant)
-        served += [(e.subject, e.version) for e in stand_ins if e.key.endswith(f"/{tenant}")]
-        truth[f"{POLLER_NAME}/{tenant}"] = TenantTruth(served, kept)
-    verdict = check([*events, *stand_ins], truth, read_cursors(bootstrap, prefix))
-    verdict.events_verified -= len(stand_ins)
+        truth[f"{POLLER_NAME}/{tenant}"] = TenantTruth(sim.served(tenant), kept)
+    verdict = check(events, truth, read_cursors(bootstrap, prefix))
     verdict.aborted_seen = aborted
     for tp, (stable, high) in sorted(hanging.items(), key=lambda i: (i[0].topic, i[0].partition)):
         verdict.problem(f"{tp.topic}[{tp.partition}]: a transaction is hanging ({stable}/{high})")
     return verdict
-
-
-def with_stand_ins(
-    letters: list[DeadLetter], events: list[SeenEvent]
-) -> tuple[list[SeenEvent], list[SeenEvent]]:
-    """The events, and each oversize letter as the event it replaced, placed where that event
-    would be: just before the key's first event with a greater sequence number (offsets are
-    doubled to make room; the verifier only orders by them)."""
-    by_key: dict[str, list[SeenEvent]] = defaultdict(list)
-    for event in events:
-        by_key[event.key].append(event)
-    stand_ins: list[SeenEvent] = []
-    for letter in letters:
-        raw = letter.raw
-        if raw.header("watukuy.kind") != "oversize" or raw.key is None:
-            continue
-        key, sequence = raw.key.decode(), int(raw.header("watukuy.sequence") or 0)
-        after = [e for e in by_key.get(key, []) if e.sequence > sequence]
-        nearest = min(after, key=lambda e: (e.partition, e.offset), default=None)
-        last = max(by_key.get(key, []), key=lambda e: e.offset, default=None)
-        partition = nearest.partition if nearest else (last.partition if last else 0)
-        offset = 2 * nearest.offset - 1 if nearest else 2 * (last.offset if last else 0) + 1
-        stand_ins.append(
-            SeenEvent(
-                key,
-                raw.header("watukuy.identity") or "",
-                etag_of(letter) or "",
-                sequence,
-                "updated",
-                partition,
-                offset,
-            )
-        )
-    return _doubled(events), stand_ins
-
-
-def _doubled(events: list[SeenEvent]) -> list[SeenEvent]:
-    return [
-        SeenEvent(e.key, e.subject, e.version, e.sequence, e.type, e.partition, 2 * e.offset)
-        for e in events
-    ]

@@ -42,6 +42,7 @@ _ITEM_HEADER = framing.MAGIC + _ITEM_SCHEMA.fingerprint
 _ITEM_FIELDS = _ITEM_SCHEMA.canonical == binary.SNAPSHOT_ENTRY_CANONICAL
 
 OVERHEAD = 4096  # record batch, key and headers: keep well inside max.message.bytes
+ENCODED_KEPT = 65_536  # events measured by `unpublishable` whose value waits for their commit
 TRUNCATED_TO = 2048
 
 
@@ -60,6 +61,22 @@ class Outgoing:
         self.source = source
         self.encode_event = encode_event
         self.dlq_schema = dlq_schema().schema
+        # id(event) -> (event, value): detection measures each event before it takes a sequence
+        # number, and its commit reuses the value rather than encoding it again. The event is
+        # kept with it so that a reused id() never matches another event.
+        self._encoded: dict[int, tuple[Event, bytes]] = {}
+
+    def unpublishable(self, event: Event) -> str | None:
+        """Why ``event`` cannot be published (too large for its topic), or ``None``."""
+        value = self.encode_event(event)
+        limit = self.max_bytes.get(self.event_topics[event.poller], 1_048_588) - OVERHEAD
+        if len(value) > limit:
+            return f"event of {len(value)} bytes exceeds max.message.bytes of its topic"
+        encoded = self._encoded
+        if len(encoded) >= ENCODED_KEPT:  # commits that never came (a fenced key): forget them
+            encoded.clear()
+        encoded[id(event)] = (event, value)
+        return None
 
     def of(self, commit: KeyCommit, partition: int) -> list[Record]:
         state = commit.state
@@ -174,7 +191,7 @@ class Outgoing:
         limit = self.max_bytes.get(topic, 1_048_588) - OVERHEAD
         record_key = first.key.encode()
         source = ("ce_source", f"{self.source}/{poller}/{partition}".encode())
-        encode, types = self.encode_event, _CE_TYPE_HEADERS
+        encode, types, encoded = self.encode_event, _CE_TYPE_HEADERS, self._encoded
         time: datetime | None = None
         time_header = ("ce_time", b"")
         out: list[Record] = []
@@ -182,8 +199,9 @@ class Outgoing:
             if event.partition != partition or event.poller != poller:
                 out.append(self.event(event))  # not one key's events after all: as they come
                 continue
-            value = encode(event)
-            if len(value) > limit:
+            measured = encoded.pop(id(event), None)
+            value = measured[1] if measured is not None and measured[0] is event else encode(event)
+            if len(value) > limit:  # not measured first (a retried parked item, say)
                 out.append(self._oversize(event, len(value)))
                 continue
             if event.time is not time:

@@ -375,6 +375,10 @@ class KafkaStore:
 
         await self._send(CommitRequest(out, leases, self._hop(done)), future)
 
+    def unpublishable(self, event: Event) -> str | None:
+        outgoing = self._outgoing
+        return None if outgoing is None else outgoing.unpublishable(event)
+
     async def remove(self, poller: str, partition: str, command: bytes | None = None) -> None:
         key = records.key_of(poller, partition)
         kafka_partition = self._partition_of_key(key)
