@@ -366,16 +366,6 @@ class PrivateBroker:
         """Start it again on the same ports and data (after :meth:`kill` or :meth:`stop`)."""
         brokers.start(self.runtime, fresh=False)
 
-    def transactions(self, *args: str) -> str:
-        """What Kafka's own ``kafka-transactions`` tool says (e.g. ``find-hanging``)."""
-        libs = brokers.cache_dir() / "libs"
-        tool = "org.apache.kafka.tools.TransactionsCommand"
-        command = brokers.java_command(
-            libs, self.runtime, tool, "--bootstrap-server", self.bootstrap, *args
-        )
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-        return (done.stdout + done.stderr).strip()
-
     def close(self) -> None:
         brokers.stop(self.runtime)
 
@@ -442,8 +432,7 @@ class FaultContext:
         except TimeoutError as exc:
             missing = watch.missing(expected(sim))
             running = [r.name for r in pool.runners.values() if r.running]
-            for runner in pool.runners.values():
-                runner.dump_stacks(self.workdir / f"stacks-{runner.name}.txt")
+            self.dump_stacks()
             raise TimeoutError(
                 f"{exc}: {len(missing)} version(s) without an event, e.g. {missing[:3]}; "
                 f"the watch read {watch.count} event(s); running: {running}"
@@ -454,7 +443,20 @@ class FaultContext:
         self, watch: EventWatch, since: float, keys: set[str] | None = None, timeout: float = 90
     ) -> float:
         """The monotonic time of the first event (of ``keys``) committed after ``since``."""
-        return wait_for(lambda: watch.first_after(since, keys), timeout, "an event after the fault")
+        try:
+            return wait_for(
+                lambda: watch.first_after(since, keys), timeout, "an event after the fault"
+            )
+        except TimeoutError:
+            self.dump_stacks()
+            raise
+
+    def dump_stacks(self) -> None:
+        """Where every running runner waits, into ``stacks-<prefix>-<name>-<start>.txt``."""
+        for pool in self._pools:
+            for runner in pool.runners.values():
+                path = self.workdir / f"stacks-{pool.prefix}-{runner.name}-{runner.starts}.txt"
+                runner.dump_stacks(path)
 
     def truth(self, simulator: Simulator) -> dict[str, TenantTruth]:
         """The ground truth of every tenant the simulator ever had, by record key."""

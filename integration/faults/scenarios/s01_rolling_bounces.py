@@ -30,7 +30,8 @@ def run(ctx: FaultContext, profile: str) -> Result:
     unsettled = 2 if full else 0  # the last rounds bounce without settle time
     sim = ctx.simulator(tenants, items)
     pool = ctx.pool("bounce", sim)
-    runners = pool.start(RUNNERS)
+    # Transactions held open a moment, so a SIGKILL lands inside one (aborted records seen).
+    runners = pool.start(RUNNERS, faults=["--hold-transaction", "0.2"])
     watch = ctx.watch(pool)
     keys = [f"{POLLER_NAME}/{t}" for t in sim.tenants()]
     recoveries: list[float] = []
