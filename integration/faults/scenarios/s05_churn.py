@@ -184,7 +184,7 @@ class Churn:
 
 def run(ctx: FaultContext, profile: str) -> Result:
     full = profile == "full"
-    tenants, items, rounds = (6, 200, 2) if full else (3, 15, 1)
+    tenants, items, rounds = (6, 200, 3) if full else (3, 15, 1)
     sim_a = ctx.simulator(tenants, items)
     sim_b = ctx.simulator(tenants + 2 * rounds, items, seed=11)
     poller = invoices(partitions={**invoices()["partitions"], "refresh": "1s"})
@@ -229,7 +229,11 @@ def run(ctx: FaultContext, profile: str) -> Result:
             for watch in watches:
                 watch.close()
         codes = pool.stop_all()
-        churn.problems += [f"{n} exited with {c} at the end" for n, c in codes.items() if c]
+        churn.problems += [
+            f"{runner.name} exited with {codes[runner.name]} at the end"
+            for runner in churn.live
+            if codes[runner.name] not in (0, -signal.SIGTERM)
+        ]
         verdict = judge(churn)
     return Result(
         scenario=NAME,
