@@ -8,14 +8,17 @@ its own."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import cast
+
+import pytest
 
 from tests.rest.fake_control import FakeControl
 from tests.rest.support import error_of, rest_client, seed
 from watukuy.control.configs import ConfigTopic
 from watukuy.control.service import RunnerControl
 from watukuy.control.status import StatusTopic
-from watukuy.core.errors import Fenced
+from watukuy.core.errors import ConfigError, Fenced, Retriable
 from watukuy.engine.engine import Engine
 from watukuy.store.kafka.topics import TopicLayout
 
@@ -66,7 +69,38 @@ class NoConfigs:
 
 async def test_an_operation_fenced_meanwhile_goes_to_the_new_owner(tmp_path: Path) -> None:
     engine = MovingEngine()
-    control = RunnerControl(
+    control = control_over(engine, tmp_path)
+    await control.operate("invoices", "acme", "trigger", {})
+    assert engine.sent == [("trigger", "invoices", "acme", {})]
+
+
+class RestartingEngine(MovingEngine):
+    """A key listed and owned here, but not held while its connector is redefined: the
+    first ``operate`` finds no active partition; the key is held again soon after."""
+
+    def __init__(self, held_again: bool) -> None:
+        super().__init__()
+        self.held_again = held_again
+        self.tries = 0
+
+    def owns(self, poller: str, partition: str) -> bool:
+        return True
+
+    def inspect(self) -> list[SimpleNamespace]:
+        held = self.held_again and self.tries > 0
+        return [SimpleNamespace(poller="invoices", partition="acme")] if held else []
+
+    async def operate(
+        self, operation: str, poller: str, *, partition: str | None = None, args: object = None
+    ) -> None:
+        self.tries += 1
+        if self.tries == 1:
+            raise ConfigError(f"poller '{poller}' has no active partition 'acme'", "partition")
+        self.sent.append((operation, poller, partition, args))
+
+
+def control_over(engine: MovingEngine, tmp_path: Path) -> RunnerControl:
+    return RunnerControl(
         engine=cast(Engine, engine),
         configs=cast(ConfigTopic, NoConfigs()),
         status=cast(StatusTopic, None),
@@ -78,5 +112,20 @@ async def test_an_operation_fenced_meanwhile_goes_to_the_new_owner(tmp_path: Pat
         started=lambda: True,
         broken=lambda: None,
     )
-    await control.operate("invoices", "acme", "trigger", {})
+
+
+async def test_an_operation_on_a_key_being_restarted_waits_for_it(tmp_path: Path) -> None:
+    """It was a 400 "has no active partition" while a PUT redefined the connector."""
+    engine = RestartingEngine(held_again=True)
+    await control_over(engine, tmp_path).operate("invoices", "acme", "trigger", {})
     assert engine.sent == [("trigger", "invoices", "acme", {})]
+
+
+async def test_a_key_that_stays_away_is_503(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("watukuy.control.service.APPLY_WAIT", 0.2)
+    engine = RestartingEngine(held_again=False)
+    with pytest.raises(Retriable, match="is restarting here; try again"):
+        await control_over(engine, tmp_path).operate("invoices", "acme", "trigger", {})
+    assert engine.sent == []

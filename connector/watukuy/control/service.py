@@ -370,6 +370,25 @@ class RunnerControl:
             if self._engine.store.owns(name, key):
                 raise
             await self._engine.operate(operation, name, partition=partition, args=args)
+        except ConfigError as exc:
+            # Listed and ours, but not held right now: the connector is being redefined (a PUT
+            # of its config) or the key is being restored. Not the caller's error: wait until
+            # it is held again (or another's), then apply it once more.
+            if exc.path != "partition":
+                raise
+            await self._until_held(name, key)
+            await self._engine.operate(operation, name, partition=partition, args=args)
+
+    async def _until_held(self, name: str, key: str) -> None:
+        """Wait until this instance holds ``key`` of ``name`` again, or no longer owns it;
+        ``Retriable`` (503) after :data:`APPLY_WAIT` seconds."""
+        deadline = time.monotonic() + APPLY_WAIT
+        while self._engine.store.owns(name, key):
+            if any(e.poller == name and e.partition == key for e in self._engine.inspect()):
+                return
+            if time.monotonic() > deadline:
+                raise Retriable(f"partition {key!r} of {name} is restarting here; try again")
+            await asyncio.sleep(0.05)
 
     async def _lists(self, name: str, key: str) -> bool:
         """Whether this instance's engine lists ``key`` of ``name``. A connector written moments
