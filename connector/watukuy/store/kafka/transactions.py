@@ -17,6 +17,7 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from watukuy.core.errors import Fenced, Retriable
+from watukuy.store.kafka import clients
 from watukuy.store.kafka.factory import ClientFactory, Clock, new_producer
 from watukuy.store.kafka.lease import Leases
 from watukuy.store.kafka.notifications import CommitRequest, Notify, Record, Transacted
@@ -180,6 +181,14 @@ class Transactions:
             # Fenced or broken for good: whatever we hold may be stale. Start over.
             log.error("fatal producer error, dropping owned keys and rejoining: %s", error.str())
             outcome = Fenced(f"the producer was fenced: {error.str()}")
+            self.replace_producer()
+        elif error.code() in clients.UNREACHABLE_CODES:
+            # The cluster was out of reach. A producer that lived through that can keep a dead
+            # broker as its group coordinator, and then block in send_offsets_to_transaction
+            # past any timeout (librdkafka #5456, #5511; found by the broker-outage fault
+            # scenario): a new one looks the coordinators up afresh, and its
+            # init_transactions aborts what this one left open.
+            log.warning("the cluster was out of reach; starting a new producer")
             self.replace_producer()
         else:
             try:
