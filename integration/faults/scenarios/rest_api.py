@@ -115,6 +115,19 @@ def connector_config(sim: Simulator, tenants: list[str], **changes: Any) -> dict
     return config
 
 
+def tenants_source(sim: Simulator) -> dict[str, Any]:
+    """An ``http`` partitions source listing every tenant of ``sim`` (a refresh awaits it)."""
+    return {
+        "http": {
+            "url": sim.base_url + "/tenants",
+            "records": "tenants",
+            "key": "id",
+            "data": {"slug": "slug", "token": "token"},
+        },
+        "refresh": "1m",
+    }
+
+
 def stable_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     """``{partition: last stable offset}`` of ``topic`` now: a record at or past it was
     committed after this call (an open transaction's records all sit past it)."""

@@ -49,7 +49,13 @@ from integration.faults.scenarios.declarative import (
     invoices,
     read_raw,
 )
-from integration.faults.scenarios.rest_api import Answer, call, connector_config, rest_port
+from integration.faults.scenarios.rest_api import (
+    Answer,
+    call,
+    connector_config,
+    rest_port,
+    tenants_source,
+)
 from integration.faults.vendor import Simulator
 from watukuy.declarative.keys import DECLARATIVE_KEYS
 from watukuy.rest.routes import ROUTES
@@ -102,7 +108,9 @@ class Fire:
         only when asked), each pause answered 202 leaves its key PAUSED."""
         tenants = self.sim_b.tenants()
         triggered, paused = tenants[:2], tenants[2:]
-        first = connector_config(self.sim_b, tenants, schedule=SLOW)
+        # Listed from the vendor: redefining it awaits that listing, a window for operations.
+        source = tenants_source(self.sim_b)
+        first = connector_config(self.sim_b, tenants, schedule=SLOW, partitions=source)
         created = self.call(self.ports()[0], "POST", "/connectors", {"name": FIRE, "config": first})
         if created.status != 201:
             raise AssertionError(f"POST /connectors: {created.status} {created.body}")
@@ -123,6 +131,7 @@ class Fire:
                     self.sim_b,
                     tenants,
                     schedule=SLOW,
+                    partitions=source,
                     request={**first["request"], "headers": {"X-Put": f"{wave}.{i}"}},
                 )
                 for i in range(per_wave)
