@@ -67,7 +67,7 @@ FIRE = "fire"
 FUZZED = "fuzzed"
 """A REST connector the fuzz may break in any way."""
 WAIT = 60.0
-HOLD = 3.0
+HOLD = 1.5
 """How long a count of vendor requests must stay put to say an operation took effect once."""
 HUGE = 2 * 1024 * 1024
 SLOW = {"min": "10m", "max": "1h"}
