@@ -26,6 +26,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from integration.faults.harness import POLLER_NAME, FaultContext, RunnerProcess, wait_for
@@ -267,7 +268,13 @@ def judge(churn: Churn) -> Verdict:
     topics = [f"{pool.prefix}.{t}" for t in ("state", "items", "parked")]
     topics += [f"{pool.prefix}.events.{c}" for c in (POLLER_NAME, ORDERS)]
     hanging = settle_transactions(pool.bootstrap, topics, pool.session_timeout + 15)
-    cursors = read_cursors(pool.bootstrap, pool.prefix)
+    with ThreadPoolExecutor(3) as readers:  # each read waits on the broker, not the CPU
+        reading = readers.submit(read_cursors, pool.bootstrap, pool.prefix)
+        read = {
+            c: readers.submit(read_events, pool.bootstrap, pool.prefix, c)
+            for c in (POLLER_NAME, ORDERS)
+        }
+        cursors = reading.result()
     total = Verdict()
     for tp, (stable, high) in hanging.items():
         total.problem(f"{tp.topic}[{tp.partition}]: a transaction is hanging ({stable} < {high})")
@@ -276,7 +283,7 @@ def judge(churn: Churn) -> Verdict:
         ORDERS: (churn.sim_b, list(churn.orders)),
     }
     for connector, (sim, tenants) in present.items():
-        events, aborted = read_events(pool.bootstrap, pool.prefix, connector)
+        events, aborted = read[connector].result()
         total.aborted_seen += aborted
         finals = {t: {i["id"]: i["etag"] for i in sim.items(t)} for t in tenants}
         truth = {f"{connector}/{t}": TenantTruth(sim.served(t), finals[t]) for t in tenants}
