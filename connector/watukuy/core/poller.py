@@ -6,6 +6,7 @@ of the field instead of surfacing later inside a poll.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -161,6 +162,8 @@ def _require_callable(value: object, path: str) -> None:
 def _positive_number(value: object, path: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise ConfigError(f"must be a positive number, got {value!r}", path)
+    if not math.isfinite(value):  # YAML's .inf; JSON's 1e999
+        raise ConfigError(f"must be a finite number, got {value!r}", path)
     return float(value)
 
 
