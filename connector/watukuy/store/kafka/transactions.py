@@ -136,7 +136,12 @@ class Transactions:
                 request.done(Fenced("the key's partition moved to another owner"))
         if not batch:
             return
-        producer = _require(self._producer)
+        try:
+            producer = self._current()
+        except Retriable as exc:
+            for request in batch:
+                request.done(exc)
+            return
         started = self._clock.monotonic()
         count = sum(len(request.records) for request in batch)
         timeout = self.settings.transaction_timeout
@@ -203,6 +208,8 @@ class Transactions:
         return outcome
 
     def replace_producer(self) -> None:
+        """Drop the producer for a new one: made now, or, when the cluster does not answer
+        (its init_transactions times out), at the next transaction."""
         old = self._producer
         self._producer = None
         if old is not None:
@@ -210,14 +217,30 @@ class Transactions:
                 old.flush(0)
             except KafkaException as exc:  # a fatal producer refuses even to flush
                 log.info("dropping the old producer: %s", exc.args[0])
-        self._producer = new_producer(self.settings, self._factory)
+        try:
+            self._current()
+        except Retriable as exc:
+            log.warning("%s; the next transaction tries again", exc)
+
+    def _current(self) -> Producer:
+        if self._producer is None:
+            try:
+                self._producer = new_producer(self.settings, self._factory)
+            except KafkaException as exc:
+                raise Retriable(f"kafka: no producer yet: {exc.args[0]}") from exc
+        return self._producer
 
     def send_plain(self) -> None:
         """The plain records asked for, in one transaction of their own."""
         plain = self._requests.take_plain()
         if not plain:
             return
-        producer = _require(self._producer)
+        try:
+            producer = self._current()
+        except Retriable as exc:
+            for _, done in plain:
+                done(exc)
+            return
         timeout = self.settings.transaction_timeout
         try:
             producer.begin_transaction()
