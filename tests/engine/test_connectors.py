@@ -539,3 +539,47 @@ async def test_a_fenced_key_is_let_go_and_held_again_if_still_ours(
     assert tenant in inspected(engine)
     assert [(e.subject, e.sequence) for e in recorder.of(tenant)] == [(changed["id"], 11)]
     assert store.states[key(tenant)].epoch == 7
+
+
+async def test_a_command_for_a_key_not_held_yet_is_applied_once_the_key_is(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Another instance answered 202 for a tenant this one has not listed yet (its listing is
+    # a moment behind): the command waits for the key instead of being dropped.
+    store = PeerStore()
+    engine = env.make_engine(env.make_poller(partitions_refresh="10s"), store=store)
+    await engine.tick()
+    added = env.sim.add_tenant()
+    store.inbox.append(Command("c1", "pause", "invoices", added.id, {}, 0.0, b"cmd/c1"))
+
+    await engine.tick()
+    assert added.id not in [i.partition for i in engine.inspect()]
+    assert store.tombstoned == []  # not applied, not dropped either
+
+    env.clock.advance(10)
+    await engine.tick()  # the listing brings the key; the command is due again
+    env.clock.advance(1)
+    await engine.tick()
+
+    (paused,) = [i for i in engine.inspect() if i.partition == added.id]
+    assert paused.paused
+    assert store.tombstoned == [b"cmd/c1"]
+    assert not any("not applied" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_command_whose_key_never_comes_is_given_up_and_left_in_kafka(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = PeerStore()
+    engine = env.make_engine(env.make_poller(), store=store)
+    await engine.tick()
+    store.inbox.append(Command("c2", "trigger", "invoices", "t_gone", {}, 0.0, b"cmd/c2"))
+    await engine.tick()
+    env.clock.advance(61)
+    await engine.tick()
+
+    assert store.tombstoned == []
+    assert any(
+        re.search(r"command trigger c2 not applied in 60s, left for the key's next owner", m)
+        for m in (r.getMessage() for r in caplog.records)
+    )

@@ -27,14 +27,19 @@ from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.operations import Operations, ParkedApi
 from watukuy.engine.polling import KeyPoller
 from watukuy.engine.progress import LaneProgress
-from watukuy.engine.registry import Registry
+from watukuy.engine.registry import KeyNotActive, Registry
 from watukuy.http import HttpClient
-from watukuy.store.base import KeyCommit, Store
+from watukuy.store.base import Command, KeyCommit, Store
 from watukuy.store.memory import MemoryStore
 
 log = logging.getLogger("watukuy.engine")
 
 TICK_CONCURRENCY = 4
+COMMAND_RETRY = 1.0
+"""Seconds before a command from another instance whose key is not held yet is tried again."""
+COMMAND_PATIENCE = 60.0
+"""How long such a command is tried; after that it stays in the state topic, where the key's
+next owner (or this one after a restart) reads it again."""
 
 
 class PartitionsApi:
@@ -97,6 +102,8 @@ class Engine:
         self._deadline = float("-inf")  # when run() wakes up by itself next
         self.store.bind(by_name)
         self._ownership_changed = True
+        # Commands from other instances tried again later: (when, first seen, command).
+        self._waiting: list[tuple[float, float, Command]] = []
         self.store.watch(self._on_store_change)
         self._registry = Registry(
             by_name,
@@ -188,10 +195,28 @@ class Engine:
         if self._ownership_changed or self._registry.activation_pending:
             self._ownership_changed = False
             await self._registry.sync_ownership()
-        for command in self.store.take_commands():
+        now = self.clock.now()
+        waiting, self._waiting = self._waiting, []
+        due = [(since, command) for at, since, command in waiting if at <= now]
+        self._waiting = [entry for entry in waiting if entry[0] > now]
+        due += [(now, command) for command in self.store.take_commands()]
+        for since, command in due:
             try:
                 await self._ops.received(command)
-            except (ConfigError, Conflict, Retriable) as exc:
+            except (KeyNotActive, Retriable) as exc:
+                # Answered 2xx where it was sent: a moment early is no reason to lose it.
+                if now - since < COMMAND_PATIENCE:
+                    self._waiting.append((now + COMMAND_RETRY, since, command))
+                    continue
+                log.warning(
+                    "%s: command %s %s not applied in %gs, left for the key's next owner: %s",
+                    command.key,
+                    command.op,
+                    command.id,
+                    COMMAND_PATIENCE,
+                    exc,
+                )
+            except (ConfigError, Conflict) as exc:
                 log.warning(
                     "%s: command %s %s not applied: %s", command.key, command.op, command.id, exc
                 )

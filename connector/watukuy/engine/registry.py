@@ -39,6 +39,12 @@ WAITING_LOG_EVERY = 60.0
 count of the others): a rolling upgrade may find thousands of them at once."""
 
 
+class KeyNotActive(ConfigError):
+    """An operation names a key this instance does not hold now. From a caller, a mistake; for
+    a command sent by another instance, often a moment early (the key's listing or activation
+    is under way), so the engine tries it again for a while."""
+
+
 @dataclass(slots=True)
 class PartitionTable:
     """The partitions of one poller as last evaluated."""
@@ -337,7 +343,7 @@ class Registry:
             await self.refresh(name, force=False)
         runtime = self.keys.get(f"{name}/{key}")
         if runtime is None:
-            raise ConfigError(f"poller '{name}' has no active partition {key!r}", "partition")
+            raise KeyNotActive(f"poller '{name}' has no active partition {key!r}", "partition")
         _refuse_waiting(runtime)
         return runtime
 
