@@ -47,6 +47,7 @@ def run(ctx: FaultContext, profile: str) -> Result:
                 pool.wait_sharing(len(runners), timeout=RECOVERY_LIMIT)
             except TimeoutError as exc:
                 problems.append(f"outage {index + 1} ({how}, {down} s): {exc}")
+                ctx.dump_stacks()
                 topics = [f"{pool.prefix}.{t}" for t in ("state", "items", "events.invoices")]
                 hanging = settle_transactions(pool.bootstrap, topics, 0)
                 (ctx.workdir / f"hanging-{index + 1}.txt").write_text(f"{hanging}\n")
