@@ -61,3 +61,41 @@ def test_any_other_error_fails_at_once() -> None:
     with pytest.raises(Retriable, match=r"cannot read the end of p\.state"):
         end_offset(offsets, TopicPartition("p.state", 0), clock)
     assert clock.slept == []
+
+
+class Tail:
+    """The tail consumer of a restore that never gets to start here."""
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        raise AssertionError("no restore may start while the cluster is out of reach")
+
+
+def test_a_takeover_while_every_broker_is_down_waits_instead_of_failing_the_thread(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The Kafka thread died of this (fault scenario 4, full profile): the runner exited and
+    # its open transaction was left for nobody to abort.
+    from watukuy.store.kafka.lease import Leases
+    from watukuy.store.kafka.tail import Restores
+    from watukuy.store.kafka.topics import TopicLayout
+
+    caplog.set_level("INFO", "watukuy.kafka")
+    clock = FakeClock()
+    leases = Leases()
+    down = Offsets([KafkaError._ALL_BROKERS_DOWN] * 10)
+    restores = Restores(
+        TopicLayout("p", 8, 1),
+        leases,
+        lambda n: None,
+        clock,
+        tail=Tail(),
+        stable=down,
+        written=down,  # type: ignore[arg-type]
+    )
+    restores.queue(leases.grant(2))
+    restores.start_settled()
+    clock.now += 2.0
+    restores.start_settled()
+
+    assert restores.busy  # still waiting for the partition to settle
+    assert any("partition 2: cannot read its end yet" in r.getMessage() for r in caplog.records)

@@ -130,7 +130,13 @@ class Restores:
             if self._leases.get(lease.partition) != lease:
                 continue  # revoked meanwhile
             with log_context(generation=lease.generation):
-                ends = self._settled(lease)
+                try:
+                    ends = self._settled(lease)
+                except Retriable as exc:
+                    # The cluster is out of reach (a broker restarting): the lease waits and
+                    # the next turn asks again; the thread must not die of it.
+                    self._log_unsettled(lease.partition, "cannot read its end yet: %s", exc)
+                    ends = None
                 if ends is not None:
                     self._begin(lease, ends)
                 else:
@@ -153,30 +159,35 @@ class Restores:
         last stable offset reaches the high watermark: the owner committed, or the
         coordinator aborted it after ``transaction.timeout.ms``.
         """
-        now = self._clock.monotonic()
         ends: dict[str, int] = {}
         for topic in co_partitioned(self._layout):
             tp = TopicPartition(topic, lease.partition)
             last_stable = end_offset(self._stable, tp, self._clock)
             high = end_offset(self._written, tp, self._clock)
             if last_stable < high:
-                since = self._unsettled_since.setdefault(lease.partition, now)
-                logged = self._unsettled_logged.get(lease.partition, 0.0)
-                if now - since > 1.0 and now - logged > 10.0:
-                    self._unsettled_logged[lease.partition] = now
-                    log.info(
-                        "partition %d: waiting for an open transaction of the previous owner "
-                        "to end before restoring (%s: stable %d < written %d)",
-                        lease.partition,
-                        topic,
-                        last_stable,
-                        high,
-                    )
+                self._log_unsettled(
+                    lease.partition,
+                    "waiting for an open transaction of the previous owner to end before "
+                    "restoring (%s: stable %d < written %d)",
+                    topic,
+                    last_stable,
+                    high,
+                )
                 return None
             ends[topic] = last_stable
         self._unsettled_since.pop(lease.partition, None)
         self._unsettled_logged.pop(lease.partition, None)
         return ends
+
+    def _log_unsettled(self, partition: int, message: str, *args: object) -> None:
+        """One line about a partition that cannot be restored yet, once it has waited a
+        second, then every ten seconds at most."""
+        now = self._clock.monotonic()
+        since = self._unsettled_since.setdefault(partition, now)
+        logged = self._unsettled_logged.get(partition, 0.0)
+        if now - since > 1.0 and now - logged > 10.0:
+            self._unsettled_logged[partition] = now
+            log.info("partition %d: " + message, partition, *args)
 
     def _begin(self, lease: Lease, ends: dict[str, int]) -> None:
         """Read the partition's topics from their start up to ``ends`` (their last stable
