@@ -214,6 +214,11 @@ class Transactions:
         self._producer = None
         if old is not None:
             try:
+                # What it still holds must never reach the broker: sent once the cluster is
+                # back, after the new producer's init_transactions ended the transaction, it
+                # would open one that nobody ends, and a takeover of its partition would wait
+                # for good (fault scenario 4 met it).
+                old.purge(in_queue=True, in_flight=True, blocking=False)
                 old.flush(0)
             except KafkaException as exc:  # a fatal producer refuses even to flush
                 log.info("dropping the old producer: %s", exc.args[0])
