@@ -197,7 +197,11 @@ class _Injector:
             self._exit(CRASH_EXIT)
         elif fault.action == "abortable":
             raise KafkaException(
-                KafkaError(KafkaError._TIMED_OUT, f"{where} (abortable)", txn_requires_abort=True)
+                # What librdkafka raises when records of the transaction failed delivery: not a
+                # timeout, which the store meets with a new producer instead of an abort.
+                KafkaError(
+                    KafkaError._INCONSISTENT, f"{where} (abortable)", txn_requires_abort=True
+                )
             )
         else:
             error = KafkaError(KafkaError._FENCED, f"{where} (fatal)", fatal=True)
