@@ -3,6 +3,7 @@ PAUSED, STOPPED), restart, offsets and alter_offsets; and operations arriving as
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -583,3 +584,33 @@ async def test_a_command_whose_key_never_comes_is_given_up_and_left_in_kafka(
         re.search(r"command trigger c2 not applied in 60s, left for the key's next owner", m)
         for m in (r.getMessage() for r in caplog.records)
     )
+
+
+async def test_a_poller_removed_or_redefined_while_its_partitions_are_listed_is_left_alone(
+    env: Env,
+) -> None:
+    """A REST DELETE or PUT lands while a scheduled refresh awaits a slow ``partitions()``:
+    the refresh neither fails nor applies the stale listing to what replaced it."""
+    listing, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_partitions() -> list[dict[str, Any]]:
+        listing.set()
+        await release.wait()
+        return env.partitions()
+
+    engine = env.make_engine(
+        env.make_poller(name="orders", partitions=slow_partitions), env.make_poller()
+    )
+    refreshing = asyncio.create_task(engine.tick())
+    await listing.wait()
+    env.hidden.add(env.tid(0))  # the redefinition lists one tenant fewer than the stale one
+    await engine.remove_poller("invoices")
+    await engine.remove_poller("orders")
+    await engine.add_poller(env.make_poller(name="orders"))
+    release.set()
+    await refreshing
+
+    assert sorted(engine.pollers) == ["orders"]
+    held = inspected(engine, "orders")
+    assert set(held) == {t.id for t in env.tenants[1:]}
+    assert not any(key.paused for key in held.values())

@@ -82,7 +82,10 @@ class Registry:
     async def refresh_due(self) -> None:
         """Refresh every poller whose ``partitions_refresh`` elapsed (or never ran)."""
         now = self.clock.now()
-        for name, poller in self.pollers.items():
+        # A copy: a connector may be added or removed (REST) while a listing is awaited.
+        for name, poller in list(self.pollers.items()):
+            if self.pollers.get(name) is not poller:
+                continue  # removed or redefined meanwhile; a new definition lists itself
             table = self.tables[name]
             if not self.target(name).holds_keys:
                 continue  # a stopped poller holds no key: its listing waits for a restart
@@ -117,6 +120,8 @@ class Registry:
                 failure_text(exc, data, trusted=trusted),
             )
             return list(table.current.values())
+        if self.pollers.get(name) is not poller:
+            return list(latest.values())  # removed or redefined while listing: not ours to apply
         changes = diff(table.current, latest)
         for key in changes.removed:
             await self._deactivate(poller, key)
