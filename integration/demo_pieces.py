@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -205,27 +205,11 @@ def delete_topics(bootstrap: str, prefix: str) -> list[str]:
     return sorted(names)
 
 
-@contextlib.contextmanager
-def kafka_broker(announce: str) -> Iterator[str]:
+def kafka_broker(announce: str) -> contextlib.AbstractContextManager[str]:
     """``$WATUKUY_BOOTSTRAP``, else the broker in ``.watukuy/broker``: started here (fetching
-    Kafka on the first run) if it is not running, and then stopped on the way out."""
-    given = os.environ.get("WATUKUY_BOOTSTRAP")
-    if given:
-        yield given
-        return
-    running = broker.read_running()
-    if running is not None:
-        yield running.bootstrap
-        return
-    print(f"{announce}: starting a local Kafka broker (the first run fetches Kafka) ...")
-    sys.stdout.flush()
-    started = broker.start()
-    print(f"{announce}: started the broker (pid {started.pid}) on {started.bootstrap}", flush=True)
-    try:
-        yield started.bootstrap
-    finally:
-        broker.stop()
-        print(f"{announce}: stopped the broker it started (pid {started.pid})", flush=True)
+    Kafka on the first run) if it is not running, and then stopped on the way out unless
+    another process still uses it."""
+    return broker.shared(say=lambda line: print(f"{announce}: {line}", flush=True))
 
 
 def gap_free(sequences: list[int]) -> bool:

@@ -1,9 +1,9 @@
 """Test wiring shared by every tier.
 
 Tests under ``tests/integration`` are marked ``integration`` and talk to a real Apache Kafka
-broker: the one named by ``WATUKUY_BOOTSTRAP``, else one already started by
-``integration/kafka/broker.py``, else one this session starts and stops. Everything else is
-marked ``unit`` and needs no broker.
+broker: the one named by ``WATUKUY_BOOTSTRAP``, else the one in ``.watukuy/broker``, started
+if none runs and stopped by the last session using it (``integration.kafka.broker.shared``).
+Everything else is marked ``unit`` and needs no broker.
 """
 
 from __future__ import annotations
@@ -27,21 +27,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
-    external = os.environ.get("WATUKUY_BOOTSTRAP")
-    if external:
-        yield external
-        return
     from integration.kafka import broker
 
-    running = broker.read_running()
-    if running is not None:
-        yield running.bootstrap
-        return
-    started = broker.start()
-    try:
-        yield started.bootstrap
-    finally:
-        broker.stop()
+    with broker.shared() as bootstrap:
+        yield bootstrap
 
 
 @pytest.fixture(scope="session")

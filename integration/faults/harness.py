@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -575,20 +575,7 @@ def delete_prefix(bootstrap: str, prefix: str) -> None:
                 future.result(timeout=30)
 
 
-@contextlib.contextmanager
-def shared_bootstrap() -> Iterator[str]:
-    """``WATUKUY_BOOTSTRAP``, else the broker in ``.watukuy/broker`` (started if need be,
-    and then stopped at the end), as the test suite finds it."""
-    external = os.environ.get("WATUKUY_BOOTSTRAP")
-    if external:
-        yield external
-        return
-    running = brokers.read_running()
-    if running is not None:
-        yield running.bootstrap
-        return
-    started = brokers.start()
-    try:
-        yield started.bootstrap
-    finally:
-        brokers.stop()
+def shared_bootstrap() -> contextlib.AbstractContextManager[str]:
+    """``WATUKUY_BOOTSTRAP``, else the broker in ``.watukuy/broker`` (started if need be),
+    as the test suite finds it."""
+    return brokers.shared()

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -23,6 +25,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -259,6 +262,61 @@ def stop(runtime: Path = DEFAULT_DIR, *, keep_data: bool = False) -> bool:
 def restart(runtime: Path = DEFAULT_DIR) -> RunningBroker:
     stop(runtime, keep_data=True)
     return start(runtime, fresh=False)
+
+
+@contextlib.contextmanager
+def shared(
+    runtime: Path = DEFAULT_DIR, *, say: Callable[[str], None] = lambda _: None
+) -> Iterator[str]:
+    """The bootstrap of ``$WATUKUY_BOOTSTRAP``, else of the broker in ``runtime``, started here
+    if none runs. Each process using it is recorded in ``<runtime>/users``; the last one out
+    stops a broker that one of them started, so a test session ending does not pull the broker
+    from under a demo or another session. A broker started by hand (``start``) stays up."""
+    external = os.environ.get("WATUKUY_BOOTSTRAP")
+    if external:
+        yield external
+        return
+    me = str(os.getpid())
+    with _lock(runtime):
+        running = read_running(runtime)
+        if running is None:
+            say("starting a local Kafka broker (the first run fetches Kafka) ...")
+            running = start(runtime)
+            (runtime / STARTED_FOR_USERS).touch()
+            say(f"started the broker (pid {running.pid}) on {running.bootstrap}")
+        (runtime / "users").mkdir(exist_ok=True)
+        (runtime / "users" / me).touch()
+    try:
+        yield running.bootstrap
+    finally:
+        with _lock(runtime):
+            (runtime / "users" / me).unlink(missing_ok=True)
+            if not _live_users(runtime / "users") and (runtime / STARTED_FOR_USERS).exists():
+                stop(runtime)
+                say(f"stopped the broker it started (pid {running.pid})")
+
+
+STARTED_FOR_USERS = "started-for-users"
+
+
+@contextlib.contextmanager
+def _lock(runtime: Path) -> Iterator[None]:
+    """Held while a process starts, joins, leaves or stops the broker in ``runtime``."""
+    runtime.parent.mkdir(parents=True, exist_ok=True)
+    with open(runtime.parent / f"{runtime.name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _live_users(users: Path) -> list[str]:
+    """The users still alive; a crashed user's entry is removed."""
+    live = []
+    for entry in users.iterdir() if users.is_dir() else []:
+        if entry.name.isdigit() and alive(int(entry.name)):
+            live.append(entry.name)
+        else:
+            entry.unlink(missing_ok=True)
+    return live
 
 
 def _ports_of(props: Path) -> tuple[int, int]:
