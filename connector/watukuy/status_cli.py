@@ -3,8 +3,10 @@
 It reads the whole status topic (what every runner last reported of each key it owns, and
 their heartbeats) and prints one line per key: poller, partition, state, owner, lag, circuit,
 parked counts and backfill progress. A key whose owner stopped cleanly or whose heartbeat is
-older than ``runner.session.timeout`` shows UNASSIGNED. On a terminal, running backfills get a
-progress bar where their end is known; otherwise the output is plain text for scripts.
+older than ``runner.session.timeout`` shows UNASSIGNED, and so does a key whose owner waits
+for a newer release to run it (a rolling upgrade), with a line saying so. On a terminal,
+running backfills get a progress bar where their end is known; otherwise the output is plain
+text for scripts.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ log = logging.getLogger("watukuy.control")
 COLUMNS = ("POLLER", "PARTITION", "STATE", "OWNER", "LAG", "CIRCUIT", "PARKED", "BACKFILL")
 BAR_WIDTH = 20
 MAX_CURSOR = 32  # characters of a backfill cursor shown in the table
+# States whose key's last_error says why it is in them (a gone owner's UNASSIGNED keys have
+# none: StatusTable.view drops it).
+REASONED = ("FAILED", "UNASSIGNED")
 
 
 def status(
@@ -97,7 +102,8 @@ def _unicode(out: TextIO) -> bool:
 
 
 def render(rows: Sequence[KeyStatus], *, tty: bool, unicode: bool = True) -> str:
-    """The table, aligned; then the last error of each FAILED key, one line each."""
+    """The table, aligned; then, one line each, why a key FAILED or why its owner leaves it
+    UNASSIGNED (it waits for a newer release), from its ``last_error``."""
     cells = [list(COLUMNS)]
     for row in rows:
         cells.append(
@@ -117,7 +123,7 @@ def render(rows: Sequence[KeyStatus], *, tty: bool, unicode: bool = True) -> str
         "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in cells
     ]
     for row in rows:
-        if row.state == "FAILED" and row.last_error:
+        if row.state in REASONED and row.last_error:
             lines.append(f"{row.poller}/{row.partition}: {row.last_error}")
     return "\n".join(lines) + "\n"
 

@@ -17,8 +17,10 @@ import pytest
 
 from tests.engine.support import Env
 from watukuy import Event, MemoryStore
+from watukuy.control.keystatus import key_status
 from watukuy.core.errors import Conflict
 from watukuy.core.poll import fresh_state
+from watukuy.observe.metrics import PrometheusObserver
 from watukuy.store.base import KeyCommit, NewerRelease, StoredKey
 
 REFRESH = 300.0  # the default partitions_refresh
@@ -72,6 +74,31 @@ async def test_a_key_from_a_newer_release_waits_and_the_others_go_on(
         with pytest.raises(Conflict, match="newer release"):
             await operation("invoices", partition=waits)
     assert key(waits) not in store.states
+
+
+async def test_a_waiting_key_is_shown_unassigned_by_its_owner_and_not_counted_as_held(
+    env: Env,
+) -> None:
+    """What users read: its status (Connect's UNASSIGNED, owned here, with why) and the
+    metrics (a waiting key, not a held one), from the same ``inspect()``."""
+    waits, runs = env.tid(0), env.tid(1)
+    engine = env.make_engine(env.make_poller(), store=UpgradedStore({key(waits)}), owner="r1")
+    await engine.tick()
+
+    shown = {i.partition: i for i in engine.inspect()}
+    assert shown[waits].waiting_newer and not shown[runs].waiting_newer
+    statuses = {i.partition: key_status(i, now=env.clock.now()) for i in engine.inspect()}
+    assert (statuses[waits].state, statuses[waits].owner) == ("UNASSIGNED", "r1")
+    assert statuses[waits].last_error == shown[waits].last_error
+    assert "newer release" in (statuses[waits].last_error or "")
+    assert statuses[runs].state == "RUNNING"
+
+    metrics = PrometheusObserver(process=False)
+    metrics.watch(engine.inspect)
+    body = metrics.render()[0].decode()
+    assert 'watukuy_owned_keys{poller="invoices"} 2.0' in body
+    assert 'watukuy_waiting_keys{poller="invoices"} 1.0' in body
+    assert f'partition="{waits}"' not in body
 
 
 async def test_one_line_a_minute_names_one_key_and_counts_the_others(

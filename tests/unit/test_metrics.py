@@ -210,6 +210,25 @@ def test_key_states_are_read_at_each_scrape() -> None:
         assert values(samples, name) == {}
 
 
+def test_a_key_waiting_for_a_newer_release_is_counted_apart() -> None:
+    """Owned but not run here: not a held key, and its fresh-looking lag, closed circuit and
+    zero parked counts are not its own, so none of them is reported."""
+    keys = [
+        inspected("invoices", "t_1"),
+        inspected("invoices", "t_2", lag=None, waiting_newer=True),
+        inspected("orders", "", lag=None, waiting_newer=True),
+    ]
+    observer = PrometheusObserver()
+    observer.watch(lambda: keys)
+    samples = scrape(observer)
+    invoices, orders = (("poller", "invoices"),), (("poller", "orders"),)
+    assert values(samples, "watukuy_owned_keys") == {invoices: 1, orders: 0}
+    assert values(samples, "watukuy_waiting_keys") == {invoices: 1, orders: 1}
+    for name in ("watukuy_lag_seconds", "watukuy_circuit_state", "watukuy_parked_items"):
+        shown = {(labels["poller"], labels["partition"]) for n, labels, _ in samples if n == name}
+        assert shown == {("invoices", "t_1")}, name
+
+
 def test_the_series_of_a_key_that_leaves_are_removed() -> None:
     observer = PrometheusObserver()
     exercise(observer)

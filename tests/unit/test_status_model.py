@@ -97,6 +97,29 @@ def test_the_state_of_a_key(changes: dict[str, Any], target: str, state: str) ->
     assert key_status(_inspect(**changes), now=NOW, target=target).state == state
 
 
+WAITS = "waits for a newer release of watukuy to read its stored state: format_version 2"
+
+
+@pytest.mark.parametrize(
+    ("changes", "target"),
+    [
+        ({}, "RUNNING"),
+        ({"paused": True}, "RUNNING"),  # resuming would not make it run
+        ({}, "PAUSED"),
+        ({"circuit": "open"}, "RUNNING"),
+    ],
+)
+def test_a_key_waiting_for_a_newer_release_is_unassigned_with_why(
+    changes: dict[str, Any], target: str
+) -> None:
+    """Owned here but run by no one: not RUNNING (Connect's "this instance works on it")."""
+    waiting = _inspect(waiting_newer=True, lag=None, last_error=WAITS, **changes)
+    status = key_status(waiting, now=NOW, target=target)
+    assert (status.state, status.owner, status.last_error) == ("UNASSIGNED", "r1", WAITS)
+    # Its connector stopped: stopped like every other key of it.
+    assert key_status(waiting, now=NOW, target="STOPPED").state == "STOPPED"
+
+
 def test_last_error_is_kept_and_capped() -> None:
     assert key_status(_inspect(last_error="HTTP 503"), now=NOW).last_error == "HTTP 503"
     long = key_status(_inspect(last_error="x" * 2000), now=NOW).last_error
@@ -158,6 +181,14 @@ def test_a_status_round_trips_as_sorted_json() -> None:
     assert json.loads(value)["format_version"] == 1
     record = decode_record(key, value)
     assert record is not None and record.name == "invoices/a/b" and record.value == status
+
+
+def test_a_waiting_keys_status_round_trips_with_its_owner_and_why() -> None:
+    status = key_status(_inspect(waiting_newer=True, lag=None, last_error=WAITS), now=NOW)
+    value = json.loads(encode_status(status))
+    assert (value["state"], value["owner"], value["last_error"]) == ("UNASSIGNED", "r1", WAITS)
+    record = decode_record(status_key("invoices", "acme"), encode_status(status))
+    assert record is not None and record.value == status
 
 
 def test_a_heartbeat_round_trips_and_tombstones_decode_as_none() -> None:
@@ -228,6 +259,28 @@ def test_the_table_keeps_the_latest_of_each_key_and_shows_dead_owners_unassigned
     # A heartbeat exactly a session old is still alive; a moment later it is not.
     assert table.alive("r1", now=NOW + 10, session_timeout=10)
     assert not table.alive("r1", now=NOW + 10.001, session_timeout=10)
+
+
+def test_an_unassigned_key_says_why_only_while_its_owner_is_alive() -> None:
+    """A live owner's UNASSIGNED key (it waits for a newer release) keeps its reason; a gone
+    owner's last error no longer says why a key is not run, so the view drops it."""
+    table = _table(
+        (heartbeat_key("r1"), encode_heartbeat(Heartbeat("r1", NOW))),
+        (heartbeat_key("r2"), encode_heartbeat(Heartbeat("r2", NOW - 20))),
+        (
+            status_key("invoices", "a"),
+            encode_status(_status("a", state="UNASSIGNED", last_error=WAITS)),
+        ),
+        (
+            status_key("invoices", "b"),
+            encode_status(_status("b", owner="r2", state="FAILED", last_error="HTTP 500")),
+        ),
+    )
+    shown = table.view("invoices", now=NOW + 5, session_timeout=10)
+    assert [(s.partition, s.state, s.owner, s.last_error) for s in shown] == [
+        ("a", "UNASSIGNED", "r1", WAITS),
+        ("b", "UNASSIGNED", "r2", None),
+    ]
 
 
 def test_a_tombstoned_heartbeat_or_status_is_gone() -> None:

@@ -92,6 +92,26 @@ def test_plain_text_is_an_aligned_table_then_the_errors() -> None:
     assert all(line == line.rstrip() for line in lines)
 
 
+def test_a_key_waiting_for_a_newer_release_shows_why_it_is_unassigned() -> None:
+    why = "waits for a newer release of watukuy to read its stored state: format_version 2"
+    rows = [
+        _status("acme", last_error="HTTP 503 (retried, then it worked)"),  # running: no line
+        _status("globex", state="UNASSIGNED", lag=None, last_error=why),
+    ]
+    lines = render(rows, tty=False).splitlines()
+    assert lines[2].split() == [
+        "invoices",
+        "globex",
+        "UNASSIGNED",
+        "runner-1",
+        "-",
+        "closed",
+        "0",
+        "-",
+    ]
+    assert lines[3:] == [f"invoices/globex: {why}"]
+
+
 def test_a_terminal_gets_a_bar_where_the_end_is_known() -> None:
     lines = render(ROWS, tty=True).splitlines()
     assert lines[4].endswith(

@@ -97,8 +97,10 @@ def key_status(inspect: PollerInspect, *, now: float, target: str = "RUNNING") -
     """The status of one key from its ``inspect()`` entry.
 
     ``target`` is the connector's target state (RUNNING, PAUSED, STOPPED). A key is STOPPED
-    when its connector is, PAUSED when either is paused, FAILED while its circuit is open (its
-    polls keep failing; ``last_error`` says why), else RUNNING. Backfill progress comes from
+    when its connector is; UNASSIGNED while it waits for a newer release (owned here, so
+    ``owner`` is this runner, but run by no one: ``last_error`` says why); PAUSED when either
+    is paused; FAILED while its circuit is open (its polls keep failing; ``last_error`` says
+    why); else RUNNING. Backfill progress comes from
     ``inspect.lanes["backfill"]`` when the engine reports one: a mapping with any of
     ``pages``, ``items``, ``cursor``, ``fraction``, or ``start`` and ``until`` (numbers or
     ISO-8601 times) from which, with ``cursor``, the fraction is worked out.
@@ -106,6 +108,10 @@ def key_status(inspect: PollerInspect, *, now: float, target: str = "RUNNING") -
     state: State
     if target == "STOPPED":
         state = "STOPPED"
+    elif inspect.waiting_newer:
+        # Not RUNNING: Connect's users read that as "this instance works on it". Nor PAUSED:
+        # resuming would not make it run; only an instance of the newer release can.
+        state = "UNASSIGNED"
     elif target == "PAUSED" or inspect.paused:
         state = "PAUSED"
     elif inspect.circuit == "open":
@@ -335,13 +341,17 @@ class StatusTable:
         self, poller: str | None = None, *, now: float, session_timeout: float
     ) -> list[KeyStatus]:
         """The keys of ``poller`` (default: every poller) by poller and partition key;
-        UNASSIGNED where the owner is not alive."""
+        UNASSIGNED where the owner is not alive.
+
+        The ``last_error`` of an UNASSIGNED key says why its live owner does not run it (it
+        waits for a newer release); a gone owner's last error is dropped, as it no longer
+        says why the key is not run."""
         shown = []
         for status in sorted(self._keys.values(), key=lambda s: (s.poller, s.partition)):
             if poller is not None and status.poller != poller:
                 continue
             if not self.alive(status.owner, now=now, session_timeout=session_timeout):
-                status = replace(status, state="UNASSIGNED")
+                status = replace(status, state="UNASSIGNED", last_error=None)
             shown.append(status)
         return shown
 

@@ -435,7 +435,8 @@ class RunnerControl:
 
     async def healthz(self) -> dict[str, Any]:
         """This instance's keys from ``inspect()``: lag, circuit, parked counts, and each lane
-        (cursor; a running backfill's pages, items and end; the reconcile pass)."""
+        (cursor; a running backfill's pages, items and end; the reconcile pass). A key with
+        ``waiting_newer`` is owned but not run here (``last_error`` says why)."""
         now = time.time()
         keys = [
             {
@@ -448,6 +449,7 @@ class RunnerControl:
                 "next_due": None if entry.next_due is None else entry.next_due.isoformat(),
                 "throttled_until": _iso(entry.throttled_until),
                 "last_error": entry.last_error,
+                "waiting_newer": entry.waiting_newer,
                 "lanes": entry.lanes,
             }
             for entry in self._engine.inspect()

@@ -1,4 +1,11 @@
-"""What ``inspect()`` reports for one active partition: cheap enough for every /healthz."""
+"""What ``inspect()`` reports for one active partition: cheap enough for every /healthz.
+
+A key that waits for a newer release (``waiting_newer``: its stored state was written by a
+newer release, which this one cannot read) is reported too, as owned here, with its
+``last_error`` saying why; but this instance neither polls nor writes it, and the rest of its
+entry is a fresh key's, not what is stored. Its status is UNASSIGNED
+(:func:`watukuy.control.keystatus.key_status`), and metrics do not count it as a held key.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +36,8 @@ class PollerInspect:
     replaying: bool = False
     last_error: str | None = None
     lanes: dict[str, object] = field(default_factory=dict)
+    waiting_newer: bool = False
+    """Owned here but not run: its stored state is a newer release's (see the module's text)."""
 
 
 def lane_views(
@@ -68,6 +77,8 @@ def inspect_state(
     due: float | None,
     owner: str | None = None,
     backfill_run: Mapping[str, Any] | None = None,
+    *,
+    waiting_newer: bool = False,
 ) -> PollerInspect:
     counts = {"invalid": 0, "poison": 0}
     for item in parked.values():
@@ -90,4 +101,5 @@ def inspect_state(
         replaying=state.live.replaying,
         last_error=state.last_error,
         lanes=lane_views(state, backfill_run),
+        waiting_newer=waiting_newer,
     )

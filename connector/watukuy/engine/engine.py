@@ -16,6 +16,7 @@ from typing import Any
 from watukuy.core.errors import ConfigError, Conflict, Fenced, Retriable
 from watukuy.core.events import Event
 from watukuy.core.inspect import PollerInspect, inspect_state
+from watukuy.core.lifecycle import KeyPhase
 from watukuy.core.observe import Fanout, Observer, OutcomeKind
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.state import ParkedItem
@@ -424,6 +425,7 @@ class Engine:
                 self._registry.due.at(key),
                 self.owner,
                 backfill_run=None if run is None else asdict(run),
+                waiting_newer=rt.phase is KeyPhase.WAITING_NEWER,
             )
             if not self._registry.target(rt.poller.name).polls:
                 entry = replace(entry, paused=True)  # its connector is paused

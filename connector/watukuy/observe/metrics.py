@@ -8,9 +8,10 @@ budget) only: buckets times tenants would be too many series.
 
 Counters move as the observer hears of things. What is a state rather than an event (lag,
 circuit state, parked items, owned keys) is read from ``inspect()`` at each scrape by a
-collector, so it is never stale and a key that left is simply not there. The counters of a
-key that leaves this instance (lease lost, removed, stopped) are removed with it: another
-instance counts it from now on.
+collector, so it is never stale and a key that left is simply not there. A key that waits for
+a newer release is counted in ``watukuy_waiting_keys`` only: this instance does not run it.
+The counters of a key that leaves this instance (lease lost, removed, stopped) are removed
+with it: another instance counts it from now on.
 
 Each observer has its own ``CollectorRegistry`` (not the global one), so two engines in one
 process, or tests, do not collide; the process' CPU and memory are on it too.
@@ -312,11 +313,24 @@ class _StateCollector(Collector):
         owned = GaugeMetricFamily(
             "watukuy_owned_keys", "Keys of the poller this instance holds.", labels=["poller"]
         )
+        waiting = GaugeMetricFamily(
+            "watukuy_waiting_keys",
+            "Keys of the poller this instance owns but does not run: their stored state was "
+            "written by a newer release (status UNASSIGNED).",
+            labels=["poller"],
+        )
         lags: dict[tuple[str, ...], float] = {}
         states: dict[tuple[str, ...], int] = defaultdict(int)
         counts: dict[tuple[str, ...], int] = defaultdict(int)
-        keys: dict[str, int] = defaultdict(int)
+        keys: dict[str, int] = {}
+        waits: dict[str, int] = {}
         for entry in entries:
+            keys.setdefault(entry.poller, 0)  # 0 held keys when all of them wait
+            waits.setdefault(entry.poller, 0)
+            if entry.waiting_newer:
+                # Not held: its lag, circuit and parked counts are a fresh key's, not its own.
+                waits[entry.poller] += 1
+                continue
             labels = observer.key_labels(entry.poller, entry.partition)
             keys[entry.poller] += 1
             if entry.lag is not None:
@@ -333,4 +347,6 @@ class _StateCollector(Collector):
             parked.add_metric(list(labels), value)
         for poller, count in sorted(keys.items()):
             owned.add_metric([poller], count)
-        yield from (lag, circuit, parked, owned)
+        for poller, count in sorted(waits.items()):
+            waiting.add_metric([poller], count)
+        yield from (lag, circuit, parked, owned, waiting)
