@@ -4,8 +4,10 @@
 check the arguments with the registry, check the connector's target (``Conflict`` otherwise),
 then apply the operation to a key this instance owns or write a command for the key's owner.
 A command arriving from another instance goes through ``received``: the same registry, the same
-apply, and the command record tombstoned in the commit that applies it. Each apply takes the
-key's lock, so it never interleaves with a page, and commits the key's new state like a poll.
+apply, and the command record tombstoned in the commit that applies it (a command for a key
+this instance has not listed yet lists the poller again first: see ``watukuy.core.arrivals``).
+Each apply takes the key's lock, so it never interleaves with a page, and commits the key's new
+state like a poll.
 """
 
 from __future__ import annotations
@@ -144,6 +146,8 @@ class Operations:
             await self._registry.remove(command.poller, command.partition, command.record_key)
             return
         key = command.partition if definition.partitioned else ""
+        # Sent for a key the sender listed: if this listing lacks it yet, list again now.
+        await self._registry.list_for_command(command.poller, key)
         await self.apply(op, command.poller, key, values, command.record_key)
 
     # -- retry --------------------------------------------------------------------------------

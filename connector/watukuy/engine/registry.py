@@ -13,12 +13,15 @@ A poller's target (RUNNING, PAUSED, STOPPED) decides whether its keys are held a
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from watukuy.core import schedule as schedules
+from watukuy.core.arrivals import Arrivals, may_list_again
 from watukuy.core.due import DueQueue
 from watukuy.core.errors import ConfigError, Conflict, Fenced, Retriable, ShowsConfigOnly
 from watukuy.core.lifecycle import KeyPhase, Target, held_phase
@@ -51,6 +54,10 @@ class PartitionTable:
 
     current: dict[str, Partition] = field(default_factory=dict)
     refreshed_at: float | None = None
+    listed: bool = False
+    """Whether a listing succeeded yet: the keys of the first one are not news to anybody."""
+    arrivals: Arrivals = field(default_factory=Arrivals)
+    """Keys the listing gained since, for telling their owners (:mod:`watukuy.core.arrivals`)."""
 
 
 class Registry:
@@ -133,9 +140,62 @@ class Registry:
             if runtime is not None:
                 runtime.partition = latest[key]
         table.current = latest
-        table.refreshed_at = self.clock.now()
+        table.refreshed_at = now = self.clock.now()
+        if table.listed:
+            within = poller.partitions_refresh
+            table.arrivals = table.arrivals.listed(changes.added, changes.removed, now, within)
+        table.listed = True
         self.on_keys_changed()
+        if force:
+            await self._tell_owners(poller)
         return list(latest.values())
+
+    async def _tell_owners(self, poller: Poller) -> None:
+        """Send the owner of each key this listing (or one shortly before) gained a
+        ``trigger``: the owner lists the poller again on receiving it, holds the key, and
+        polls it at once, rather than at its own next refresh. A new key polls at once
+        anyway, so the trigger changes nothing else; and every release knows it."""
+        table = self.tables[poller.name]
+        now = self.clock.now()
+        owned = partial(self.store.owns, poller.name)
+        keys, table.arrivals = table.arrivals.tell(owned, now, poller.partitions_refresh)
+        if not keys:
+            return
+        commands = [Command.issue("trigger", poller.name, key, {}, now) for key in keys]
+        sent = await asyncio.gather(
+            *(self.store.send_command(c) for c in commands), return_exceptions=True
+        )
+        failed = {key for key, outcome in zip(keys, sent, strict=True) if outcome is not None}
+        if failed:
+            table.arrivals = table.arrivals.untold(failed)
+            error = next(o for o in sent if o is not None)
+            log.warning(
+                "poller '%s': could not tell the owners of %d new partition(s) (they hold them "
+                "at their next refresh; listing again retries): %s",
+                poller.name,
+                len(failed),
+                error,
+            )
+        told = [key for key in keys if key not in failed]
+        if told:
+            log.info(
+                "poller '%s': told the owners of %d new partition(s)%s",
+                poller.name,
+                len(told),
+                _sample(told),
+            )
+
+    async def list_for_command(self, name: str, key: str) -> None:
+        """Another instance sent a command for ``key`` of ``name``, which this listing lacks:
+        it listed the key before this instance did (a tenant just added). List the poller
+        again now (at most once per few seconds), so the key is held and the command applies
+        without waiting for the next scheduled refresh."""
+        table = self.tables.get(name)
+        if table is None or key in table.current or not self.target(name).holds_keys:
+            return
+        if may_list_again(table.refreshed_at, self.clock.now()):
+            log.info("%s/%s: named by another instance, not listed here yet: listing", name, key)
+            await self.refresh(name, force=False)
 
     async def _evaluate(self, poller: Poller) -> dict[str, Partition]:
         if poller.partitions is None:
@@ -393,7 +453,7 @@ def _refuse_waiting(runtime: KeyRuntime) -> None:
         raise Conflict(f"{runtime.key} {runtime.state.last_error}")
 
 
-def _sample(keys: dict[str, KeyRuntime], limit: int = 20) -> str:
+def _sample(keys: Iterable[str], limit: int = 20) -> str:
     names = sorted(keys)
     more = f" and {len(names) - limit} more" if len(names) > limit else ""
     return f": {', '.join(names[:limit])}{more}" if names else ""
