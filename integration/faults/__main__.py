@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from integration.faults.harness import ROOT, FaultContext, shared_bootstrap
+from integration.faults.harness import FaultContext, shared_bootstrap
 from integration.faults.report import Result, failed, table
 from integration.faults.scenarios import SCENARIOS
+from integration.runners import ROOT
 
 
 def run_scenario(

@@ -4,30 +4,22 @@ A scenario gets one :class:`FaultContext`: the Kafka bootstrap (the shared local
 ``.watukuy/broker``, or its own via :meth:`FaultContext.private_broker` when it breaks the
 broker), a work directory for configs and logs, fresh topics prefixes (deleted at the end), the
 vendor simulator as a process of its own (:class:`~integration.faults.vendor.Simulator`), and
-runner pools. Runners are real processes, ``python -m watukuy.cli --config F`` or, with fault
-options, ``python -m integration.faults.runner --config F ...``: they are SIGKILLed and
-SIGSTOPped like any deployment and watched only through Kafka and their logs.
-
-Process handling is copied from ``tests/integration/runners.py`` (``integration`` must not
-import from ``tests``).
+runner pools. Runners are real processes (:class:`~integration.runners.RunnerProcess`), with
+or without the fault-injecting Kafka clients: they are SIGKILLed and SIGSTOPped like any
+deployment and watched only through Kafka and their logs.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import yaml
-from confluent_kafka import ConsumerGroupState, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # documented, not in __all__
     AdminClient,
     AlterConfigOpType,
@@ -36,338 +28,18 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # documented,
     ResourceType,
 )
 
+from integration.demo_pieces import runner_config, write_config
 from integration.faults.report import Result
 from integration.faults.vendor import Simulator, start_simulator
 from integration.faults.verify import QUIET, TenantTruth, Verdict, verify
 from integration.faults.watch import EventWatch
 from integration.kafka import broker as brokers
 from integration.processes import alive, signal_group
+from integration.runners import RunnerProcess, assignments, runner_env, wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
-POLLER = "integration.pollers:invoices"
 POLLER_NAME = "invoices"
-
-T = TypeVar("T")
-
-
-def wait_for(predicate: Callable[[], T | None], timeout: float, what: str, step: float = 0.25) -> T:
-    """``predicate()``'s first truthy value within ``timeout`` seconds, else TimeoutError."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(step)
-
-
-# -- runner processes -----------------------------------------------------------------------
-
-
-@dataclass
-class RunnerProcess:
-    """One runner instance: its config, its log, and the process while it runs."""
-
-    name: str
-    runner_id: str
-    command: list[str]
-    env: dict[str, str]
-    log: Path
-    process: subprocess.Popen[bytes] | None = None
-    starts: int = 0
-    _log_from: int = 0  # where this start's lines begin in the log
-
-    def start(self) -> RunnerProcess:
-        if self.running:
-            raise RuntimeError(f"runner {self.name} is already running")
-        self.starts += 1
-        with self.log.open("ab") as handle:
-            handle.write(f"---- start {self.starts} at {time.time():.3f}\n".encode())
-            handle.flush()
-            self._log_from = handle.tell()
-            self.process = subprocess.Popen(
-                self.command,
-                cwd=ROOT,
-                env=self.env,
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # a signal to the harness does not reach it by surprise
-            )
-        return self
-
-    @property
-    def pid(self) -> int | None:
-        return None if self.process is None else self.process.pid
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def signal(self, signum: int) -> None:
-        if self.running and self.process is not None:
-            os.kill(self.process.pid, signum)
-
-    def kill(self) -> int | None:
-        """SIGKILL, no goodbye: an open transaction stays open until the broker aborts it."""
-        self.signal(signal.SIGKILL)
-        return self.wait(15)
-
-    def pause(self) -> None:
-        self.signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        self.signal(signal.SIGCONT)
-
-    def stop(self, timeout: float = 60) -> int | None:
-        """SIGTERM (after SIGCONT, should it be stopped) and wait for it to leave; the exit
-        code. A runner still there after ``timeout`` is killed."""
-        if self.process is None:
-            return None
-        self.signal(signal.SIGCONT)
-        self.signal(signal.SIGTERM)
-        return self.wait(timeout)
-
-    def wait(self, timeout: float) -> int | None:
-        if self.process is None:
-            return None
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait(15)
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def dump_stacks(self, path: Path) -> None:
-        """Every thread's stack, by py-spy if it is installed (where a stuck runner waits)."""
-        spy = Path(sys.executable).with_name("py-spy")
-        if not self.running or self.pid is None or not spy.exists():
-            return
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            done = subprocess.run(
-                [str(spy), "dump", "--pid", str(self.pid)],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=False,
-            )
-            path.write_text(done.stdout + done.stderr)
-
-    def since_start(self) -> str:
-        """The log lines of the current (or last) start."""
-        with self.log.open("rb") as handle:
-            handle.seek(self._log_from)
-            return handle.read().decode(errors="replace")
-
-    def wait_started(self, timeout: float = 60) -> None:
-        """Until this start logged ``runner <id> started`` (it handles SIGTERM from then on)."""
-        marker = f"runner {self.runner_id} started"
-
-        def started() -> bool:
-            if not self.running:
-                code = None if self.process is None else self.process.returncode
-                raise RuntimeError(f"runner {self.name} exited with {code} while starting")
-            return marker in self.since_start()
-
-        wait_for(started, timeout, f"runner {self.name} to start")
-
-
-class RunnerPool:
-    """Runners of one topics prefix and simulator, sharing keys through their group."""
-
-    def __init__(
-        self,
-        bootstrap: str,
-        prefix: str,
-        simulator: Simulator,
-        workdir: Path,
-        *,
-        partitions: int = 8,
-        session_timeout: float = 5.0,
-        env: Mapping[str, str] | None = None,
-    ) -> None:
-        self.bootstrap = bootstrap
-        self.prefix = prefix
-        self.simulator = simulator
-        self.workdir = workdir
-        self.partitions = partitions
-        self.session_timeout = session_timeout
-        self.env = {
-            # Polled often and never idle for long, so a scenario catches up in seconds.
-            "WATUKUY_SCHEDULE_MIN": "250ms",
-            "WATUKUY_SCHEDULE_MAX": "1s",
-            **(env or {}),
-        }
-        self.runners: dict[str, RunnerProcess] = {}
-
-    @property
-    def group(self) -> str:
-        return f"{self.prefix}.runners"
-
-    @property
-    def events_topic(self) -> str:
-        return f"{self.prefix}.events.{POLLER_NAME}"
-
-    def config(self, runner_id: str, **runner_options: Any) -> dict[str, Any]:
-        return {
-            "kafka": {"bootstrap.servers": self.bootstrap},
-            "topics": {"prefix": self.prefix, "partitions": self.partitions},
-            "runner": {
-                "id": runner_id,
-                "session.timeout": f"{self.session_timeout:g}s",
-                "commit.interval": "100ms",
-                **runner_options,
-            },
-            "rest": {"listen": "127.0.0.1:0"},  # many runners on one host: any free port each
-            "pollers": [{"python": POLLER}],
-        }
-
-    def add(
-        self,
-        name: str,
-        *,
-        runner_id: str | None = None,
-        faults: Sequence[str] | None = None,
-        env: Mapping[str, str] | None = None,
-        **runner_options: Any,
-    ) -> RunnerProcess:
-        """A runner named ``name`` (its ``runner.id`` unless given), not started yet. With
-        ``faults`` (options of ``integration.faults.runner``, possibly empty) it runs the
-        fault-injecting runner instead of ``watukuy.cli``."""
-        if name in self.runners:
-            raise ValueError(f"a runner named {name} exists")
-        path = self.workdir / f"{self.prefix}-{name}.yaml"
-        config = self.config(runner_id or name, **runner_options)
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
-        runner = RunnerProcess(
-            name,
-            runner_id or name,
-            command(path, faults),
-            runner_env(self.simulator.base_url, **self.env, **(env or {})),
-            self.workdir / f"{self.prefix}-{name}.log",
-        )
-        self.runners[name] = runner
-        return runner
-
-    def arm(self, runner: RunnerProcess, faults: Sequence[str] | None) -> None:
-        """Give ``runner``'s next start these fault options (None: the plain runner)."""
-        config = Path(runner.command[runner.command.index("--config") + 1])
-        runner.command = command(config, faults)
-
-    def start(self, count: int, **options: Any) -> list[RunnerProcess]:
-        """Add and start runners ``r1..r<count>``; wait until they share every partition."""
-        started = [self.add(f"r{i}", **options).start() for i in range(1, count + 1)]
-        for runner in started:
-            runner.wait_started()
-        self.wait_sharing(count)
-        return started
-
-    def held(self) -> dict[str, set[int]]:
-        """Partitions of the state topic each member (by ``runner.id``) holds now."""
-        return {k: v for k, v in assignments(self.bootstrap, self.group).items() if v}
-
-    def sharing(self, count: int) -> dict[str, set[int]] | None:
-        held = self.held()
-        covered = set().union(*held.values()) if held else set()
-        if len(held) == count and covered == set(range(self.partitions)):
-            return held
-        return None
-
-    def wait_sharing(self, count: int, timeout: float = 90) -> dict[str, set[int]]:
-        try:
-            return wait_for(lambda: self.sharing(count), timeout, f"{count} runner(s) sharing")
-        except TimeoutError as exc:
-            raise TimeoutError(f"{exc}; the group has {self.held()}") from None
-
-    def stop_all(self, timeout: float = 60) -> dict[str, int | None]:
-        """SIGTERM every running runner at once, then wait for each; their exit codes."""
-        for runner in self.runners.values():
-            runner.signal(signal.SIGCONT)
-            runner.signal(signal.SIGTERM)
-        return {name: runner.wait(timeout) for name, runner in self.runners.items()}
-
-    def kill_all(self) -> None:
-        for runner in self.runners.values():
-            runner.signal(signal.SIGKILL)
-        for runner in self.runners.values():
-            runner.wait(15)
-
-    def logs(self) -> str:
-        return "\n".join(f"==== {n}\n{r.output()}" for n, r in self.runners.items())
-
-
-def command(config: Path, faults: Sequence[str] | None) -> list[str]:
-    """The plain runner, or with ``faults`` (possibly none) the fault-injecting one."""
-    if faults is None:
-        return [sys.executable, "-m", "watukuy.cli", "--config", str(config)]
-    return [sys.executable, "-m", "integration.faults.runner", "--config", str(config), *faults]
-
-
-def runner_env(vendor_url: str, **extra: str) -> dict[str, str]:
-    """The runner's environment: the simulator's address, and the repo on ``PYTHONPATH``."""
-    env = dict(os.environ)
-    paths = [str(ROOT), str(ROOT / "connector"), env.get("PYTHONPATH", "")]
-    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-    env["WATUKUY_VENDOR_URL"] = vendor_url
-    env.update(extra)
-    return env
-
-
-def assignments(bootstrap: str, group: str) -> dict[str, set[int]]:
-    """Which runner (group.instance.id) holds which partitions of the state topic now."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
-    try:
-        described = admin.describe_consumer_groups([group])[group].result(timeout=15)
-    except (KafkaException, TimeoutError):  # a coordinator still loading: no view yet
-        return {}
-    if described.state in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD):
-        return {}
-    return {
-        (m.group_instance_id or m.client_id): {tp.partition for tp in m.assignment.topic_partitions}
-        for m in described.members
-    }
-
-
-# -- a broker of the scenario's own ---------------------------------------------------------
-
-
-@dataclass
-class PrivateBroker:
-    """A broker in a directory of its own, on ports of its own: killing it hurts no one else."""
-
-    runtime: Path
-    bootstrap: str = ""
-
-    def start(self) -> PrivateBroker:
-        self.bootstrap = brokers.start(self.runtime, fresh=True).bootstrap
-        return self
-
-    @property
-    def pid(self) -> int | None:
-        running = brokers.read_running(self.runtime)
-        return None if running is None else running.pid
-
-    def kill(self) -> None:
-        """SIGKILL the broker's process group and wait until it is gone; its data stays."""
-        pid = self.pid
-        if pid is None:
-            return
-        signal_group(pid, signal.SIGKILL)
-        wait_for(lambda: not alive(pid), 30, "the killed broker to exit", step=0.1)
-
-    def stop(self) -> None:
-        """A clean shutdown (SIGTERM, controlled), keeping its data."""
-        brokers.stop(self.runtime, keep_data=True)
-
-    def restart(self) -> None:
-        """Start it again on the same ports and data (after :meth:`kill` or :meth:`stop`)."""
-        brokers.start(self.runtime, fresh=False)
-
-    def close(self) -> None:
-        brokers.stop(self.runtime)
+"""The poller of every pool's runners (``integration.pollers:invoices``), so its record keys
+are ``invoices/<tenant>``."""
 
 
 # -- the context ----------------------------------------------------------------------------
@@ -507,6 +179,9 @@ class FaultContext:
         self.close()
 
 
+# -- what must arrive, and the scenario's result --------------------------------------------
+
+
 def expected(simulator: Simulator) -> dict[str, dict[str, str]]:
     """``{tenant: {item: version}}``: the live items' versions that must have an event, all
     but those served poisoned (they have a dead letter instead)."""
@@ -538,6 +213,9 @@ def result(
         ok=verdict.ok and not problems,
         problems=found,
     )
+
+
+# -- topics ---------------------------------------------------------------------------------
 
 
 def compact_often(bootstrap: str, topics: Sequence[str]) -> None:
@@ -573,6 +251,158 @@ def delete_prefix(bootstrap: str, prefix: str) -> None:
         for future in admin.delete_topics(names).values():
             with contextlib.suppress(Exception):
                 future.result(timeout=30)
+
+
+# -- runner pools ---------------------------------------------------------------------------
+
+
+class RunnerPool:
+    """Runners of one topics prefix and simulator, sharing keys through their group."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        prefix: str,
+        simulator: Simulator,
+        workdir: Path,
+        *,
+        partitions: int = 8,
+        session_timeout: float = 5.0,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.prefix = prefix
+        self.simulator = simulator
+        self.workdir = workdir
+        self.partitions = partitions
+        self.session_timeout = session_timeout
+        self.env = {
+            # Polled often and never idle for long, so a scenario catches up in seconds.
+            "WATUKUY_SCHEDULE_MIN": "250ms",
+            "WATUKUY_SCHEDULE_MAX": "1s",
+            **(env or {}),
+        }
+        self.runners: dict[str, RunnerProcess] = {}
+
+    @property
+    def group(self) -> str:
+        return f"{self.prefix}.runners"
+
+    @property
+    def events_topic(self) -> str:
+        return f"{self.prefix}.events.{POLLER_NAME}"
+
+    def config(self, runner_id: str, **runner_options: Any) -> dict[str, Any]:
+        config = runner_config(self.bootstrap, self.prefix, runner_id, partitions=self.partitions)
+        config["runner"] |= {"session.timeout": f"{self.session_timeout:g}s", **runner_options}
+        return config
+
+    def add(
+        self,
+        name: str,
+        *,
+        runner_id: str | None = None,
+        faults: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        **runner_options: Any,
+    ) -> RunnerProcess:
+        """A runner named ``name`` (its ``runner.id`` unless given), not started yet. With
+        ``faults`` (options of ``integration.faults.runner``, possibly empty) it runs the
+        fault-injecting runner instead of ``watukuy.cli``."""
+        if name in self.runners:
+            raise ValueError(f"a runner named {name} exists")
+        config = self.workdir / f"{self.prefix}-{name}.yaml"
+        write_config(config, self.config(runner_id or name, **runner_options))
+        runner = RunnerProcess(
+            name,
+            config,
+            runner_env(self.simulator.base_url, **self.env, **(env or {})),
+            self.workdir / f"{self.prefix}-{name}.log",
+            faults=faults,
+            runner_id=runner_id or name,
+        )
+        self.runners[name] = runner
+        return runner
+
+    def start(self, count: int, **options: Any) -> list[RunnerProcess]:
+        """Add and start runners ``r1..r<count>``; wait until they share every partition."""
+        started = [self.add(f"r{i}", **options).start() for i in range(1, count + 1)]
+        for runner in started:
+            runner.wait_started()
+        self.wait_sharing(count)
+        return started
+
+    def held(self) -> dict[str, set[int]]:
+        """Partitions of the state topic each member (by ``runner.id``) holds now."""
+        return {k: v for k, v in assignments(self.bootstrap, self.group).items() if v}
+
+    def sharing(self, count: int) -> dict[str, set[int]] | None:
+        held = self.held()
+        covered = set().union(*held.values()) if held else set()
+        if len(held) == count and covered == set(range(self.partitions)):
+            return held
+        return None
+
+    def wait_sharing(self, count: int, timeout: float = 90) -> dict[str, set[int]]:
+        try:
+            return wait_for(lambda: self.sharing(count), timeout, f"{count} runner(s) sharing")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; the group has {self.held()}") from None
+
+    def stop_all(self, timeout: float = 60) -> dict[str, int | None]:
+        """SIGTERM every running runner at once, then wait for each; their exit codes."""
+        for runner in self.runners.values():
+            runner.signal(signal.SIGCONT)
+            runner.signal(signal.SIGTERM)
+        return {name: runner.wait(timeout) for name, runner in self.runners.items()}
+
+    def kill_all(self) -> None:
+        for runner in self.runners.values():
+            runner.signal(signal.SIGKILL)
+        for runner in self.runners.values():
+            runner.wait(15)
+
+    def logs(self) -> str:
+        return "\n".join(f"==== {n}\n{r.output()}" for n, r in self.runners.items())
+
+
+# -- a broker of the scenario's own ---------------------------------------------------------
+
+
+@dataclass
+class PrivateBroker:
+    """A broker in a directory of its own, on ports of its own: killing it hurts no one else."""
+
+    runtime: Path
+    bootstrap: str = ""
+
+    def start(self) -> PrivateBroker:
+        self.bootstrap = brokers.start(self.runtime, fresh=True).bootstrap
+        return self
+
+    @property
+    def pid(self) -> int | None:
+        running = brokers.read_running(self.runtime)
+        return None if running is None else running.pid
+
+    def kill(self) -> None:
+        """SIGKILL the broker's process group and wait until it is gone; its data stays."""
+        pid = self.pid
+        if pid is None:
+            return
+        signal_group(pid, signal.SIGKILL)
+        wait_for(lambda: not alive(pid), 30, "the killed broker to exit", step=0.1)
+
+    def stop(self) -> None:
+        """A clean shutdown (SIGTERM, controlled), keeping its data."""
+        brokers.stop(self.runtime, keep_data=True)
+
+    def restart(self) -> None:
+        """Start it again on the same ports and data (after :meth:`kill` or :meth:`stop`)."""
+        brokers.start(self.runtime, fresh=False)
+
+    def close(self) -> None:
+        brokers.stop(self.runtime)
 
 
 def shared_bootstrap() -> contextlib.AbstractContextManager[str]:

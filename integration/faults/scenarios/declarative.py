@@ -20,8 +20,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from integration.faults.harness import POLLER_NAME, ROOT, FaultContext, RunnerPool
+from integration.faults.harness import POLLER_NAME, FaultContext, RunnerPool
 from integration.faults.vendor import Simulator
+from integration.runners import ROOT
 from watukuy.serde import framing
 from watukuy.serde.events import dlq_schema
 

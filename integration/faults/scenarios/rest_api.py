@@ -21,8 +21,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # documented,
     OffsetSpec,
 )
 
-from integration.faults.harness import RunnerProcess
 from integration.faults.vendor import Simulator
+from integration.runners import RunnerProcess
 
 _PORT = re.compile(r"REST on port (\d+)")
 

@@ -17,9 +17,10 @@ import random
 import time
 from collections import deque
 
-from integration.faults.harness import POLLER_NAME, FaultContext, RunnerProcess, result
+from integration.faults.harness import POLLER_NAME, FaultContext, result
 from integration.faults.report import Result
 from integration.faults.vendor import Mutator
+from integration.runners import RunnerProcess
 from watukuy.store.kafka.partitioner import partition_for
 
 NAME = "crash-points"
@@ -47,10 +48,10 @@ def run(ctx: FaultContext, profile: str) -> Result:
         if queue:
             point = queue.popleft()
             after = rng.randint(1, 3)
-            pool.arm(runner, ["--crash-at", point, "--after", str(after)])
+            runner.arm(["--crash-at", point, "--after", str(after)])
             armed[runner.name] = (point, time.monotonic())
         else:
-            pool.arm(runner, [])
+            runner.arm([])
             armed.pop(runner.name, None)
         runner.start()
 

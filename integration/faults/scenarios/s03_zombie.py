@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import time
 
-from integration.faults.harness import POLLER_NAME, FaultContext, RunnerPool, result, wait_for
+from integration.faults.harness import POLLER_NAME, FaultContext, RunnerPool, result
 from integration.faults.report import Result
 from integration.faults.vendor import Mutator
+from integration.runners import wait_for
 from watukuy.store.kafka.partitioner import partition_for
 
 NAME = "zombie"

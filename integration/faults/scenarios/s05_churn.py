@@ -29,7 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from integration.faults.harness import POLLER_NAME, FaultContext, RunnerProcess, wait_for
+from integration.faults.harness import POLLER_NAME, FaultContext
 from integration.faults.report import Result
 from integration.faults.scenarios.declarative import DeclarativePool, declarative_pool, invoices
 from integration.faults.scenarios.rest_api import (
@@ -50,6 +50,7 @@ from integration.faults.verify import (
     settle_transactions,
 )
 from integration.faults.watch import EventWatch
+from integration.runners import RunnerProcess, wait_for
 
 NAME = "churn"
 ORDERS = "orders"

@@ -15,17 +15,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from integration.faults.harness import (
-    POLLER_NAME,
-    FaultContext,
-    RunnerPool,
-    compact_often,
-    result,
-    wait_for,
-)
+from integration.faults.harness import POLLER_NAME, FaultContext, RunnerPool, compact_often, result
 from integration.faults.report import Result
 from integration.faults.vendor import Mutator
 from integration.faults.verify import read_records
+from integration.runners import wait_for
 
 NAME = "cold-restart"
 

@@ -19,7 +19,7 @@ import time
 from collections import Counter, defaultdict
 from itertools import zip_longest
 
-from integration.faults.harness import POLLER_NAME, FaultContext, result, wait_for
+from integration.faults.harness import POLLER_NAME, FaultContext, result
 from integration.faults.report import Result
 from integration.faults.scenarios.declarative import (
     DeadLetter,
@@ -37,6 +37,7 @@ from integration.faults.verify import (
     settle_transactions,
 )
 from integration.faults.watch import EventWatch
+from integration.runners import wait_for
 
 NAME = "poison"
 RATE = 0.01

@@ -29,10 +29,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from integration.faults.harness import POLLER_NAME, FaultContext, RunnerProcess, result, wait_for
+from integration.faults.harness import POLLER_NAME, FaultContext, result
 from integration.faults.report import Result
 from integration.faults.scenarios.declarative import declarative_pool, invoices
 from integration.faults.vendor import Mutator, Simulator
+from integration.runners import RunnerProcess, wait_for
 
 NAME = "vendor-faults"
 TIMEOUT_S = 2.0  # request.timeout of the poller

@@ -41,7 +41,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from integration.faults.harness import POLLER_NAME, FaultContext, RunnerProcess, result, wait_for
+from integration.faults.harness import POLLER_NAME, FaultContext, result
 from integration.faults.report import Result
 from integration.faults.scenarios.declarative import (
     DeclarativePool,
@@ -57,6 +57,7 @@ from integration.faults.scenarios.rest_api import (
     tenants_source,
 )
 from integration.faults.vendor import Simulator
+from integration.runners import RunnerProcess, wait_for
 from watukuy.declarative.keys import DECLARATIVE_KEYS
 from watukuy.rest.routes import ROUTES
 from watukuy.store.kafka.partitioner import partition_for

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-from integration.faults.harness import ROOT, FaultContext, RunnerProcess, result
+from integration.faults.harness import FaultContext, result
 from integration.faults.report import Result
 from integration.faults.scenarios.declarative import (
     declarative_pool,
@@ -44,6 +44,7 @@ from integration.faults.scenarios.declarative import (
 )
 from integration.faults.scenarios.s08_vendor_faults import rest_port
 from integration.faults.vendor import Mutator, Simulator
+from integration.runners import ROOT, RunnerProcess
 from watukuy.rest.control import PARTITION_OPERATIONS
 
 NAME = "secrets"

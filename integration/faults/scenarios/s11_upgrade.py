@@ -21,9 +21,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from integration.faults.harness import POLLER_NAME, FaultContext, RunnerProcess, result, wait_for
+from integration.faults.harness import POLLER_NAME, FaultContext, result
 from integration.faults.report import Result
 from integration.faults.vendor import Mutator
+from integration.runners import RunnerProcess, wait_for
 from watukuy.store.kafka.partitioner import partition_for
 
 NAME = "rolling-upgrade"
