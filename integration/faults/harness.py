@@ -20,18 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka.admin import (  # type: ignore[attr-defined]  # documented, not in __all__
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ResourceType,
-)
-
 from integration.demo_pieces import runner_config, write_config
 from integration.faults.report import Result
+from integration.faults.topics import delete_prefix
 from integration.faults.vendor import Simulator, start_simulator
-from integration.faults.verify import QUIET, TenantTruth, Verdict, verify
+from integration.faults.verify import TenantTruth, Verdict, verify
 from integration.faults.watch import EventWatch
 from integration.kafka import broker as brokers
 from integration.processes import alive, signal_group
@@ -213,44 +206,6 @@ def result(
         ok=verdict.ok and not problems,
         problems=found,
     )
-
-
-# -- topics ---------------------------------------------------------------------------------
-
-
-def compact_often(bootstrap: str, topics: Sequence[str]) -> None:
-    """Make the log cleaner compact ``topics`` within seconds: a segment a second, cleaned as
-    soon as anything in it is dirty, tombstones kept one second."""
-    settings = {
-        "segment.ms": "1000",
-        "min.cleanable.dirty.ratio": "0.01",
-        "min.compaction.lag.ms": "0",
-        "max.compaction.lag.ms": "1000",
-        "delete.retention.ms": "1000",
-    }
-    resources = [
-        ConfigResource(
-            ResourceType.TOPIC,
-            topic,
-            incremental_configs=[
-                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-                for k, v in settings.items()
-            ],
-        )
-        for topic in topics
-    ]
-    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
-    for future in admin.incremental_alter_configs(resources).values():
-        future.result(timeout=30)
-
-
-def delete_prefix(bootstrap: str, prefix: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
-    names = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix + ".")]
-    if names:
-        for future in admin.delete_topics(names).values():
-            with contextlib.suppress(Exception):
-                future.result(timeout=30)
 
 
 # -- runner pools ---------------------------------------------------------------------------

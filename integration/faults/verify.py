@@ -21,23 +21,19 @@ What it checks, per record key ``poller/tenant``:
 from __future__ import annotations
 
 import time
-import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, TopicPartition
+from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # documented, not in __all__
     AdminClient,
     OffsetSpec,
 )
 
+from integration.faults.topics import QUIET, read_raw
 from watukuy.serde.consumer import SchemaTopicResolver, event_decoder
 from watukuy.serde.state import decode_item, decode_state
-
-QUIET = {"log_level": 2}
-"""The harness's own clients keep librdkafka's connection errors to themselves: a broker
-outage is what some scenarios are about, the runners' logs tell it."""
 
 MAX_PROBLEMS = 20
 """Problems listed per verdict; the counts say how many there were in all."""
@@ -274,48 +270,6 @@ def _offsets(
     return {key[(tp.topic, tp.partition)]: future.result().offset for tp, future in futures.items()}
 
 
-def read_records(
-    bootstrap: str, topics: Sequence[str], committed: bool
-) -> list[tuple[str, int, int, bytes | None, bytes | None]]:
-    """``(topic, partition, offset, key, value)`` of every record up to the current end."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            **QUIET,
-            "group.id": f"fault-verify-{uuid.uuid4().hex[:8]}",
-            "isolation.level": "read_committed" if committed else "read_uncommitted",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        wanted: list[TopicPartition] = []
-        for topic in topics:
-            found = consumer.list_topics(topic, timeout=15).topics.get(topic)
-            if found is not None and found.error is None:
-                wanted += [TopicPartition(topic, p, -2) for p in found.partitions]
-        if not wanted:
-            return []
-        consumer.assign(wanted)
-        out: list[tuple[str, int, int, bytes | None, bytes | None]] = []
-        pending = {(tp.topic, tp.partition) for tp in wanted}
-        deadline = time.monotonic() + 120
-        while pending:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"verifier: {sorted(pending)[:3]} not read to the end")
-            for message in consumer.consume(1000, 0.5):
-                error = message.error()
-                where = (message.topic() or "", message.partition() or 0)
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(where)
-                    continue
-                out.append((*where, message.offset() or 0, message.key(), message.value()))
-        return out
-    finally:
-        consumer.close()
-
-
 def read_events(bootstrap: str, prefix: str, poller: str) -> tuple[list[SeenEvent], int]:
     """The committed events of ``poller``, and how many aborted records sit among them and
     the state and snapshot records."""
@@ -323,21 +277,20 @@ def read_events(bootstrap: str, prefix: str, poller: str) -> tuple[list[SeenEven
     resolver = SchemaTopicResolver({"bootstrap.servers": bootstrap, **QUIET}, f"{prefix}.schemas")
     decode = event_decoder(resolve=resolver)
     try:
-        committed = read_records(bootstrap, [topic], committed=True)
         events = []
-        for _, partition, offset, key, value in committed:
-            if value is None or key is None:
+        for record in read_raw(bootstrap, [topic]):
+            if record.value is None or record.key is None:
                 continue
-            event = decode(value)
+            event = decode(record.value)
             events.append(
                 SeenEvent(
-                    key.decode(),
+                    record.key.decode(),
                     event.subject,
                     event.version,
                     event.sequence,
                     event.type,
-                    partition,
-                    offset,
+                    record.partition,
+                    record.offset,
                 )
             )
     finally:
@@ -348,28 +301,28 @@ def read_events(bootstrap: str, prefix: str, poller: str) -> tuple[list[SeenEven
 def count_aborted(bootstrap: str, topics: Sequence[str]) -> int:
     """Records a read_uncommitted read sees and a read_committed one does not: the data of
     aborted transactions (control records are shown to neither)."""
-    kept = {(t, p, o) for t, p, o, _, _ in read_records(bootstrap, topics, committed=True)}
-    everything = read_records(bootstrap, topics, committed=False)
-    return sum(1 for t, p, o, _, _ in everything if (t, p, o) not in kept)
+    kept = {(r.topic, r.partition, r.offset) for r in read_raw(bootstrap, topics)}
+    everything = read_raw(bootstrap, topics, committed=False)
+    return sum(1 for r in everything if (r.topic, r.partition, r.offset) not in kept)
 
 
 def read_dead_letters(bootstrap: str, prefix: str, poller: str) -> list[bytes]:
     """The committed values of the poller's DLQ topic."""
-    records = read_records(bootstrap, [f"{prefix}.dlq.{poller}"], committed=True)
-    return [value for _, _, _, _, value in records if value is not None]
+    records = read_raw(bootstrap, [f"{prefix}.dlq.{poller}"])
+    return [r.value for r in records if r.value is not None]
 
 
 def read_cursors(bootstrap: str, prefix: str) -> dict[str, Cursor | None]:
     """Each key's committed state and snapshot, as compaction would leave them."""
     state: dict[str, bytes | None] = {}
-    for _, _, _, key, value in read_records(bootstrap, [f"{prefix}.state"], committed=True):
-        if key is not None and not key.startswith(b"cmd/"):
-            state[key.decode()] = value
+    for record in read_raw(bootstrap, [f"{prefix}.state"]):
+        if record.key is not None and not record.key.startswith(b"cmd/"):
+            state[record.key.decode()] = record.value
     versions: dict[str, dict[str, str]] = defaultdict(dict)
     items: dict[bytes, bytes | None] = {}
-    for _, _, _, key, value in read_records(bootstrap, [f"{prefix}.items"], committed=True):
-        if key is not None:
-            items[key] = value
+    for record in read_raw(bootstrap, [f"{prefix}.items"]):
+        if record.key is not None:
+            items[record.key] = record.value
     for value in items.values():
         if value is not None:
             owner, identity, entry = decode_item(value)

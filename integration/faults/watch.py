@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from confluent_kafka import Consumer, TopicPartition
 
-from integration.faults.verify import QUIET
+from integration.faults.topics import QUIET
 from watukuy.serde.consumer import SchemaTopicResolver, event_decoder
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from integration.faults.scenarios.declarative import DeadLetter, Raw
+from integration.faults.scenarios.declarative import DeadLetter
 from integration.faults.scenarios.s07_poison import Poisoned, check_letters
 from integration.faults.scenarios.s10_secrets import Canaries
+from integration.faults.topics import Raw
 
 TENANT = "t_0001"
 KEY = f"invoices/{TENANT}"

@@ -15,10 +15,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from integration.faults.harness import POLLER_NAME, FaultContext, RunnerPool, compact_often, result
+from integration.faults.harness import POLLER_NAME, FaultContext, RunnerPool, result
 from integration.faults.report import Result
+from integration.faults.topics import compact_often, read_raw
 from integration.faults.vendor import Mutator
-from integration.faults.verify import read_records
 from integration.runners import wait_for
 
 NAME = "cold-restart"
@@ -94,14 +94,13 @@ def run(ctx: FaultContext, profile: str) -> Result:
 
 def ends(pool: RunnerPool, topics: Sequence[str]) -> dict[tuple[str, int], int]:
     """The offset after the last record of each partition of ``topics`` (committed or not)."""
-    records = read_records(pool.bootstrap, topics, committed=False)
     out: dict[tuple[str, int], int] = {}
-    for topic, partition, offset, _, _ in records:
-        out[(topic, partition)] = max(out.get((topic, partition), 0), offset + 1)
+    for r in read_raw(pool.bootstrap, topics, committed=False):
+        out[(r.topic, r.partition)] = max(out.get((r.topic, r.partition), 0), r.offset + 1)
     return out
 
 
 def count_below(pool: RunnerPool, topics: Sequence[str], mark: dict[tuple[str, int], int]) -> int:
     """Records below ``mark`` still there: fewer than before once the cleaner compacted."""
-    records = read_records(pool.bootstrap, topics, committed=False)
-    return sum(1 for t, p, o, _, _ in records if o < mark.get((t, p), 0))
+    records = read_raw(pool.bootstrap, topics, committed=False)
+    return sum(1 for r in records if r.offset < mark.get((r.topic, r.partition), 0))

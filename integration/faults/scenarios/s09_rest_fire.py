@@ -47,7 +47,6 @@ from integration.faults.scenarios.declarative import (
     DeclarativePool,
     declarative_pool,
     invoices,
-    read_raw,
 )
 from integration.faults.scenarios.rest_api import (
     Answer,
@@ -56,6 +55,7 @@ from integration.faults.scenarios.rest_api import (
     rest_port,
     tenants_source,
 )
+from integration.faults.topics import read_raw
 from integration.faults.vendor import Simulator
 from integration.runners import RunnerProcess, wait_for
 from watukuy.declarative.keys import DECLARATIVE_KEYS

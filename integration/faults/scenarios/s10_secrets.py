@@ -39,10 +39,9 @@ from integration.faults.report import Result
 from integration.faults.scenarios.declarative import (
     declarative_pool,
     invoices,
-    read_raw,
-    topics_of,
 )
 from integration.faults.scenarios.s08_vendor_faults import rest_port
+from integration.faults.topics import read_raw, topics_of
 from integration.faults.vendor import Mutator, Simulator
 from integration.runners import ROOT, RunnerProcess
 from watukuy.rest.control import PARTITION_OPERATIONS
