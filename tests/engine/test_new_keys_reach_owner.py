@@ -198,6 +198,13 @@ async def test_the_first_listing_and_scheduled_ones_send_nothing(env: Env, group
     await a.partitions.list("invoices")
     assert [c.partition for c in group.members["a"].sent] == [tenant]
 
+    # A stopped connector's keys are held by nobody: its owners list them when it resumes.
+    await a.set_target("invoices", "STOPPED")
+    group.add_tenant("b")
+    env.clock.advance(10)
+    await a.partitions.list("invoices")
+    assert [c.partition for c in group.members["a"].sent] == [tenant]
+
 
 async def test_a_tenant_removed_and_added_again_is_told_again(env: Env, group: Group) -> None:
     a, b = group.engines["a"], group.engines["b"]

@@ -146,7 +146,7 @@ class Registry:
             table.arrivals = table.arrivals.listed(changes.added, changes.removed, now, within)
         table.listed = True
         self.on_keys_changed()
-        if force:
+        if force and self.target(name).holds_keys:  # a stopped connector's owners hold nothing
             await self._tell_owners(poller)
         return list(latest.values())
 
