@@ -461,7 +461,13 @@ def _paths() -> dict[str, dict[str, Any]]:
         "/connectors/{name}/partitions": {
             "get": _operation(
                 "List partitions",
-                {200: ("Refreshed now.", {"type": "array", "items": _ref("PartitionInfo")})},
+                {
+                    200: (
+                        "Refreshed now; the owner of each newly listed key is told, and holds it"
+                        " within seconds.",
+                        {"type": "array", "items": _ref("PartitionInfo")},
+                    )
+                },
                 parameters=C,
             )
         },
