@@ -277,7 +277,7 @@ class RunnerControl:
             state = "STOPPED"  # the target applies at once; the owner's record follows
         elif target == "PAUSED" and state != "UNASSIGNED":
             state = "PAUSED"
-        return {
+        task: TaskStatus = {
             "id": index,
             "state": state,
             "worker_id": status.owner,
@@ -287,6 +287,9 @@ class RunnerControl:
             "parked": dict(status.parked),
             "backfill": status.backfill is not None,
         }
+        if state in ("FAILED", "UNASSIGNED") and status.last_error:
+            task["trace"] = status.last_error  # as Connect: why, only where it says something
+        return task
 
     async def pause(self, name: str) -> None:
         await self._set_target(name, "PAUSED")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeAlias, TypedDict
+from typing import Any, Literal, NotRequired, Protocol, TypeAlias, TypedDict
 
 from watukuy.core.errors import ConfigError
 from watukuy.core.operations import KEY_OPERATIONS, KeyOperation
@@ -85,6 +85,8 @@ class TaskStatus(TypedDict):
     circuit: str
     parked: dict[str, int]
     backfill: bool
+    trace: NotRequired[str]
+    """Why a FAILED or UNASSIGNED task is so (the key's redacted ``last_error``)."""
 
 
 class ConnectorStatus(TypedDict):

@@ -107,7 +107,12 @@ SCHEMAS: dict[str, Schema] = {
             "circuit": {"enum": ["closed", "open", "half-open"]},
             "parked": {"type": "object", "additionalProperties": {"type": "integer"}},
             "backfill": {"type": "boolean"},
-        }
+            "trace": {
+                "type": "string",
+                "description": "Why a FAILED or UNASSIGNED task is so; absent otherwise.",
+            },
+        },
+        required=["id", "state", "worker_id", "partition", "lag", "circuit", "parked", "backfill"],
     ),
     "ConnectorStatus": _object(
         {

@@ -1,0 +1,69 @@
+"""A task's ``trace`` says why it is FAILED or UNASSIGNED, as Kafka Connect's task status does;
+a task that runs has none."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import cast
+
+from watukuy.control.configs import ConfigTopic, Connector
+from watukuy.control.keystatus import KeyStatus
+from watukuy.control.service import RunnerControl
+from watukuy.control.status import StatusTopic
+from watukuy.engine.engine import Engine
+from watukuy.store.kafka.topics import TopicLayout
+
+WAITING = "waits for a newer release: its state was written by state format 3"
+
+
+class Statuses:
+    def view(self, name: str) -> list[KeyStatus]:
+        def key(partition: str, state: str, error: str | None) -> KeyStatus:
+            return KeyStatus(
+                "orders",
+                partition,
+                state,
+                "runner-2",
+                1.0,
+                "closed",
+                last_error=error,  # type: ignore[arg-type]
+            )
+
+        return [
+            key("acme", "FAILED", "GET {base}/items -> 503"),
+            key("globex", "UNASSIGNED", WAITING),
+            key("initech", "RUNNING", "GET {base}/items -> 503"),  # an old error, since healed
+        ]
+
+
+class Engine_:
+    def listed(self, name: str) -> list[str]:
+        return []
+
+
+class Configs:
+    def get(self, name: str) -> Connector | None:
+        return Connector(name, {"request": {}}, "RUNNING", 1) if name == "orders" else None
+
+
+async def test_a_task_says_why_it_is_failed_or_unassigned_and_nothing_when_running(
+    tmp_path: Path,
+) -> None:
+    control = RunnerControl(
+        engine=cast(Engine, Engine_()),
+        configs=cast(ConfigTopic, Configs()),
+        status=cast(StatusTopic, Statuses()),
+        file_pollers={},
+        kafka={},
+        layout=TopicLayout("p", 1, 1),
+        runner_id="runner-1",
+        base_dir=tmp_path,
+        started=lambda: True,
+        broken=lambda: None,
+    )
+    tasks = {task["partition"]: task for task in (await control.status("orders"))["tasks"]}
+    assert tasks["acme"]["state"] == "FAILED"
+    assert tasks["acme"].get("trace") == "GET {base}/items -> 503"
+    assert tasks["globex"]["state"] == "UNASSIGNED"
+    assert tasks["globex"].get("trace") == WAITING
+    assert tasks["initech"]["state"] == "RUNNING" and "trace" not in tasks["initech"]
