@@ -99,3 +99,62 @@ def test_a_takeover_while_every_broker_is_down_waits_instead_of_failing_the_thre
 
     assert restores.busy  # still waiting for the partition to settle
     assert any("partition 2: cannot read its end yet" in r.getMessage() for r in caplog.records)
+
+
+class Ends:
+    """Watermarks that stay where they are: a transaction open on every topic."""
+
+    def __init__(self, high: int) -> None:
+        self.high = high
+
+    def get_watermark_offsets(
+        self, tp: TopicPartition, timeout: float, cached: bool
+    ) -> tuple[int, int]:
+        return 0, self.high
+
+
+def test_a_transaction_open_past_the_timeout_is_reported_as_hanging_with_the_abort_command(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The full fault profile's broker outages met it: a coordinator completing an abort just
+    # after a broker restart skipped the markers, and the takeover waited forever, silently.
+    from watukuy.store.kafka.lease import Leases
+    from watukuy.store.kafka.tail import Restores
+    from watukuy.store.kafka.topics import TopicLayout
+
+    caplog.set_level("INFO", "watukuy.kafka")
+    clock = FakeClock()
+    leases = Leases()
+    restores = Restores(
+        TopicLayout("p", 8, 1),
+        leases,
+        lambda n: None,
+        clock,
+        tail=Tail(),
+        stable=Ends(52),  # type: ignore[arg-type]
+        written=Ends(53),  # type: ignore[arg-type]
+        transaction_timeout=10.0,
+        bootstrap="kafka:9092",
+    )
+    restores.queue(leases.grant(4))
+
+    def errors() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+
+    for _ in range(70):  # a takeover waits for a transaction the coordinator will end
+        restores.start_settled()
+        clock.now += 1.0
+    assert errors() == []
+    clock.now += 1.0
+    restores.start_settled()
+    [error] = errors()
+    assert "p.state[4] has had a transaction open for 71s" in error
+    assert (
+        "kafka-transactions.sh --bootstrap-server kafka:9092 abort --topic p.state"
+        " --partition 4 --start-offset 52" in error
+    )
+    for _ in range(60):  # not again for a while
+        clock.now += 1.0
+        restores.start_settled()
+    assert len(errors()) == 1
+    assert restores.busy

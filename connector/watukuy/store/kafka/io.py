@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from confluent_kafka import Consumer, KafkaException
 
 from watukuy.core.errors import Retriable, WatukuyError
+from watukuy.store.kafka.clients import bootstrap_of
 from watukuy.store.kafka.factory import (
     SYSTEM_CLOCK,
     ClientFactory,
@@ -172,6 +173,8 @@ class KafkaIO:
             tail=tail,
             stable=stable,
             written=written,
+            transaction_timeout=settings.transaction_timeout,
+            bootstrap=bootstrap_of(settings.kafka),
         )
         membership: Membership | None = None
 

@@ -35,6 +35,8 @@ log = logging.getLogger("watukuy.kafka")
 RESTORE_BATCH = 20_000
 RESTORE_WAIT = 0.02  # seconds a restore read waits for the records it has not got yet
 TAIL_BATCH = 2_000
+HANGING_MARGIN = 60.0  # seconds past the transaction timeout before an open one is hanging
+HANGING_REPEAT = 300.0  # seconds between two errors about one hanging partition
 
 _NOT_READY = frozenset(
     {
@@ -92,8 +94,15 @@ class Restores:
         tail: Consumer,
         stable: Consumer,
         written: Consumer,
+        transaction_timeout: float = 10.0,
+        bootstrap: str = "<bootstrap>",
     ) -> None:
         self._layout = layout
+        # Past this, an open transaction is not one the coordinator will end (it aborts after
+        # transaction.timeout.ms, checking every 10 s by default): it hangs.
+        self._hanging_after = transaction_timeout + HANGING_MARGIN
+        self._bootstrap = bootstrap
+        self._hanging_logged: dict[int, float] = {}
         self._leases = leases
         self._notify = notify
         self._clock = clock
@@ -165,6 +174,7 @@ class Restores:
             last_stable = end_offset(self._stable, tp, self._clock)
             high = end_offset(self._written, tp, self._clock)
             if last_stable < high:
+                self._report_hanging(tp, last_stable)
                 self._log_unsettled(
                     lease.partition,
                     "waiting for an open transaction of the previous owner to end before "
@@ -177,7 +187,40 @@ class Restores:
             ends[topic] = last_stable
         self._unsettled_since.pop(lease.partition, None)
         self._unsettled_logged.pop(lease.partition, None)
+        self._hanging_logged.pop(lease.partition, None)
         return ends
+
+    def _report_hanging(self, tp: TopicPartition, last_stable: int) -> None:
+        """An error the operator can act on, every few minutes, once the wait is longer than
+        any transaction may stay open: a hanging transaction, which nothing here can end.
+
+        Kafka's coordinator, completing transactions right after a broker restart, skips the
+        markers of partitions whose leader it does not know yet ("likely deleted already"), and
+        then considers the transaction done. Only an admin abort (WriteTxnMarkers, which
+        librdkafka does not offer) ends such a transaction.
+        """
+        now = self._clock.monotonic()
+        waited = now - self._unsettled_since.get(tp.partition, now)
+        logged = self._hanging_logged.get(tp.partition)
+        if waited < self._hanging_after or (logged is not None and now - logged < HANGING_REPEAT):
+            return
+        self._hanging_logged[tp.partition] = now
+        log.error(
+            "partition %d: %s[%d] has had a transaction open for %.0fs, longer than the"
+            " transaction timeout allows: a hanging transaction (a broker restart can leave one"
+            " behind); its keys cannot be restored and read_committed consumers of it are stuck"
+            " until it is aborted: kafka-transactions.sh --bootstrap-server %s abort --topic %s"
+            " --partition %d --start-offset %d (see the runbook 'A partition waits for a hanging"
+            " transaction')",
+            tp.partition,
+            tp.topic,
+            tp.partition,
+            waited,
+            self._bootstrap,
+            tp.topic,
+            tp.partition,
+            last_stable,
+        )
 
     def _log_unsettled(self, partition: int, message: str, *args: object) -> None:
         """One line about a partition that cannot be restored yet, once it has waited a
