@@ -30,6 +30,8 @@ class Result:
     recovery_s: float | None
     ok: bool
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What a reader of the table should know that is not a failure (an operator's action)."""
     seconds: float | None = None
     """Wall time of the scenario, filled in by whoever ran it."""
 
@@ -69,4 +71,6 @@ def table(results: Sequence[Result]) -> str:
     for result in results:
         for problem in result.problems:
             out.append(f"- {result.scenario}: {problem}")
+        for note in result.notes:
+            out.append(f"- {result.scenario} (note): {note}")
     return "\n".join(out)
