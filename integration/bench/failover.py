@@ -108,9 +108,10 @@ class Visible:
     def _run(self) -> None:
         while not self._stop.is_set():
             for message in self._consumer.consume(num_messages=1000, timeout=0.05):
-                if message.error() is None and message.key() is not None:
+                key = message.key()
+                if message.error() is None and key is not None:
                     with self._lock:
-                        self._latest[message.key().decode()] = time.time()
+                        self._latest[key.decode()] = time.time()
         self._consumer.close()
 
     def all_after(self, keys: set[str], since: float) -> float | None:

@@ -229,7 +229,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.child:
-        print(json.dumps(asyncio.run(restore(*args.child, args.partitions))), flush=True)
+        bootstrap, prefix = args.child
+        print(json.dumps(asyncio.run(restore(bootstrap, prefix, args.partitions))), flush=True)
         return 0
     if args.entries < 1 or args.keys < 1 or args.partitions < 1:
         print("restore: --entries, --keys and --partitions must be positive", file=sys.stderr)

@@ -49,6 +49,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from integration.demo import (
     ROOT,
@@ -126,7 +127,7 @@ def stop_all(runners: list[subprocess.Popen[bytes]]) -> list[int | None]:
     for runner in runners:
         if runner.poll() is None:
             runner.send_signal(signal.SIGTERM)
-    codes = []
+    codes: list[int | None] = []
     for runner in runners:
         try:
             codes.append(runner.wait(60))
@@ -190,13 +191,14 @@ def _measure_scenario(
         sim.base_url, WATUKUY_SCHEDULE_MIN=args.schedule_min, WATUKUY_SCHEDULE_MAX=SCHEDULE_MAX
     )
     configs = []
+    runner_keys: dict[str, Any] = {"commit.interval": scenario.commit_interval}
     for n in range(1, scenario.instances + 1):
         config = runner_config(
             bootstrap,
             prefix,
             f"bench-r{n}",
             partitions=args.partitions,
-            **{"commit.interval": scenario.commit_interval},
+            **runner_keys,
         )
         configs.append(
             write_config(
