@@ -176,10 +176,15 @@ async def test_an_invalid_item_too_large_for_the_parked_topic_is_parked_cut(
     await engine.__aenter__()
     await wait_owned(store, 4)
     [parked] = await engine.parked.list("invoices", partition=tenant.id)
+    # What is left is no item: a retry says so and what would bring it back, and keeps it.
+    retried = await engine.parked.retry("invoices", [parked.id], partition=tenant.id)
+    [after] = await engine.parked.list("invoices", partition=tenant.id)
     await engine.close()
     assert parked.kind == "invalid" and parked.item["truncated"] is True
     assert parked.item["original_bytes"] > 1_200_000 and len(parked.item["head"]) == 2048
     assert parked.item["original_sha256"] == dlq[0].headers["watukuy.original.sha256"].decode()
+    assert retried == [] and after.id == parked.id and after.attempts == parked.attempts + 1
+    assert "cannot be retried from here; replay the partition" in after.error
 
 
 async def test_removing_a_partition_tombstones_every_record_of_the_key(

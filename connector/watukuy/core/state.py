@@ -7,6 +7,7 @@ before anything is committed. ``to_dict``/``from_dict`` give the JSON-able form 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -152,6 +153,7 @@ _set_version, _set_seen, _set_scan, _set_deleted = (
 
 
 ParkedKind = Literal["invalid", "poison"]
+CUT_MARK = "truncated"  # the key of a cut item's stand-in that says it was cut
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +174,22 @@ class ParkedItem:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def cut(self, encoded: bytes, keep: int) -> ParkedItem:
+        """This item with ``item`` replaced by the first ``keep`` bytes of ``encoded`` (its
+        JSON) and that JSON's size and hash: what is parked when the whole would not fit."""
+        stand_in = {
+            CUT_MARK: True,
+            "head": encoded[:keep].decode(errors="ignore"),
+            "original_bytes": len(encoded),
+            "original_sha256": hashlib.sha256(encoded).hexdigest(),
+        }
+        return replace(self, item=stand_in)
+
+    @property
+    def is_cut(self) -> bool:
+        """Parked cut (:meth:`cut`): the item itself is gone, so it cannot be retried."""
+        return isinstance(self.item, dict) and self.item.get(CUT_MARK) is True
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> ParkedItem:

@@ -196,6 +196,15 @@ class Operations:
 
     async def _retry_invalid(self, runtime: KeyRuntime, item: ParkedItem) -> bool:
         async with runtime.lock:
+            if item.is_cut:  # what is left of it is no item: say what would bring it back
+                error = (
+                    f"parked cut to its first bytes ({item.item.get('original_bytes')} bytes"
+                    " were too large for the parked topic): it cannot be retried from here;"
+                    " replay the partition from before it to fetch it again"
+                )
+                again = replace(item, attempts=item.attempts + 1, error=error)
+                await self._registry.commit(runtime, KeyCommit(state=runtime.state, parked=[again]))
+                return False
             now = self._registry.clock.now()
             detected = detect(
                 runtime.poller,

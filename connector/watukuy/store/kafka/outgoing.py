@@ -8,7 +8,6 @@ DLQ truncated, with the hash of what was cut, and a parked item is parked cut th
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -292,17 +291,10 @@ class Outgoing:
 
 
 def _cut(item: ParkedItem) -> ParkedItem:
-    """A parked item too large for its topic, with its item cut to a head and its hash: the
-    whole item would fail the key's transaction, again at every retry. Such an item cannot be
-    retried from its parked copy (it stays parked); the DLQ letter says what was cut."""
-    text = canonical_json(item.item).encode()
-    stand_in = {
-        "truncated": True,
-        "head": text[:TRUNCATED_TO].decode(errors="ignore"),
-        "original_bytes": len(text),
-        "original_sha256": hashlib.sha256(text).hexdigest(),
-    }
-    return dataclasses.replace(item, item=stand_in)
+    """A parked item too large for its topic, cut to a head and its hash: the whole item would
+    fail the key's transaction, again at every retry. Such an item cannot be retried from its
+    parked copy (it stays parked); the DLQ letter says what was cut."""
+    return item.cut(canonical_json(item.item).encode(), TRUNCATED_TO)
 
 
 def _lane_cursor(commit: KeyCommit, lane: str) -> object:
