@@ -15,6 +15,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from integration.faults.topics import read_raw
 from watukuy.serde.consumer import SchemaTopicResolver, event_decoder
 from watukuy.store.kafka.store import KafkaSettings, KafkaStore
 from watukuy.store.kafka.topics import TopicLayout
@@ -130,39 +131,10 @@ class Stored:
 
 def read_to_end(bootstrap: str, topics: list[str], *, committed: bool = True) -> list[Stored]:
     """Every record of ``topics`` up to their current end, in offset order per partition."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"read-{uuid.uuid4().hex[:8]}",
-            "isolation.level": "read_committed" if committed else "read_uncommitted",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        wanted = []
-        for topic in topics:
-            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-            wanted += [TopicPartition(topic, p, -2) for p in partitions]
-        consumer.assign(wanted)
-        out: list[Stored] = []
-        ends = 0
-        deadline = time.monotonic() + 60
-        while ends < len(wanted):
-            assert time.monotonic() < deadline, "did not reach the end of every partition"
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            if message.error() is not None:
-                ends += 1  # end of one partition
-                continue
-            headers = {k: v or b"" for k, v in message.headers() or []}
-            out.append(
-                Stored(message.topic(), message.offset(), message.key(), message.value(), headers)
-            )
-        return out
-    finally:
-        consumer.close()
+    return [
+        Stored(r.topic, r.offset, r.key, r.value, dict(r.headers))
+        for r in read_raw(bootstrap, topics, committed=committed, timeout=60)
+    ]
 
 
 def latest_values(bootstrap: str, topic: str) -> dict[bytes, bytes | None]:

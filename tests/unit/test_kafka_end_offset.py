@@ -7,7 +7,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from watukuy.core.errors import Retriable
-from watukuy.store.kafka.tail import end_offset
+from watukuy.store.kafka.lease import Leases
+from watukuy.store.kafka.tail import Restores, end_offset
+from watukuy.store.kafka.topics import TopicLayout
 
 
 class FakeClock:
@@ -70,28 +72,33 @@ class Tail:
         raise AssertionError("no restore may start while the cluster is out of reach")
 
 
-def test_a_takeover_while_every_broker_is_down_waits_instead_of_failing_the_thread(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    # The Kafka thread died of this (fault scenario 4, full profile): the runner exited and
-    # its open transaction was left for nobody to abort.
-    from watukuy.store.kafka.lease import Leases
-    from watukuy.store.kafka.tail import Restores
-    from watukuy.store.kafka.topics import TopicLayout
-
-    caplog.set_level("INFO", "watukuy.kafka")
-    clock = FakeClock()
+def restores_over(clock: FakeClock, stable: object, written: object) -> tuple[Restores, Leases]:
+    """The restores of topics ``p.*`` whose ends ``stable`` and ``written`` answer (10 s
+    transaction timeout, bootstrap ``kafka:9092``), and the leases that grant them."""
     leases = Leases()
-    down = Offsets([KafkaError._ALL_BROKERS_DOWN] * 10)
     restores = Restores(
         TopicLayout("p", 8, 1),
         leases,
         lambda n: None,
         clock,
-        tail=Tail(),
-        stable=down,
-        written=down,  # type: ignore[arg-type]
+        tail=Tail(),  # type: ignore[arg-type]
+        stable=stable,  # type: ignore[arg-type]
+        written=written,  # type: ignore[arg-type]
+        transaction_timeout=10.0,
+        bootstrap="kafka:9092",
     )
+    return restores, leases
+
+
+def test_a_takeover_while_every_broker_is_down_waits_instead_of_failing_the_thread(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The Kafka thread died of this (fault scenario 4, full profile): the runner exited and
+    # its open transaction was left for nobody to abort.
+    caplog.set_level("INFO", "watukuy.kafka")
+    clock = FakeClock()
+    down = Offsets([KafkaError._ALL_BROKERS_DOWN] * 10)
+    restores, leases = restores_over(clock, down, down)
     restores.queue(leases.grant(2))
     restores.start_settled()
     clock.now += 2.0
@@ -118,24 +125,9 @@ def test_a_transaction_open_past_the_timeout_is_reported_as_hanging_with_the_abo
 ) -> None:
     # The full fault profile's broker outages met it: a coordinator completing an abort just
     # after a broker restart skipped the markers, and the takeover waited forever, silently.
-    from watukuy.store.kafka.lease import Leases
-    from watukuy.store.kafka.tail import Restores
-    from watukuy.store.kafka.topics import TopicLayout
-
     caplog.set_level("INFO", "watukuy.kafka")
     clock = FakeClock()
-    leases = Leases()
-    restores = Restores(
-        TopicLayout("p", 8, 1),
-        leases,
-        lambda n: None,
-        clock,
-        tail=Tail(),
-        stable=Ends(52),  # type: ignore[arg-type]
-        written=Ends(53),  # type: ignore[arg-type]
-        transaction_timeout=10.0,
-        bootstrap="kafka:9092",
-    )
+    restores, leases = restores_over(clock, Ends(52), Ends(53))
     restores.queue(leases.grant(4))
 
     def errors() -> list[str]:
