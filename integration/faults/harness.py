@@ -12,6 +12,7 @@ deployment and watched only through Kafka and their logs.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import time
 import uuid
@@ -357,7 +358,20 @@ class PrivateBroker:
         brokers.start(self.runtime, fresh=False)
 
     def close(self) -> None:
+        """Stop it and delete its data; its server log stays beside it, for what it says about
+        the scenario (``<runtime>-server.log``)."""
+        log = self.runtime / "server.log"
+        if log.exists():
+            shutil.copyfile(log, self.runtime.with_name(f"{self.runtime.name}-server.log"))
         brokers.stop(self.runtime)
+
+    def log_lines(self, needle: str) -> list[str]:
+        """The lines of its server log that contain ``needle``."""
+        log = self.runtime / "server.log"
+        if not log.exists():
+            return []
+        with open(log, encoding="utf-8", errors="replace") as lines:
+            return [line.rstrip("\n") for line in lines if needle in line]
 
 
 def shared_bootstrap() -> contextlib.AbstractContextManager[str]:

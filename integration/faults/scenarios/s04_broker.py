@@ -25,6 +25,7 @@ from integration.faults.verify import settle_transactions
 NAME = "broker-outage"
 RECOVERY_LIMIT = 60.0
 FULL_DOWNTIMES = (5, 12, 20, 5, 30, 8, 5, 15, 10, 25)
+SKIPPED_MARKERS = "Couldn't find leader endpoint for partitions"
 HANGING_AFTER = 30.0  # seconds a transaction's producer is idle before it is called hanging
 
 
@@ -89,6 +90,12 @@ def run(ctx: FaultContext, profile: str) -> Result:
         f"aborted a hanging transaction as the runbook says (Kafka left it after a restart): {t}"
         for t in aborted
     ]
+    skipped = broker.log_lines(SKIPPED_MARKERS)
+    if aborted or skipped:
+        done.notes.append(
+            f"the broker's log has {len(skipped)} line(s) '{SKIPPED_MARKERS} ...', the coordinator"
+            " completing a transaction without the markers of partitions it had no leader for"
+        )
     return done
 
 
