@@ -150,3 +150,35 @@ def test_a_transaction_open_past_the_timeout_is_reported_as_hanging_with_the_abo
         restores.start_settled()
     assert len(errors()) == 1
     assert restores.busy
+
+
+class TopicEnds:
+    """Per topic watermarks the test moves."""
+
+    def __init__(self, ends: dict[str, int]) -> None:
+        self.ends = ends
+
+    def get_watermark_offsets(
+        self, tp: TopicPartition, timeout: float, cached: bool
+    ) -> tuple[int, int]:
+        return 0, self.ends.get(tp.topic, 0)
+
+
+def test_a_second_hanging_topic_of_the_partition_is_reported_once_the_first_is_aborted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("INFO", "watukuy.kafka")
+    clock = FakeClock()
+    stable = TopicEnds({"p.state": 52, "p.items": 300})
+    restores, leases = restores_over(clock, stable, TopicEnds({"p.state": 53, "p.items": 307}))
+    restores.queue(leases.grant(4))
+    for _ in range(72):
+        restores.start_settled()
+        clock.now += 1.0
+    stable.ends["p.state"] = 53  # the operator aborted the state topic's transaction
+    restores.start_settled()
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert [e.split(" has had")[0] for e in errors] == [
+        "partition 4: p.state[4]",
+        "partition 4: p.items[4]",
+    ]

@@ -102,7 +102,7 @@ class Restores:
         # transaction.timeout.ms, checking every 10 s by default): it hangs.
         self._hanging_after = transaction_timeout + HANGING_MARGIN
         self._bootstrap = bootstrap
-        self._hanging_logged: dict[int, float] = {}
+        self._hanging_logged: dict[tuple[str, int], float] = {}  # (topic, partition)
         self._leases = leases
         self._notify = notify
         self._clock = clock
@@ -187,7 +187,8 @@ class Restores:
             ends[topic] = last_stable
         self._unsettled_since.pop(lease.partition, None)
         self._unsettled_logged.pop(lease.partition, None)
-        self._hanging_logged.pop(lease.partition, None)
+        for topic in ends:
+            self._hanging_logged.pop((topic, lease.partition), None)
         return ends
 
     def _report_hanging(self, tp: TopicPartition, last_stable: int) -> None:
@@ -201,10 +202,10 @@ class Restores:
         """
         now = self._clock.monotonic()
         waited = now - self._unsettled_since.get(tp.partition, now)
-        logged = self._hanging_logged.get(tp.partition)
+        logged = self._hanging_logged.get((tp.topic, tp.partition))
         if waited < self._hanging_after or (logged is not None and now - logged < HANGING_REPEAT):
             return
-        self._hanging_logged[tp.partition] = now
+        self._hanging_logged[(tp.topic, tp.partition)] = now
         log.error(
             "partition %d: %s[%d] has had a transaction open for %.0fs, longer than the"
             " transaction timeout allows: a hanging transaction (a broker restart can leave one"
