@@ -105,8 +105,8 @@ class Fire:
     def conflicting_puts(self, waves: int, per_wave: int) -> None:
         """Waves of PUTs all at once; with each wave, one trigger of each of the connector's
         first two tenants and a pause of the others, which land while the runners redefine
-        the connector: each trigger answered 202 polls exactly once (the connector polls
-        only when asked), each pause answered 202 leaves its key PAUSED."""
+        the connector: each trigger answered 202 polls once (twice if the redefinition dropped its
+        poll; see ``_polled_once``), each pause answered 202 leaves its key PAUSED."""
         tenants = self.sim_b.tenants()
         triggered, paused = tenants[:2], tenants[2:]
         # Listed from the vendor: redefining it awaits that listing, a window for operations.
@@ -190,14 +190,18 @@ class Fire:
                 self.problems.append(f"pause of new {FIRE}/{tenant} answered 202, {shown}: lost")
 
     def _polled_once(self, before: dict[str, int]) -> None:
-        """Each of these fire tenants, triggered once, polls exactly once more."""
+        """Each of these fire tenants, triggered once while the connector was redefined,
+        polls once more, or twice: a redefinition that lets the key go while its triggered
+        poll is in flight drops that poll's commit, so the key, held again with the trigger's
+        state (due now), polls again. That is exactly-once at work (the vendor sees a second
+        request, Kafka one outcome); a third request would be a doubled trigger."""
         for tenant, count in before.items():
             if not self._polls_after(tenant, count, self.sim_b):
                 self.problems.append(f"trigger of {FIRE}/{tenant} answered 202, never polled: lost")
         time.sleep(HOLD)
         for tenant, count in before.items():
             polled = self.polls(tenant, self.sim_b) - count
-            if polled > 1:
+            if polled > 2:
                 self.problems.append(f"trigger of {FIRE}/{tenant} answered 202, polled {polled}x")
 
     def _all_at_once(
