@@ -10,6 +10,7 @@ from watukuy.control.configs import ConfigTopic, Connector
 from watukuy.control.keystatus import KeyStatus
 from watukuy.control.service import RunnerControl
 from watukuy.control.status import StatusTopic
+from watukuy.core.errors import Conflict
 from watukuy.engine.engine import Engine
 from watukuy.store.kafka.topics import TopicLayout
 
@@ -67,3 +68,43 @@ async def test_a_task_says_why_it_is_failed_or_unassigned_and_nothing_when_runni
     assert tasks["globex"]["state"] == "UNASSIGNED"
     assert tasks["globex"].get("trace") == WAITING
     assert tasks["initech"]["state"] == "RUNNING" and "trace" not in tasks["initech"]
+
+
+class Refusing(Engine_):
+    """Triggers every listed key but one, which waits for a newer release."""
+
+    def __init__(self) -> None:
+        self.triggered: list[str] = []
+        self.pollers: dict[str, object] = {}  # not taken yet: keys are named as they are
+
+    def listed(self, name: str) -> list[str]:
+        return ["acme", "globex", "initech"]
+
+    async def restart(self, name: str) -> None:
+        pass
+
+    async def operate(
+        self, operation: str, poller: str, *, partition: str | None = None, args: object = None
+    ) -> None:
+        if partition == "globex":
+            raise Conflict(f"orders/globex {WAITING}")
+        self.triggered.append(str(partition))
+
+
+async def test_a_restart_with_its_tasks_skips_a_key_that_cannot_run_here(tmp_path: Path) -> None:
+    # It answered 409 and left the keys after the waiting one untriggered.
+    engine = Refusing()
+    control = RunnerControl(
+        engine=cast(Engine, engine),
+        configs=cast(ConfigTopic, Configs()),
+        status=cast(StatusTopic, Statuses()),
+        file_pollers={},
+        kafka={},
+        layout=TopicLayout("p", 1, 1),
+        runner_id="runner-1",
+        base_dir=tmp_path,
+        started=lambda: True,
+        broken=lambda: None,
+    )
+    await control.restart("orders", include_tasks=True, only_failed=False)
+    assert engine.triggered == ["acme", "initech"]

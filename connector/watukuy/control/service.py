@@ -310,7 +310,10 @@ class RunnerControl:
             found = statuses.get(key)
             if only_failed and (found is None or found.state != "FAILED"):
                 continue
-            await self._engine.operate("trigger", name, partition=self._partition(name, key))
+            try:
+                await self._engine.operate("trigger", name, partition=self._partition(name, key))
+            except Conflict as exc:  # a key that cannot run here (waiting for a newer release)
+                log.info("restart of %s: %s/%s not restarted: %s", name, name, key, exc)
 
     # -- offsets ----------------------------------------------------------------------------------
 
