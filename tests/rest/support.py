@@ -1,16 +1,23 @@
-"""What the REST tests share: a client over the app with a FakeControl, and seed data."""
+"""What the REST tests share: a client over the app with a FakeControl, seed data, and the
+real RunnerControl over stand-ins."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.rest.fake_control import FakeControl
 from watukuy.config.model import RestAuth
+from watukuy.control.configs import ConfigTopic
+from watukuy.control.service import RunnerControl
+from watukuy.control.status import StatusTopic
+from watukuy.engine.engine import Engine
 from watukuy.rest import build_app
+from watukuy.store.kafka.topics import TopicLayout
 
 API = "https://api.test"
 
@@ -67,3 +74,27 @@ async def error_of(response: Any, status: int) -> str:
     assert body["error_code"] == status
     message: str = body["message"]
     return message
+
+
+def runner_control(
+    engine: object,
+    base_dir: Path,
+    *,
+    configs: object = None,
+    status: object = None,
+    file_pollers: Mapping[str, str] | None = None,
+) -> RunnerControl:
+    """The real ``RunnerControl`` over stand-ins for what a test does not exercise (runner
+    ``runner-1``, topics prefix ``p``, started and never broken)."""
+    return RunnerControl(
+        engine=cast(Engine, engine),
+        configs=cast(ConfigTopic, configs),
+        status=cast(StatusTopic, status),
+        file_pollers=dict(file_pollers or {}),
+        kafka={},
+        layout=TopicLayout("p", 1, 1),
+        runner_id="runner-1",
+        base_dir=base_dir,
+        started=lambda: True,
+        broken=lambda: None,
+    )

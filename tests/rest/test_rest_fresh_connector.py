@@ -9,17 +9,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 from types import SimpleNamespace
-from typing import cast
 
 import pytest
 
-from watukuy.control.configs import ConfigTopic, Connector
+from tests.rest.support import runner_control
+from watukuy.control.configs import Connector
 from watukuy.control.service import RunnerControl
-from watukuy.control.status import StatusTopic
 from watukuy.core.poller import Partition
-from watukuy.engine.engine import Engine
 from watukuy.rest.errors import NotFound
-from watukuy.store.kafka.topics import TopicLayout
 
 
 class LateEngine:
@@ -57,18 +54,7 @@ class Configs:
 
 
 def control_over(engine: LateEngine, tmp_path: Path) -> RunnerControl:
-    return RunnerControl(
-        engine=cast(Engine, engine),
-        configs=cast(ConfigTopic, Configs()),
-        status=cast(StatusTopic, None),
-        file_pollers={},
-        kafka={},
-        layout=TopicLayout("p", 1, 1),
-        runner_id="runner-1",
-        base_dir=tmp_path,
-        started=lambda: True,
-        broken=lambda: None,
-    )
+    return runner_control(engine, tmp_path, configs=Configs())
 
 
 async def test_an_operation_waits_for_the_engine_to_take_the_connector(tmp_path: Path) -> None:

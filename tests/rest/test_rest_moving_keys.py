@@ -9,18 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import cast
 
 import pytest
 
 from tests.rest.fake_control import FakeControl
-from tests.rest.support import error_of, rest_client, seed
-from watukuy.control.configs import ConfigTopic
+from tests.rest.support import error_of, rest_client, runner_control, seed
 from watukuy.control.service import RunnerControl
-from watukuy.control.status import StatusTopic
 from watukuy.core.errors import ConfigError, Fenced, Retriable
-from watukuy.engine.engine import Engine
-from watukuy.store.kafka.topics import TopicLayout
 
 
 async def test_a_key_fenced_meanwhile_is_503_to_retry() -> None:
@@ -100,17 +95,11 @@ class RestartingEngine(MovingEngine):
 
 
 def control_over(engine: MovingEngine, tmp_path: Path) -> RunnerControl:
-    return RunnerControl(
-        engine=cast(Engine, engine),
-        configs=cast(ConfigTopic, NoConfigs()),
-        status=cast(StatusTopic, None),
+    return runner_control(
+        engine,
+        tmp_path,
+        configs=NoConfigs(),
         file_pollers={"invoices": "mypackage.pollers:invoices"},
-        kafka={},
-        layout=TopicLayout("p", 1, 1),
-        runner_id="runner-1",
-        base_dir=tmp_path,
-        started=lambda: True,
-        broken=lambda: None,
     )
 
 

@@ -4,15 +4,11 @@ a task that runs has none."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
 
-from watukuy.control.configs import ConfigTopic, Connector
+from tests.rest.support import runner_control
+from watukuy.control.configs import Connector
 from watukuy.control.keystatus import KeyStatus
-from watukuy.control.service import RunnerControl
-from watukuy.control.status import StatusTopic
 from watukuy.core.errors import Conflict
-from watukuy.engine.engine import Engine
-from watukuy.store.kafka.topics import TopicLayout
 
 WAITING = "waits for a newer release: its state was written by state format 3"
 
@@ -50,18 +46,7 @@ class Configs:
 async def test_a_task_says_why_it_is_failed_or_unassigned_and_nothing_when_running(
     tmp_path: Path,
 ) -> None:
-    control = RunnerControl(
-        engine=cast(Engine, Engine_()),
-        configs=cast(ConfigTopic, Configs()),
-        status=cast(StatusTopic, Statuses()),
-        file_pollers={},
-        kafka={},
-        layout=TopicLayout("p", 1, 1),
-        runner_id="runner-1",
-        base_dir=tmp_path,
-        started=lambda: True,
-        broken=lambda: None,
-    )
+    control = runner_control(Engine_(), tmp_path, configs=Configs(), status=Statuses())
     tasks = {task["partition"]: task for task in (await control.status("orders"))["tasks"]}
     assert tasks["acme"]["state"] == "FAILED"
     assert tasks["acme"].get("trace") == "GET {base}/items -> 503"
@@ -94,17 +79,6 @@ class Refusing(Engine_):
 async def test_a_restart_with_its_tasks_skips_a_key_that_cannot_run_here(tmp_path: Path) -> None:
     # It answered 409 and left the keys after the waiting one untriggered.
     engine = Refusing()
-    control = RunnerControl(
-        engine=cast(Engine, engine),
-        configs=cast(ConfigTopic, Configs()),
-        status=cast(StatusTopic, Statuses()),
-        file_pollers={},
-        kafka={},
-        layout=TopicLayout("p", 1, 1),
-        runner_id="runner-1",
-        base_dir=tmp_path,
-        started=lambda: True,
-        broken=lambda: None,
-    )
+    control = runner_control(engine, tmp_path, configs=Configs(), status=Statuses())
     await control.restart("orders", include_tasks=True, only_failed=False)
     assert engine.triggered == ["acme", "initech"]
