@@ -42,6 +42,7 @@ PARTITIONS = 8
 # The fault runner's option: hold each transaction open a moment, so that a SIGKILL or SIGSTOP
 # is likely to land inside one.
 HOLD_OPEN = ["--hold-transaction", "0.3"]
+HOLD_LINE = "injected fault: hold@"  # each hold, logged as it begins (the runners run --debug)
 
 
 @dataclass
@@ -187,6 +188,7 @@ async def test_sigkill_failover_loop_loses_nothing_and_publishes_nothing_twice(
             await asyncio.sleep(2)
             victim, survivor = runners[round_ % 2], runners[(round_ + 1) % 2]
             moved = keys_of(cluster, cluster.held()[victim.name])
+            await asyncio.to_thread(inside_a_held_transaction, victim)
             killed_at = time.time()
             await asyncio.to_thread(victim.kill)
             await asyncio.to_thread(
@@ -227,6 +229,14 @@ async def test_sigkill_failover_loop_loses_nothing_and_publishes_nothing_twice(
         raise AssertionError(f"a token reached Kafka: {hit}")
 
 
+def inside_a_held_transaction(runner: Runner) -> None:
+    """Return as soon as ``runner`` starts holding a transaction open (``--hold-transaction``
+    logs each hold as it begins), so a kill now lands inside it: a kill at a random moment
+    could miss every transaction (a CI run met that: no aborted record to show)."""
+    held = runner.output().count(HOLD_LINE)
+    wait_for(lambda: runner.output().count(HOLD_LINE) > held, 30, "a held transaction", 0.02)
+
+
 def scan_prefix(bootstrap: str, prefix: str, canaries: list[bytes]) -> Iterator[str]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topics = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix)]
@@ -240,10 +250,11 @@ def scan_prefix(bootstrap: str, prefix: str, canaries: list[bytes]) -> Iterator[
 async def test_a_zombie_cannot_publish_after_its_keys_moved_and_rejoins(cluster: Cluster) -> None:
     stop = asyncio.Event()
     churn = asyncio.create_task(mutate(cluster.sim, stop))
-    # Transactions held open make the SIGSTOP likely to freeze one mid-flight.
+    # Transactions held open, and the SIGSTOP sent as one begins its hold: it freezes mid-flight.
     zombie, survivor = await start_pair(cluster, HOLD_OPEN)
     try:
         await asyncio.sleep(2)
+        await asyncio.to_thread(inside_a_held_transaction, zombie)
         zombie.signal(signal.SIGSTOP)
         await asyncio.to_thread(
             wait_for,
