@@ -29,7 +29,7 @@ ORDER = {
 
 @pytest.fixture
 def client(schema_registry_url: str) -> SchemaRegistryClient:
-    return SchemaRegistryClient({"url": schema_registry_url})
+    return SchemaRegistryClient({"url": schema_registry_url, "timeout": 30})  # default: none
 
 
 def test_register_and_fetch_by_id(client: SchemaRegistryClient) -> None:

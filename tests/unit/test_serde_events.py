@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -228,7 +230,11 @@ def test_one_decoder_reads_both_encodings(schemas: EventSchemas) -> None:
 
 def test_registry_credentials_stay_out_of_urls_and_errors() -> None:
     client = registry.registry_client("mock://user:s3cret@registry")
-    assert client.config() == {"url": "mock://registry", "basic.auth.user.info": "user:s3cret"}
+    assert client.config() == {
+        "url": "mock://registry",
+        "basic.auth.user.info": "user:s3cret",
+        "timeout": registry.REGISTRY_TIMEOUT,
+    }
     with pytest.raises(ConfigError) as given_twice:
         registry.registry_client("mock://user:s3cret@registry", "user:s3cret")
     with pytest.raises(ConfigError) as malformed:
@@ -238,6 +244,20 @@ def test_registry_credentials_stay_out_of_urls_and_errors() -> None:
     for raised in (given_twice, malformed, bad_url):
         assert "s3cret" not in str(raised.value) and raised.value.__cause__ is None
     assert "s3cret" not in repr(registry.registry_client("mock://r", "user:s3cret"))
+
+
+def test_a_registry_that_never_answers_fails_the_request_instead_of_hanging() -> None:
+    # One accepted the connection and never answered: a whole CI run hung on it.
+    silent = socket.create_server(("127.0.0.1", 0))
+    try:
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        client = registry.registry_client(url, timeout=1)
+        began = time.monotonic()
+        with pytest.raises(Exception):  # noqa: B017  # the client's or httpx's own timeout error
+            client.get_subjects()
+        assert time.monotonic() - began < 30
+    finally:
+        silent.close()
 
 
 # -- data schemas ------------------------------------------------------------------------------

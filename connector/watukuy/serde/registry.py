@@ -32,8 +32,16 @@ MAGIC = b"\x00"
 HEADER = 5
 
 
-def registry_client(url: str, basic_auth: str | None = None) -> SchemaRegistryClient:
-    """A client for ``url`` (``http(s)://`` or ``mock://``), basic auth ``"user:password"``.
+REGISTRY_TIMEOUT = 30
+"""Seconds a registry request may take: the client's default is to wait for ever, and a
+registry that accepts a connection and never answers hung a whole CI run."""
+
+
+def registry_client(
+    url: str, basic_auth: str | None = None, *, timeout: int = REGISTRY_TIMEOUT
+) -> SchemaRegistryClient:
+    """A client for ``url`` (``http(s)://`` or ``mock://``), basic auth ``"user:password"``,
+    whose requests give up after ``timeout`` seconds.
 
     Credentials written into the URL are moved to ``basic.auth.user.info``, so the URL the
     client reports in errors never holds them.
@@ -48,7 +56,7 @@ def registry_client(url: str, basic_auth: str | None = None) -> SchemaRegistryCl
         basic_auth = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
         host = parts.netloc.rpartition("@")[2]
         url = urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
-    conf: dict[str, str] = {"url": url}
+    conf: dict[str, str | int] = {"url": url, "timeout": timeout}
     if basic_auth is not None:
         if ":" not in basic_auth:
             raise ConfigError("must be 'user:password'", "schema.registry.basic.auth.user.info")
