@@ -19,6 +19,9 @@ A fault is ``ACTION@POINT[,after=N][,times=N|every][,seconds=S]`` (:func:`parse_
   (``os._exit(137)``, as a SIGKILL would, with nothing flushed or closed); ``hold`` keeps the
   transaction open ``seconds`` before going on. Every action but at ``begin`` first flushes
   what was produced, so the open transaction really is on the broker when it strikes.
+  ``lose-state`` (at ``begin`` only) drops the transaction's records of the state, items and
+  parked topics, so its events commit and the keys' state does not: what an operator's abort
+  of a transaction Kafka left half-marked leaves behind (a broker SIGKILL can do that).
 - ``after=N``: the transactions to let through first. Only transactions that write to a topic
   other than ``<prefix>.schemas`` count (the start publishes schemas in one or two of its own),
   each once it ended; with ``dlq``, only those carrying a DLQ record. The fault strikes the
@@ -56,7 +59,7 @@ __all__ = [
 log = logging.getLogger("watukuy.faults")
 
 POINTS = ("begin", "produce", "send_offsets", "commit", "committed", "dlq")
-ACTIONS = ("abortable", "fatal", "crash", "hold")
+ACTIONS = ("abortable", "fatal", "crash", "hold", "lose-state")
 CRASH_EXIT = 137  # what a shell reports for a SIGKILLed process
 FLUSH_TIMEOUT = 10.0
 
@@ -82,6 +85,8 @@ class Fault:
             raise ValueError("fault hold: needs seconds=S, more than 0")
         if self.action != "hold" and self.seconds:
             raise ValueError(f"fault {self.action}: seconds= is for hold only")
+        if self.action == "lose-state" and self.point != "begin":
+            raise ValueError("fault lose-state: strikes at begin only (lose-state@begin)")
         if self.point == "committed" and self.action in ("abortable", "fatal"):
             raise ValueError(
                 f"fault {self.action}@committed: librdkafka reports no error after a commit that "
@@ -123,6 +128,7 @@ class _Transaction:
     data: bool = False  # wrote to a topic other than the schemas topic
     dlq: bool = False  # wrote to a DLQ topic
     struck: set[int] = field(default_factory=set)  # faults (by index) that struck it
+    losing: bool = False  # lose-state struck: its state, items and parked records are dropped
 
 
 class _Injector:
@@ -133,6 +139,7 @@ class _Injector:
     ) -> None:
         self.faults = list(faults)
         self.prefix = prefix
+        self.keyed_state = frozenset(f"{prefix}.{name}" for name in ("state", "items", "parked"))
         self._exit = exit
         self._sleep = sleep
         self._lock = threading.Lock()
@@ -173,7 +180,10 @@ class _Injector:
                 "injected fault: %s",
                 what,
             )
-            self._strike(fault, point, producer)
+            if fault.action == "lose-state":
+                txn.losing = True
+            else:
+                self._strike(fault, point, producer)
 
     def _due(self, index: int, fault: Fault, point: str, txn: _Transaction) -> bool:
         if fault.times is not None and self._hits[index] >= fault.times:
@@ -231,8 +241,9 @@ class _FaultyProducer(Producer):
 
     def produce(self, topic: str, *args: Any, **kwargs: Any) -> None:
         self._refuse_if_fatal()
-        super().produce(topic, *args, **kwargs)
         txn = self._txn
+        if txn is None or not txn.losing or topic not in self._injector.keyed_state:
+            super().produce(topic, *args, **kwargs)
         if txn is not None and self._injector.noted(txn, topic):
             self._injector.at("produce", txn, self)
 

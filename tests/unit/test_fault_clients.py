@@ -17,6 +17,7 @@ from integration.faults.runner import faults_of
         ("crash@dlq,after=1,times=2", Fault("crash", "dlq", after=1, times=2)),
         ("hold@commit,seconds=0.3", Fault("hold", "commit", times=None, seconds=0.3)),
         ("abortable@send_offsets,times=every", Fault("abortable", "send_offsets", times=None)),
+        ("lose-state@begin,after=2", Fault("lose-state", "begin", after=2)),
     ],
 )
 def test_a_spec_reads_as_the_fault_it_names(spec: str, expected: Fault) -> None:
@@ -28,7 +29,10 @@ def test_a_spec_reads_as_the_fault_it_names(spec: str, expected: Fault) -> None:
     ("spec", "message"),
     [
         ("commit", "must look like ACTION@POINT"),
-        ("explode@commit", "fault action 'explode': must be one of abortable, fatal, crash, hold"),
+        (
+            "explode@commit",
+            "fault action 'explode': must be one of abortable, fatal, crash, hold, lose-state",
+        ),
         ("crash@flush", "fault point 'flush': must be one of begin, produce, send_offsets"),
         ("crash@commit,after=-1", "fault after=-1: must be 0 or more"),
         ("crash@commit,after=two", "invalid literal for int()"),
@@ -37,6 +41,7 @@ def test_a_spec_reads_as_the_fault_it_names(spec: str, expected: Fault) -> None:
         ("hold@commit", "fault hold: needs seconds=S"),
         ("crash@commit,seconds=1", "seconds= is for hold only"),
         ("fatal@committed", "librdkafka reports no error after a commit that succeeded"),
+        ("lose-state@commit", "lose-state: strikes at begin only"),
     ],
 )
 def test_a_bad_spec_says_what_is_wrong(spec: str, message: str) -> None:

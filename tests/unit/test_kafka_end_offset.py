@@ -7,6 +7,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from watukuy.core.errors import Retriable
+from watukuy.store.kafka.catchup import EventsCatchUp
 from watukuy.store.kafka.lease import Leases
 from watukuy.store.kafka.tail import Restores, end_offset
 from watukuy.store.kafka.topics import TopicLayout
@@ -84,6 +85,7 @@ def restores_over(clock: FakeClock, stable: object, written: object) -> tuple[Re
         tail=Tail(),  # type: ignore[arg-type]
         stable=stable,  # type: ignore[arg-type]
         written=written,  # type: ignore[arg-type]
+        catchup=EventsCatchUp(Tail(), stable, lambda poller: None, clock),  # type: ignore[arg-type]
         transaction_timeout=10.0,
         bootstrap="kafka:9092",
     )

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from watukuy.core.catchup import PublishedEvent
 from watukuy.core.errors import ConfigError
 from watukuy.core.events import Event, canonical_json
 from watukuy.serde import framing
@@ -25,6 +26,7 @@ from watukuy.serde.events import (
     dlq_schema,
     encode_event,
     envelope,
+    published_event,
 )
 
 registry = pytest.importorskip("watukuy.serde.registry")  # needs confluent-kafka[schemaregistry]
@@ -416,3 +418,29 @@ def test_schemas_topic_resolver_and_reader_on_librdkafka_mock_cluster(
             list(EventReader(bootstrap, "w.nothing", resolver=resolver).read())
     finally:
         resolver.close()
+
+
+# -- what a restore reads of an event (its head) -----------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["created", "updated", "deleted"])
+@pytest.mark.parametrize("poller", ["invoices", "tickets"])
+def test_a_restore_reads_the_head_of_an_event_in_either_encoding(
+    schemas: EventSchemas, poller: str, kind: str
+) -> None:
+    original = replace(event(poller, kind), sequence=123_456_789_012)
+    client = registry.registry_client("mock://heads")
+    confluent = registry.ConfluentEventEncoder(client, f"watukuy.events.{poller}")
+    expected = PublishedEvent("inv-1", kind, "etag-7", 123_456_789_012, TIME.timestamp())  # type: ignore[arg-type]
+    for raw in (encode_event(original, schemas), confluent.encode(original, schemas)):
+        assert published_event(raw, poller, "t_42") == expected
+
+
+def test_a_head_of_another_key_or_encoding_is_refused(schemas: EventSchemas) -> None:
+    raw = encode_event(event("tickets"), schemas)
+    with pytest.raises(UndecodableEvent, match="not an event of tickets/t_43"):
+        published_event(raw, "tickets", "t_43")
+    with pytest.raises(UndecodableEvent, match="unknown encoding"):
+        published_event(b'{"id": 1}', "tickets", "t_42")
+    with pytest.raises(UndecodableEvent, match="unreadable event head"):
+        published_event(raw[:14], "tickets", "t_42")

@@ -21,8 +21,9 @@ from importlib import resources
 from typing import Any, NoReturn
 
 import orjson
-from fastavro import schemaless_reader, schemaless_writer
+from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
+from watukuy.core.catchup import PublishedEvent
 from watukuy.core.errors import StateCorrupted, WatukuyError
 from watukuy.core.events import Event, canonical_json
 from watukuy.serde import binary, framing
@@ -32,6 +33,9 @@ Resolve = Callable[[bytes], framing.Schema]
 """Finds the writer schema of an 8-byte CRC-64-AVRO fingerprint (raise SchemaNotFound)."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+CONFLUENT_MAGIC = b"\x00"
+CONFLUENT_HEADER = 5  # the magic byte and a 4-byte schema id, before the Avro body
 
 
 class SchemaNotFound(WatukuyError, LookupError):
@@ -363,3 +367,55 @@ def read_body(raw: bytes, offset: int, writer: framing.Schema) -> Any:
         return schemaless_reader(io.BytesIO(raw[offset:]), writer.parsed, None)
     except Exception as exc:  # fastavro raises many types for a bad body
         raise UndecodableEvent(f"unreadable Avro body: {type(exc).__name__}: {exc}") from None
+
+
+# The fields every envelope begins with (``schemas/event.avsc``; only ``data`` differs from one
+# poller to another), as a writer schema of their own: an Avro body is its fields one after the
+# other, so reading with it stops before ``data``, whatever the poller's data schema is.
+_HEAD = parse_schema(
+    {
+        "name": "watukuy.EventHead",
+        "type": "record",
+        "fields": [
+            {"name": "id", "type": "string"},
+            {"name": "poller", "type": "string"},
+            {"name": "partition", "type": "string"},
+            {"name": "subject", "type": "string"},
+            {
+                "name": "type",
+                "type": {
+                    "name": "watukuy.EventType",
+                    "type": "enum",
+                    "symbols": ["created", "updated", "deleted"],
+                },
+            },
+            {"name": "version", "type": "string"},
+            {"name": "sequence", "type": "long"},
+            {"name": "time", "type": "long"},  # milliseconds; no logical type: no datetime
+        ],
+    }
+)
+
+
+def published_event(raw: bytes, poller: str, partition: str) -> PublishedEvent:
+    """What a restore needs of one event of ``poller/partition``, in either encoding, read
+    without its writer schema (a restore must not wait on the schemas topic or a registry).
+
+    Raises :class:`UndecodableEvent` for anything else: another encoding, a body that does not
+    start like an envelope, or an event of another key.
+    """
+    if raw[:2] == framing.MAGIC:
+        offset = framing.HEADER
+    elif raw[:1] == CONFLUENT_MAGIC:
+        offset = CONFLUENT_HEADER
+    else:
+        raise UndecodableEvent(f"unknown encoding (first bytes {raw[:2].hex() or 'none'})")
+    try:
+        head = schemaless_reader(io.BytesIO(raw[offset:]), _HEAD, None)
+    except Exception as exc:  # fastavro raises many types for a bad body
+        raise UndecodableEvent(f"unreadable event head: {type(exc).__name__}: {exc}") from None
+    if not isinstance(head, dict) or (head["poller"], head["partition"]) != (poller, partition):
+        raise UndecodableEvent(f"not an event of {poller}/{partition}")
+    return PublishedEvent(
+        head["subject"], head["type"], head["version"], head["sequence"], head["time"] / 1000
+    )

@@ -19,6 +19,8 @@ from watukuy.core.errors import ConfigError, Retriable
 from watukuy.core.events import Event
 from watukuy.serde import framing
 from watukuy.serde.events import (
+    CONFLUENT_HEADER,
+    CONFLUENT_MAGIC,
     EventSchemas,
     SchemaNotFound,
     UndecodableEvent,
@@ -28,8 +30,8 @@ from watukuy.serde.events import (
     write_body,
 )
 
-MAGIC = b"\x00"
-HEADER = 5
+MAGIC = CONFLUENT_MAGIC
+HEADER = CONFLUENT_HEADER
 
 
 REGISTRY_TIMEOUT = 30

@@ -11,6 +11,7 @@ to its loop). Its parts, each in a module of its own:
 
 - :mod:`.rebalance`: the group's callbacks and the leases they grant and take back;
 - :mod:`.tail`: restores of assigned partitions, then the commands sent to them;
+- :mod:`.catchup`: after a restore, the events its keys published beyond their states;
 - :mod:`.transactions`: commit requests and plain records, sent in transactions;
 - :mod:`.factory`: the clients and the clock, passed in (a test injects faults there).
 """
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 from confluent_kafka import Consumer, KafkaException
 
 from watukuy.core.errors import Retriable, WatukuyError
+from watukuy.store.kafka.catchup import EventsCatchUp, EventsOf
 from watukuy.store.kafka.clients import bootstrap_of
 from watukuy.store.kafka.factory import (
     SYSTEM_CLOCK,
@@ -86,9 +88,13 @@ class KafkaIO:
         *,
         clients: ClientFactory | None = None,
         clock: Clock | None = None,
+        events_of: EventsOf = lambda poller: None,
     ) -> None:
+        """``events_of``: a poller's events topic and its partition count (read on this
+        thread; ``None`` for a poller this runner does not know)."""
         self.settings = settings
         self._notify = notify
+        self._events_of = events_of
         self._clients: ClientFactory = clients or ConfluentClients()
         self._clock: Clock = clock or SYSTEM_CLOCK
         self._leases = Leases()
@@ -163,8 +169,9 @@ class KafkaIO:
         # Never assigned: their offset queries do not queue behind the tail's fetches.
         stable = tail_consumer(settings, clients)
         written = tail_consumer(settings, clients, committed=False)
+        events = tail_consumer(settings, clients)  # reads restores' events (see .catchup)
         group = group_consumer(settings, clients) if settings.use_group else None
-        self._consumers = [c for c in (group, tail, stable, written) if c is not None]
+        self._consumers = [c for c in (group, tail, stable, written, events) if c is not None]
         restores = Restores(
             settings.layout,
             self._leases,
@@ -173,6 +180,7 @@ class KafkaIO:
             tail=tail,
             stable=stable,
             written=written,
+            catchup=EventsCatchUp(events, stable, self._events_of, clock),
             transaction_timeout=settings.transaction_timeout,
             bootstrap=bootstrap_of(settings.kafka),
         )

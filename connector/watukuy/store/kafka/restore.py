@@ -10,13 +10,17 @@ restored, its snapshot and parked items when the engine loads it). Most records 
 compacted topic that is not yet compacted are superseded before anyone reads them, and a
 key nobody loads is never decoded at all. Commands are decoded as they come: the engine
 applies each one.
+
+Each key's events published after its state are read too (:mod:`.catchup`): the state is rolled
+forward over them when it is decoded (see :mod:`watukuy.core.catchup` for why).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from watukuy.core.catchup import PublishedEvent, missed, roll_forward
 from watukuy.core.errors import StateCorrupted
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
 from watukuy.store.base import Command, NewerRelease
@@ -40,16 +44,24 @@ class RestoredKeys:
     items: dict[bytes, Raw] = field(default_factory=dict)
     parked: dict[bytes, Raw] = field(default_factory=dict)
     commands: dict[bytes, Command] = field(default_factory=dict)
+    # b"poller/partition" -> the Kafka timestamp (ms) of its state record: where the events it
+    # may have published beyond that state begin (see .catchup).
+    stamps: dict[bytes, int] = field(default_factory=dict)
+    # b"poller/partition" -> what its events topic holds of it from about its state's time on.
+    published: dict[bytes, list[PublishedEvent]] = field(default_factory=dict)
+    _missed: dict[str, list[PublishedEvent]] = field(default_factory=dict)
 
     # -- applying records (the Kafka thread) ------------------------------------------------
 
-    def apply_state(self, key: bytes, value: bytes | None) -> None:
+    def apply_state(self, key: bytes, value: bytes | None, timestamp: int = 0) -> None:
         if key.startswith(_COMMAND):
             self._apply_command(key, value)
         elif value is None:
             self.states.pop(key, None)
+            self.stamps.pop(key, None)
         else:
             self.states[key] = value
+            self.stamps[key] = timestamp
 
     def apply_item(self, key: bytes, value: bytes | None) -> None:
         _apply_owned(self.items, key, value)
@@ -75,11 +87,27 @@ class RestoredKeys:
         return [key.decode() for key in self.states]
 
     def state(self, name: str) -> PartitionState:
-        """The key's stored state; ``NewerRelease`` or ``StateCorrupted`` if unreadable."""
-        return records.decode_state(self.states[name.encode()])
+        """The key's stored state, its sequence rolled forward over the events it published
+        beyond it (:meth:`missed`); ``NewerRelease`` or ``StateCorrupted`` if unreadable."""
+        key = name.encode()
+        state = records.decode_state(self.states[key])
+        published = self.published.get(key)
+        if not published:
+            return state
+        beyond = missed(state.sequence, published)
+        if not beyond:
+            return state
+        self._missed[name] = beyond
+        return replace(state, sequence=beyond[-1].sequence)
+
+    def missed(self, name: str) -> list[PublishedEvent]:
+        """The events :meth:`state` found the key's stored state did not account for; its
+        snapshot is to be rolled forward over them."""
+        return self._missed.get(name, [])
 
     def take(self, name: str) -> tuple[dict[str, SnapshotEntry], dict[str, ParkedItem]]:
-        """The key's snapshot and parked items, decoded; its raw records are then let go.
+        """The key's snapshot (rolled forward as its state was) and parked items, decoded;
+        its raw records are then let go.
 
         Raises (and keeps the raw records) if one of them cannot be read.
         """
@@ -94,6 +122,9 @@ class RestoredKeys:
             parked[item.id] = item
         self.items.pop(owner, None)
         self.parked.pop(owner, None)
+        beyond = self._missed.pop(name, None)
+        if beyond:
+            snapshot = roll_forward(snapshot, beyond)
         return snapshot, parked
 
     def record_ids(self, name: str) -> tuple[list[str], list[str]]:
@@ -105,6 +136,7 @@ class RestoredKeys:
     def forget(self, name: str) -> None:
         owner = _owner(name)
         self.states.pop(name.encode(), None)
+        self._missed.pop(name, None)
         self.items.pop(owner, None)
         self.parked.pop(owner, None)
 

@@ -85,6 +85,9 @@ class KafkaStore:
         self._parked: dict[str, dict[str, ParkedItem]] = {}
         self._raw: dict[int, RestoredKeys] = {}  # Kafka partition -> what it restored
         self._newer: dict[str, str] = {}  # key -> why it waits for a newer release
+        # key -> snapshot entries rolled forward at restore whose write failed: the key's next
+        # commit carries them (see _catch_up).
+        self._rolled: dict[str, dict[str, SnapshotEntry]] = {}
         self._commands: list[Command] = []
         self._watchers: list[Callable[[], None]] = []
         self._feeds: list[KafkaEventFeed] = []  # handlers' and subscribers' (see .feed)
@@ -114,7 +117,13 @@ class KafkaStore:
         self._outgoing = Outgoing(
             self.layout, self._event_topics, self._max_bytes, "watukuy", self._encode
         )
-        io = KafkaIO(self.settings, self._from_thread, clients=self._clients, clock=self._clock)
+        io = KafkaIO(
+            self.settings,
+            self._from_thread,
+            clients=self._clients,
+            clock=self._clock,
+            events_of=self._events_of,
+        )
         io.start()
         await asyncio.to_thread(io.ready.wait)
         if io.startup_error is not None:
@@ -282,8 +291,49 @@ class KafkaStore:
             self._states[key] = replace(state, epoch=state.epoch + 1)
         self._raw[partition] = keys
         self._owned[partition] = restored.lease.generation
+        self._catch_up(keys, partition, restored.lease.generation)
         self._commands.extend(keys.pending_commands())
         self.observer.restore_done(partition, len(keys.states), restored.records, restored.seconds)
+
+    def _catch_up(self, keys: RestoredKeys, partition: int, generation: int) -> None:
+        """Write at once the picture of each key whose restored state was rolled forward over
+        events it had published (see :mod:`watukuy.core.catchup`): ahead of anything the engine
+        commits on the partition, so the events stay accounted for after the next restore."""
+        for key in keys.names():
+            missed = keys.missed(key)
+            state = self._states.get(key)
+            if not missed or state is None:
+                continue
+            try:
+                snapshot, _ = self._taken(key)  # rolled forward as it is taken
+            except (NewerRelease, StateCorrupted) as exc:
+                log.warning("%s: cannot roll its snapshot forward: %s", key, exc)
+                continue
+            log.warning(
+                "%s: its stored state missed %d event(s) it had published (sequence %d to %d):"
+                " a transaction's state records were lost while its events were committed (as"
+                " when a hanging transaction is aborted); its sequence and snapshot are rolled"
+                " forward over them, so they are not published again",
+                key,
+                len(missed),
+                missed[0].sequence,
+                missed[-1].sequence,
+            )
+            upserts = {event.subject: snapshot[event.subject] for event in missed}
+            out = self._require_outgoing().of(KeyCommit(state=state, upserts=upserts), partition)
+            done = partial(self._caught_up, key, upserts)
+            self._running().submit(CommitRequest(out, {partition: generation}, self._hop(done)))
+
+    def _caught_up(
+        self, key: str, upserts: dict[str, SnapshotEntry], error: BaseException | None
+    ) -> None:
+        if error is not None and key in self._states:
+            log.warning(
+                "%s: writing its rolled-forward snapshot failed (%s); its next commit carries it",
+                key,
+                error,
+            )
+            self._rolled[key] = upserts
 
     def _revoked(self, revoked: Revoked) -> None:
         self.observer.leases_lost(revoked.partitions, revoked.lost)
@@ -302,6 +352,7 @@ class KafkaStore:
             self._snapshots.pop(key, None)
             self._parked.pop(key, None)
             self._newer.pop(key, None)
+            self._rolled.pop(key, None)
 
     def _transacted(self, done: Transacted) -> None:
         kind = None if done.error is None else outcome_kind(done.error)
@@ -309,6 +360,12 @@ class KafkaStore:
 
     def _partition_of_key(self, key: str) -> int:
         return partition_for(key, self.layout.partitions)
+
+    def _events_of(self, poller: str) -> tuple[str, int] | None:
+        """(Called on the Kafka thread.) ``poller``'s events topic and its partition count."""
+        topic = self._event_topics.get(poller)
+        info = None if topic is None else self.topics.get(topic)
+        return None if info is None else (info.name, info.partitions)
 
     # -- the Store protocol -------------------------------------------------------------------
 
@@ -361,12 +418,15 @@ class KafkaStore:
             self._taken(entry.key)  # NewerRelease: its newer value must survive this instance
             commit_rule.check_epoch(entry, self._states.get(entry.key))
             leases[partition] = generation
-            out.extend(outgoing.of(entry, partition))
+            rolled = self._rolled.get(entry.key)
+            written = entry if rolled is None else replace(entry, upserts=rolled | entry.upserts)
+            out.extend(outgoing.of(written, partition))
         future = self._new_future()
 
         def done(error: BaseException | None) -> None:
             if error is None:
                 for entry in batch:
+                    self._rolled.pop(entry.key, None)
                     self._apply(entry)
                     if entry.parked:
                         state = entry.state

@@ -5,6 +5,9 @@ One assigned (never joining) consumer, the tail, reads every restore at once and
 afterwards. Two more never-assigned consumers answer offset queries without queueing behind the
 tail's fetches: one read_committed (the last stable offset), one read_uncommitted (the high
 watermark), so a takeover can wait until the previous owner's open transaction has ended.
+
+Once a partition's topics are read, :mod:`.catchup` reads what its keys published beyond their
+states; then the partition is owned and the store told.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from watukuy.core.errors import Retriable
 from watukuy.logs import log_context
 from watukuy.store.kafka import records
+from watukuy.store.kafka.catchup import EventsCatchUp
 from watukuy.store.kafka.factory import Clock
 from watukuy.store.kafka.lease import Lease, Leases, LeaseState
 from watukuy.store.kafka.notifications import CommandReceived, Notify, Restored
@@ -79,6 +83,7 @@ class _Restoring:
     started: float
     keys: RestoredKeys = field(default_factory=RestoredKeys)
     records: int = 0
+    catching_up: bool = False  # its topics are read; its events are being read
 
 
 class Restores:
@@ -94,6 +99,7 @@ class Restores:
         tail: Consumer,
         stable: Consumer,
         written: Consumer,
+        catchup: EventsCatchUp,
         transaction_timeout: float = 10.0,
         bootstrap: str = "<bootstrap>",
     ) -> None:
@@ -109,6 +115,7 @@ class Restores:
         self.tail = tail
         self._stable = stable  # never assigned: last stable offsets
         self._written = written  # never assigned, read_uncommitted: high watermarks
+        self._catchup = catchup
         self._restoring: dict[int, _Restoring] = {}
         self._waiting: deque[Lease] = deque()  # granted, not yet settled
         self._unsettled_since: dict[int, float] = {}
@@ -156,6 +163,7 @@ class Restores:
         """``partitions`` are no longer ours: stop restoring and reading them."""
         for partition in partitions:
             self._restoring.pop(partition, None)
+        self._catchup.drop(partitions)
         self._unassign(partitions, co_partitioned(self._layout))
 
     def _settled(self, lease: Lease) -> dict[str, int] | None:
@@ -260,7 +268,7 @@ class Restores:
                     continue
                 log.warning("reading %s: %s", message.topic(), error)
                 continue
-            self._apply(message.topic(), partition, message.key(), message.value())
+            self._apply(message, partition)
             touched.add(partition)
         # End-of-partition events may be missed (a reassigned partition already at its end):
         # look at every restore now and then as well.
@@ -272,17 +280,21 @@ class Restores:
             if partition in self._restoring:
                 with log_context(generation=self._restoring[partition].lease.generation):
                     self._check_restored(partition)
+        self._catchup.read()
 
-    def _apply(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
+    def _apply(self, message: Any, partition: int) -> None:
+        key: bytes | None = message.key()
         if key is None:
             return
+        topic: str = message.topic()
+        value: bytes | None = message.value()
         restoring = self._restoring.get(partition)
         if restoring is not None:
             restoring.records += 1
             if topic == self._items:  # most of a restore
                 restoring.keys.apply_item(key, value)
             elif topic == self._state:
-                restoring.keys.apply_state(key, value)
+                restoring.keys.apply_state(key, value, message.timestamp()[1])
             elif topic == self._parked:
                 restoring.keys.apply_parked(key, value)
             return
@@ -294,17 +306,28 @@ class Restores:
 
     def _check_restored(self, partition: int) -> None:
         restoring = self._restoring[partition]
+        if restoring.catching_up:
+            return
         positions = self.tail.position([TopicPartition(t, partition) for t in restoring.ends])
         for tp in positions:
             end = restoring.ends[tp.topic]
             if end > 0 and tp.offset < end:
                 return
+        # Only commands are read from here on; snapshot and parked records are ours alone.
+        # Until the catch-up ends, state records (commands) still go to the restored keys.
+        self._unassign([partition], (self._layout.items, self._layout.parked))
+        restoring.catching_up = True
+        self._catchup.begin(partition, restoring.keys, lambda: self._owned(restoring))
+
+    def _owned(self, restoring: _Restoring) -> None:
+        """``restoring`` is complete: its partition is owned, and the store is told."""
+        partition = restoring.lease.partition
+        if self._restoring.get(partition) is not restoring:
+            return  # revoked (and maybe granted again) meanwhile
         del self._restoring[partition]
         lease = self._leases.move(partition, LeaseState.OWNED)
         if lease is None:
             return
-        # Only commands are read from here on; snapshot and parked records are ours alone.
-        self._unassign([partition], (self._layout.items, self._layout.parked))
         log.info("restored partition %d: %d key(s)", partition, len(restoring.keys.states))
         took = self._clock.monotonic() - restoring.started
         self._notify(Restored(lease, restoring.keys, restoring.records, took))

@@ -1,0 +1,73 @@
+"""A key's stored state caught up with the events it has already published.
+
+A key's events and its state are written in one transaction, so normally a restored state
+accounts for every event of the key (its ``sequence`` is the last one's). Kafka can break that:
+after a broker is killed, its transaction coordinator may complete a commit without writing the
+markers of partitions it has no leader for yet, and the transaction then hangs there. The
+events partitions got their commit marker; the state and snapshot records did not, and once an
+operator aborts the hanging transaction (the only way to end it), the key's state is back
+where it was before that commit, under events already published.
+
+Polled again from that older cursor, the key would publish those changes a second time, with
+the same ids and sequence numbers. So a restore reads what the key published after its stored
+state, and rolls the state forward over it: the sequence continues after the last event, and
+the snapshot holds each item's published version, so the next poll finds those items
+unchanged. The cursor cannot be recovered from events; the key polls again from its stored
+cursor and publishes only what is new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from watukuy.core.events import EventType
+from watukuy.core.state import SnapshotEntry
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedEvent:
+    """What the events topic holds of one event of a key: enough to roll its snapshot."""
+
+    subject: str
+    type: EventType
+    version: str
+    sequence: int
+    time: float  # seconds since the epoch: the ``now`` of the poll that detected it
+
+
+def missed(sequence: int, published: Iterable[PublishedEvent]) -> list[PublishedEvent]:
+    """The published events a state at ``sequence`` does not account for, in order.
+
+    Only the run that continues ``sequence`` without a gap counts: events with lower numbers
+    are accounted for, and a gap means the events are not this state's continuation (a key
+    removed and added again restarts its numbering), so nothing after it is taken.
+    """
+    by_sequence = {event.sequence: event for event in published if event.sequence > sequence}
+    out: list[PublishedEvent] = []
+    expected = sequence + 1
+    while expected in by_sequence:
+        out.append(by_sequence[expected])
+        expected += 1
+    return out
+
+
+def roll_forward(
+    snapshot: Mapping[str, SnapshotEntry], events: Sequence[PublishedEvent]
+) -> dict[str, SnapshotEntry]:
+    """``snapshot`` as the commit of ``events`` would have left it.
+
+    An entry takes the event's version, seen at the event's time; a ``deleted`` event marks its
+    entry deleted, as a reconcile pass does. Reconcile marks (``scan``) are kept: the pass that
+    made the events polls its page again, and marks what it sees then.
+    """
+    out = dict(snapshot)
+    for event in events:
+        previous = out.get(event.subject)
+        scan = previous.scan if previous is not None else 0
+        if event.type == "deleted":
+            seen = previous.seen if previous is not None else event.time
+            out[event.subject] = SnapshotEntry(event.version, seen, scan, deleted=event.time)
+        else:
+            out[event.subject] = SnapshotEntry(event.version, event.time, scan)
+    return out

@@ -1,0 +1,222 @@
+"""After a partition's keys are restored, on the Kafka thread: the events they published beyond
+their stored state (why a state can miss its own events: :mod:`watukuy.core.catchup`).
+
+Which records to read. A state misses events only when a transaction's state records lost
+their commit marker while its events kept theirs; that transaction hangs the state partition,
+so nothing else commits there until an operator aborts it. Every state record restored was
+therefore written before those events: reading each events partition from the time of the
+newest state record restored finds them. The time is that record's Kafka timestamp; the
+events' are their producer's, and the two may come from two hosts, hence ``SLACK``. A key's
+own events are kept only from its own state record's time (less the slack) on.
+
+Normally that window holds the last seconds of the partition's events and nothing the state
+does not account for. One reader consumer, assigned and never joining, reads the windows of
+every restore at once, as long as no two need the same events partition at the same time
+(events topics may have another partition count than the state topic); a restore that would
+share one waits for the other to finish.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from watukuy.core.errors import Retriable
+from watukuy.serde.events import UndecodableEvent, published_event
+from watukuy.store.kafka.factory import Clock
+from watukuy.store.kafka.partitioner import partition_for
+from watukuy.store.kafka.restore import RestoredKeys
+
+log = logging.getLogger("watukuy.kafka")
+
+SLACK_MS = 30_000  # clock skew allowed between the host of a state record and of its events
+BATCH = 5_000
+OFFSET_TIMEOUT = 10.0  # seconds an offset query may take before the catch-up tries again
+
+EventsOf = Callable[[str], tuple[str, int] | None]
+"""A poller's events topic and its partition count (``None``: not a poller of this runner)."""
+
+TopicPart = tuple[str, int]
+
+
+@dataclass(slots=True)
+class _CatchUp:
+    partition: int  # of the state topic: the restore this belongs to
+    keys: RestoredKeys
+    finish: Callable[[], None]
+    ends: dict[TopicPart, int] = field(default_factory=dict)  # where each window ends
+    names: dict[bytes, tuple[str, str]] = field(default_factory=dict)  # key -> poller, name
+    undecodable: int = 0
+
+
+class EventsCatchUp:
+    def __init__(self, reader: Consumer, offsets: Consumer, events_of: EventsOf, clock: Clock):
+        """``reader`` reads the windows (assigned, read_committed); ``offsets`` (never
+        assigned) answers where they begin and end."""
+        self._reader = reader
+        self._offsets = offsets
+        self._events_of = events_of
+        self._clock = clock
+        self._waiting: deque[_CatchUp] = deque()
+        self._reading: dict[TopicPart, _CatchUp] = {}
+        self._last_check = 0.0
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._waiting or self._reading)
+
+    def begin(self, partition: int, keys: RestoredKeys, finish: Callable[[], None]) -> None:
+        """Read what ``keys`` published beyond their states, then call ``finish``."""
+        self._waiting.append(_CatchUp(partition, keys, finish))
+        self._start_waiting()
+
+    def drop(self, partitions: Iterable[int]) -> None:
+        """The restores of ``partitions`` were given up: stop their catch-ups."""
+        gone = set(partitions)
+        self._waiting = deque(c for c in self._waiting if c.partition not in gone)
+        stopped = [tp for tp, c in self._reading.items() if c.partition in gone]
+        for tp in stopped:
+            del self._reading[tp]
+        self._unassign(stopped)
+
+    def read(self) -> None:
+        """Apply what the reader fetched; finish the catch-ups whose windows are read."""
+        self._start_waiting()
+        if not self._reading:
+            return
+        messages: list[Any] = self._reader.consume(BATCH, 0.0)
+        touched: set[TopicPart] = set()
+        for message in messages:
+            tp = (message.topic(), message.partition())
+            error = message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    log.warning("reading %s[%d]: %s", tp[0], tp[1], error)
+                touched.add(tp)
+                continue
+            catching = self._reading.get(tp)
+            if catching is not None:
+                self._apply(catching, message)
+                touched.add(tp)
+        now = self._clock.monotonic()
+        if now - self._last_check >= 0.5:  # an end-of-partition event may be missed
+            self._last_check = now
+            touched |= set(self._reading)
+        self._check_read(touched)
+
+    # -- planning -------------------------------------------------------------------------
+
+    def _start_waiting(self) -> None:
+        waiting: deque[_CatchUp] = deque()
+        while self._waiting:
+            catching = self._waiting.popleft()
+            try:
+                windows = self._windows(catching)
+            except Retriable as exc:
+                log.info("partition %d: cannot read its events yet: %s", catching.partition, exc)
+                waiting.append(catching)
+                continue
+            if any(tp in self._reading for tp in windows):
+                waiting.append(catching)  # another restore reads one of them: after it
+                continue
+            if not windows:
+                catching.finish()
+                continue
+            catching.ends = {tp: end for tp, (_, end) in windows.items()}
+            for tp in windows:
+                self._reading[tp] = catching
+            self._reader.incremental_assign(
+                [TopicPartition(t, p, start) for (t, p), (start, _) in windows.items()]
+            )
+        self._waiting = waiting
+
+    def _windows(self, catching: _CatchUp) -> dict[TopicPart, tuple[int, int]]:
+        """Each events partition to read for ``catching``, with its first and end offsets."""
+        keys = catching.keys
+        if not keys.stamps:
+            return {}
+        since = max(keys.stamps.values()) - SLACK_MS
+        wanted: set[TopicPart] = set()
+        for key in keys.stamps:
+            name = key.decode(errors="replace")
+            poller, _, partition = name.partition("/")
+            topic = self._events_of(poller)
+            if topic is None:
+                continue
+            catching.names[key] = (poller, partition)
+            wanted.add((topic[0], partition_for(name, topic[1])))
+        if not wanted:
+            return {}
+        try:
+            starts = self._offsets.offsets_for_times(
+                [TopicPartition(t, p, since) for t, p in sorted(wanted)], OFFSET_TIMEOUT
+            )
+            windows: dict[TopicPart, tuple[int, int]] = {}
+            for tp in starts:
+                if tp.error is not None:
+                    raise KafkaException(tp.error)
+                if tp.offset < 0:  # nothing written since
+                    continue
+                _low, end = self._offsets.get_watermark_offsets(
+                    TopicPartition(tp.topic, tp.partition), OFFSET_TIMEOUT, cached=False
+                )
+                if end > tp.offset:
+                    windows[(tp.topic, tp.partition)] = (tp.offset, end)
+        except KafkaException as exc:
+            raise Retriable(f"finding the events to catch up with: {exc}") from exc
+        return windows
+
+    # -- reading --------------------------------------------------------------------------
+
+    def _apply(self, catching: _CatchUp, message: Any) -> None:
+        key = message.key()
+        named = catching.names.get(key) if key is not None else None
+        value = message.value()
+        if named is None or value is None:
+            return
+        keys = catching.keys
+        if message.timestamp()[1] < keys.stamps.get(key, 0) - SLACK_MS:
+            return  # before its state: accounted for, or of an earlier life of the key
+        try:
+            event = published_event(value, *named)
+        except UndecodableEvent:
+            catching.undecodable += 1
+            return
+        keys.published.setdefault(key, []).append(event)
+
+    def _check_read(self, touched: set[TopicPart]) -> None:
+        if not touched:
+            return
+        positions = self._reader.position([TopicPartition(t, p) for t, p in touched])
+        read: list[TopicPart] = []
+        for tp in positions:
+            at = (tp.topic, tp.partition)
+            catching = self._reading.get(at)
+            if catching is not None and tp.offset >= catching.ends[at]:
+                read.append(at)
+        finished: list[_CatchUp] = []
+        for at in read:
+            catching = self._reading.pop(at)
+            del catching.ends[at]
+            if not catching.ends:
+                finished.append(catching)
+        self._unassign(read)
+        for catching in finished:
+            if catching.undecodable:
+                log.warning(
+                    "partition %d: %d record(s) of its events topics are not watukuy events of"
+                    " its keys; they were left out of the catch-up",
+                    catching.partition,
+                    catching.undecodable,
+                )
+            catching.finish()
+
+    def _unassign(self, tps: Iterable[TopicPart]) -> None:
+        drop = [TopicPartition(t, p) for t, p in tps]
+        if drop:
+            self._reader.incremental_unassign(drop)
