@@ -39,15 +39,21 @@ class PublishedEvent:
 def missed(sequence: int, published: Iterable[PublishedEvent]) -> list[PublishedEvent]:
     """The published events a state at ``sequence`` does not account for, in order.
 
-    Only the run that continues ``sequence`` without a gap counts: events with lower numbers
-    are accounted for, and a gap means the events are not this state's continuation (a key
-    removed and added again restarts its numbering), so nothing after it is taken.
+    ``published`` is in the order the events topic holds them. Only what follows the last event
+    the state accounts for (a sequence number up to ``sequence``) counts, and of that only the
+    run that continues ``sequence`` without a gap: anything else is not this state's
+    continuation (a key removed and added again numbers its events from 1 again).
     """
-    by_sequence = {event.sequence: event for event in published if event.sequence > sequence}
+    after: dict[int, PublishedEvent] = {}
+    for event in published:
+        if event.sequence <= sequence:
+            after.clear()  # what came before an accounted event is accounted for too
+        else:
+            after.setdefault(event.sequence, event)
     out: list[PublishedEvent] = []
     expected = sequence + 1
-    while expected in by_sequence:
-        out.append(by_sequence[expected])
+    while expected in after:
+        out.append(after[expected])
         expected += 1
     return out
 
