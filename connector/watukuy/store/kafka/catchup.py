@@ -36,7 +36,8 @@ log = logging.getLogger("watukuy.kafka")
 
 SLACK_MS = 30_000  # clock skew allowed between the host of a state record and of its events
 BATCH = 5_000
-OFFSET_TIMEOUT = 10.0  # seconds an offset query may take before the catch-up tries again
+OFFSET_TIMEOUT = 5.0  # seconds an offset query may take (it blocks the Kafka thread)
+RETRY_AFTER = 1.0  # seconds before asking again after a failed query (a broker restarting)
 
 EventsOf = Callable[[str], tuple[str, int] | None]
 """A poller's events topic and its partition count (``None``: not a poller of this runner)."""
@@ -65,6 +66,7 @@ class EventsCatchUp:
         self._waiting: deque[_CatchUp] = deque()
         self._reading: dict[TopicPart, _CatchUp] = {}
         self._last_check = 0.0
+        self._retry_at = 0.0
 
     @property
     def busy(self) -> bool:
@@ -112,13 +114,19 @@ class EventsCatchUp:
     # -- planning -------------------------------------------------------------------------
 
     def _start_waiting(self) -> None:
+        if not self._waiting or self._clock.monotonic() < self._retry_at:
+            return
         waiting: deque[_CatchUp] = deque()
         while self._waiting:
             catching = self._waiting.popleft()
+            if self._clock.monotonic() < self._retry_at:
+                waiting.append(catching)
+                continue
             try:
                 windows = self._windows(catching)
             except Retriable as exc:
                 log.info("partition %d: cannot read its events yet: %s", catching.partition, exc)
+                self._retry_at = self._clock.monotonic() + RETRY_AFTER
                 waiting.append(catching)
                 continue
             if any(tp in self._reading for tp in windows):
