@@ -224,3 +224,21 @@ async def test_a_dlq_fault_strikes_only_the_transaction_that_carries_a_dead_lett
     assert store.clients.struck == ["abortable@dlq in transaction 2"]
     second = await store.commit("t1", 2, parked="bad-1")
     assert await asyncio.to_thread(store.ids, committed=True) == [first, second]
+
+
+async def test_a_send_offsets_that_never_returns_is_given_up_and_the_retry_lands_once(
+    started: Any,
+) -> None:
+    # librdkafka #5456: send_offsets_to_transaction can block past its timeout for good after
+    # a broker restart. A hold far past the timeout (6 s here) stands in for it.
+    store: Store = await started([Fault("hold", "send_offsets", times=1, seconds=120.0)])
+    with pytest.raises(Retriable, match="send_offsets_to_transaction did not return within 6s"):
+        async with asyncio.timeout(60):
+            await store.commit("t1", 1)
+    assert store.clients.struck == ["hold@send_offsets in transaction 1"]
+    assert store.clients.producers == 2  # the stuck one was replaced, and fenced by the new one
+
+    retried = await store.commit("t1", 1)
+    assert await asyncio.to_thread(store.ids, committed=True) == [retried]
+    restored = await store.store.load(POLLER.name, "t1")
+    assert restored is not None and restored.state.sequence == 1

@@ -39,6 +39,8 @@ _GENERATION_ERRORS = frozenset(
 
 Done = Callable[[BaseException | None], None]
 
+SEND_OFFSETS_GRACE = 5.0  # seconds past its own timeout before send_offsets is given up
+
 
 class Requests:
     """What the event loop asks of the thread, queued until the thread takes it (thread-safe)."""
@@ -169,9 +171,24 @@ class Transactions:
         offsets = [tp for tp in positions if tp.offset >= 0]
         if not offsets:  # still fenced by the coordinator: the generation travels with it
             offsets = [TopicPartition(state, p, 0) for p in partitions]
-        producer.send_offsets_to_transaction(
-            offsets, self._group.consumer_group_metadata(), self.settings.transaction_timeout
-        )
+        timeout = self.settings.transaction_timeout
+        # librdkafka's send_offsets_to_transaction can block past its timeout, for good, when
+        # the group coordinator it cached went away (librdkafka #5456, #5511; the broker-outage
+        # fault scenario met it after a broker SIGKILL, and the runner stalled). It runs on a
+        # thread of its own, and is given up if it has not returned well after its timeout:
+        # the transaction then fails as a timeout does, and the producer is replaced (its
+        # init_transactions fences the stuck one). The stuck call keeps its thread, a daemon,
+        # so that it never holds the process at exit.
+        metadata = self._group.consumer_group_metadata()
+        call = _Call(lambda: producer.send_offsets_to_transaction(offsets, metadata, timeout))
+        if not call.finished(timeout + SEND_OFFSETS_GRACE):
+            raise KafkaException(
+                KafkaError(
+                    KafkaError._TIMED_OUT,
+                    f"send_offsets_to_transaction did not return within {timeout:g}s and"
+                    f" {SEND_OFFSETS_GRACE:g}s more (librdkafka #5456)",
+                )
+            )
 
     def _failed(self, exc: KafkaException, batch: list[CommitRequest]) -> BaseException:
         error: KafkaError = exc.args[0]
@@ -273,6 +290,33 @@ class Transactions:
     def close(self) -> None:
         if self._producer is not None:
             self._producer.flush(5)
+
+
+class _Call:
+    """A blocking client call on a daemon thread of its own (about 0.1 ms to start, once a
+    transaction), which the caller may stop waiting for."""
+
+    def __init__(self, call: Callable[[], None]) -> None:
+        self._call = call
+        self._done = threading.Event()
+        self._error: BaseException | None = None
+        threading.Thread(target=self._run, name="watukuy-send-offsets", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._call()
+        except BaseException as exc:  # handed to the waiting thread, raised there
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def finished(self, timeout: float) -> bool:
+        """Whether the call returned within ``timeout`` seconds; raises what it raised."""
+        if not self._done.wait(timeout):
+            return False
+        if self._error is not None:
+            raise self._error
+        return True
 
 
 def _produce(producer: Producer, record: Record) -> None:
