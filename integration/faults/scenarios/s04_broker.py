@@ -10,8 +10,9 @@ deleted already") and records the transaction as done. Those partitions keep a h
 transaction that nothing in a client can end, so the scenario does what the runbook tells an
 operator (``integration/faults/hanging.py``): it aborts a transaction idle far longer than any
 may stay open, and lists each abort in the result's notes. If the coordinator was committing,
-the abort drops that partition's share of a committed transaction, and the verifier sees what
-follows (a key's state rolled back under events already published: duplicates).
+the abort drops that partition's share of a committed transaction: on the state and items
+partitions, the keys' restore rolls them forward over the events they had published
+(``watukuy.core.catchup``), and the verifier checks that none is published twice.
 
 The scenario runs its own broker (a directory and ports of its own, ``PrivateBroker``), never
 the shared one in ``.watukuy/broker`` that other tests use. Full profile: 10 outages,
