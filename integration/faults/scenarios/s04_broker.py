@@ -34,6 +34,7 @@ NAME = "broker-outage"
 RECOVERY_LIMIT = 60.0
 FULL_DOWNTIMES = (5, 12, 20, 5, 30, 8, 5, 15, 10, 25)
 SKIPPED_MARKERS = "Couldn't find leader endpoint for partitions"
+ROLLED_FORWARD = "its stored state missed"  # the runner's warning (see KafkaStore._catch_up)
 HANGING_AFTER = 30.0  # seconds a transaction's producer is idle before it is called hanging
 
 
@@ -98,6 +99,13 @@ def run(ctx: FaultContext, profile: str) -> Result:
         f"aborted a hanging transaction as the runbook says (Kafka left it after a restart): {t}"
         for t in aborted
     ]
+    rolled = [
+        line.split(" watukuy.kafka: ", 1)[-1]
+        for runner in pool.runners.values()
+        for line in runner.output().splitlines()
+        if ROLLED_FORWARD in line
+    ]
+    done.notes += [f"a restore rolled a key forward: {line}" for line in rolled]
     skipped = broker.log_lines(SKIPPED_MARKERS)
     if aborted or skipped:
         done.notes.append(
