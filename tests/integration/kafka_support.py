@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from integration.faults.topics import read_raw
 from watukuy.serde.consumer import SchemaTopicResolver, event_decoder
+from watukuy.store.kafka.factory import ClientFactory
 from watukuy.store.kafka.store import KafkaSettings, KafkaStore
 from watukuy.store.kafka.topics import TopicLayout
 
@@ -25,7 +26,14 @@ def unique_prefix() -> str:
     return f"wt-{uuid.uuid4().hex[:8]}"
 
 
-def make_store(bootstrap: str, prefix: str, runner: str = "r1", **options: Any) -> KafkaStore:
+def make_store(
+    bootstrap: str,
+    prefix: str,
+    runner: str = "r1",
+    *,
+    clients: ClientFactory | None = None,
+    **options: Any,
+) -> KafkaStore:
     options.setdefault("session_timeout", 6.0)
     options.setdefault("transaction_timeout", 6.0)
     layout = TopicLayout(
@@ -34,7 +42,8 @@ def make_store(bootstrap: str, prefix: str, runner: str = "r1", **options: Any) 
     return KafkaStore(
         KafkaSettings(
             kafka={"bootstrap.servers": bootstrap}, layout=layout, runner_id=runner, **options
-        )
+        ),
+        clients=clients,
     )
 
 

@@ -19,13 +19,18 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from integration.faults.clients import Fault, FaultyClients
-from tests.integration.kafka_support import delete_prefix, read_topic, unique_prefix, wait_owned
+from tests.integration.kafka_support import (
+    delete_prefix,
+    make_store,
+    read_topic,
+    unique_prefix,
+    wait_owned,
+)
 from watukuy.core.changes import detect
 from watukuy.core.poll import fresh_state
 from watukuy.core.poller import define_poller
 from watukuy.store.base import KeyCommit, StoredKey
-from watukuy.store.kafka.store import KafkaSettings, KafkaStore
-from watukuy.store.kafka.topics import TopicLayout
+from watukuy.store.kafka.store import KafkaStore
 
 POLLER = define_poller(
     name="ledger",
@@ -41,14 +46,7 @@ pytestmark = pytest.mark.integration
 
 
 def _store(bootstrap: str, prefix: str, clients: FaultyClients | None = None) -> KafkaStore:
-    settings = KafkaSettings(
-        kafka={"bootstrap.servers": bootstrap},
-        layout=TopicLayout(prefix, PARTITIONS, 1),
-        runner_id="r1",
-        session_timeout=6.0,
-        transaction_timeout=6.0,
-    )
-    store = KafkaStore(settings, clients=clients or FaultyClients([], prefix=prefix))
+    store = make_store(bootstrap, prefix, partitions=PARTITIONS, clients=clients)
     store.bind({POLLER.name: POLLER})
     return store
 

@@ -369,32 +369,16 @@ def read_body(raw: bytes, offset: int, writer: framing.Schema) -> Any:
         raise UndecodableEvent(f"unreadable Avro body: {type(exc).__name__}: {exc}") from None
 
 
-# The fields every envelope begins with (``schemas/event.avsc``; only ``data`` differs from one
-# poller to another), as a writer schema of their own: an Avro body is its fields one after the
-# other, so reading with it stops before ``data``, whatever the poller's data schema is.
-_HEAD = parse_schema(
-    {
-        "name": "watukuy.EventHead",
-        "type": "record",
-        "fields": [
-            {"name": "id", "type": "string"},
-            {"name": "poller", "type": "string"},
-            {"name": "partition", "type": "string"},
-            {"name": "subject", "type": "string"},
-            {
-                "name": "type",
-                "type": {
-                    "name": "watukuy.EventType",
-                    "type": "enum",
-                    "symbols": ["created", "updated", "deleted"],
-                },
-            },
-            {"name": "version", "type": "string"},
-            {"name": "sequence", "type": "long"},
-            {"name": "time", "type": "long"},  # milliseconds; no logical type: no datetime
-        ],
-    }
-)
+@functools.cache
+def _head() -> Any:
+    """The fields every envelope begins with (``schemas/event.avsc`` up to ``time``; only
+    ``data`` differs from one poller to another), as a writer schema of their own: an Avro body
+    is its fields one after the other, so reading with it stops before ``lane`` and ``data``,
+    whatever the poller's data schema is."""
+    tree = json.loads(schema_text("event"))
+    names = [f["name"] for f in tree["fields"]]
+    tree["fields"] = tree["fields"][: names.index("time") + 1]
+    return parse_schema(tree)
 
 
 def published_event(raw: bytes, poller: str, partition: str) -> PublishedEvent:
@@ -411,11 +395,11 @@ def published_event(raw: bytes, poller: str, partition: str) -> PublishedEvent:
     else:
         raise UndecodableEvent(f"unknown encoding (first bytes {raw[:2].hex() or 'none'})")
     try:
-        head = schemaless_reader(io.BytesIO(raw[offset:]), _HEAD, None)
+        head = schemaless_reader(io.BytesIO(raw[offset:]), _head(), None)
     except Exception as exc:  # fastavro raises many types for a bad body
         raise UndecodableEvent(f"unreadable event head: {type(exc).__name__}: {exc}") from None
     if not isinstance(head, dict) or (head["poller"], head["partition"]) != (poller, partition):
         raise UndecodableEvent(f"not an event of {poller}/{partition}")
     return PublishedEvent(
-        head["subject"], head["type"], head["version"], head["sequence"], head["time"] / 1000
+        head["subject"], head["type"], head["version"], head["sequence"], head["time"].timestamp()
     )
