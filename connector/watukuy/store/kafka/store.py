@@ -299,10 +299,11 @@ class KafkaStore:
         """Write at once the picture of each key whose restored state was rolled forward over
         events it had published (see :mod:`watukuy.core.catchup`): ahead of anything the engine
         commits on the partition, so the events stay accounted for after the next restore."""
+        io = self._io
         for key in keys.names():
             missed = keys.missed(key)
             state = self._states.get(key)
-            if not missed or state is None:
+            if not missed or state is None or io is None:  # None: closing; the next owner will
                 continue
             try:
                 snapshot, _ = self._taken(key)  # rolled forward as it is taken
@@ -322,7 +323,7 @@ class KafkaStore:
             upserts = {event.subject: snapshot[event.subject] for event in missed}
             out = self._require_outgoing().of(KeyCommit(state=state, upserts=upserts), partition)
             done = partial(self._caught_up, key, upserts)
-            self._running().submit(CommitRequest(out, {partition: generation}, self._hop(done)))
+            io.submit(CommitRequest(out, {partition: generation}, self._hop(done)))
 
     def _caught_up(
         self, key: str, upserts: dict[str, SnapshotEntry], error: BaseException | None
