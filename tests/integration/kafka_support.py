@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from integration.faults.topics import read_raw
+from watukuy.core.observe import Observer
 from watukuy.serde.consumer import SchemaTopicResolver, event_decoder
 from watukuy.store.kafka.factory import ClientFactory
 from watukuy.store.kafka.store import KafkaSettings, KafkaStore
@@ -32,6 +33,7 @@ def make_store(
     runner: str = "r1",
     *,
     clients: ClientFactory | None = None,
+    observers: Observer | None = None,
     **options: Any,
 ) -> KafkaStore:
     options.setdefault("session_timeout", 6.0)
@@ -43,6 +45,7 @@ def make_store(
         KafkaSettings(
             kafka={"bootstrap.servers": bootstrap}, layout=layout, runner_id=runner, **options
         ),
+        observers,
         clients=clients,
     )
 

@@ -27,6 +27,7 @@ from tests.integration.kafka_support import (
     wait_owned,
 )
 from watukuy.core.changes import detect
+from watukuy.core.observe import Observer
 from watukuy.core.poll import fresh_state
 from watukuy.core.poller import define_poller
 from watukuy.store.base import KeyCommit, StoredKey
@@ -45,8 +46,23 @@ NOW = datetime.now(UTC).timestamp()  # snapshot entries are seen at the poll's t
 pytestmark = pytest.mark.integration
 
 
-def _store(bootstrap: str, prefix: str, clients: FaultyClients | None = None) -> KafkaStore:
-    store = make_store(bootstrap, prefix, partitions=PARTITIONS, clients=clients)
+class CaughtUp(Observer):
+    def __init__(self) -> None:
+        self.keys: list[tuple[str, str, int]] = []
+
+    def state_caught_up(self, poller: str, partition: str, events: int) -> None:
+        self.keys.append((poller, partition, events))
+
+
+def _store(
+    bootstrap: str,
+    prefix: str,
+    clients: FaultyClients | None = None,
+    observer: Observer | None = None,
+) -> KafkaStore:
+    store = make_store(
+        bootstrap, prefix, partitions=PARTITIONS, clients=clients, observers=observer
+    )
     store.bind({POLLER.name: POLLER})
     return store
 
@@ -91,7 +107,8 @@ async def test_a_lost_state_share_is_rolled_forward_and_nothing_is_published_twi
         await first.close()
 
         caplog.set_level(logging.WARNING, logger="watukuy.kafka")
-        second = _store(kafka_bootstrap, prefix)
+        caught_up = CaughtUp()  # what watukuy_caught_up_events counts
+        second = _store(kafka_bootstrap, prefix, observer=caught_up)
         stores.append(second)
         await second.start()
         await wait_owned(second, PARTITIONS)
@@ -105,6 +122,7 @@ async def test_a_lost_state_share_is_rolled_forward_and_nothing_is_published_twi
         warned = [r.getMessage() for r in caplog.records if "rolled" in r.getMessage()]
         assert len(warned) == 1 and warned[0].startswith("ledger/globex: ")
         assert "missed 2 event(s) it had published (sequence 3 to 4)" in warned[0]
+        assert caught_up.keys == [("ledger", "globex", 2)]
 
         # The key polls the same page again: nothing new; then a real change: sequence 5.
         assert await _poll(second, "globex", page_two, NOW + 2) == 0

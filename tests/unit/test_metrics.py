@@ -58,6 +58,7 @@ def exercise(observer: PrometheusObserver) -> None:
     observer.http_response("invoices", "t_2", "GET", None, 5.0)
     observer.item_parked("invoices", "t_2", "invalid", OutcomeKind.SCHEMA_INVALID)
     observer.dlq_written("invoices", "t_2", 1)
+    observer.state_caught_up("invoices", "t_1", 3)
     observer.circuit_moved("invoices", "t_2", "closed", "open")
     observer.budget_waited("vendor", "invoices", "t_1", "live", 0.25, 3.0)
     observer.transaction_done(True, 0.05, 12, None)
@@ -94,6 +95,7 @@ def test_names_follow_prometheus_rules() -> None:
         "watukuy_restore_records",
         "watukuy_restore_duration_seconds",
         "watukuy_dlq_records",
+        "watukuy_caught_up_events",
         "process_cpu_seconds",
         "process_resident_memory_bytes",
     } <= names

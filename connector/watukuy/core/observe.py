@@ -181,6 +181,10 @@ class Observer:
     def dlq_written(self, poller: str, partition: str, records: int) -> None:
         """``records`` parked items were copied to the poller's DLQ topic (committed)."""
 
+    def state_caught_up(self, poller: str, partition: str, events: int) -> None:
+        """A restore found ``events`` published events the key's stored state had lost, and
+        rolled the state forward over them (see :mod:`watukuy.core.catchup`)."""
+
 
 ErrorSink = Callable[[Observer, str, Exception], None]
 
@@ -257,6 +261,9 @@ class Fanout(Observer):
 
     def dlq_written(self, poller: str, partition: str, records: int) -> None:
         self._each("dlq_written", poller, partition, records)
+
+    def state_caught_up(self, poller: str, partition: str, events: int) -> None:
+        self._each("state_caught_up", poller, partition, events)
 
 
 def fanout(observers: Observer | Iterable[Observer] | None, on_error: ErrorSink = _raise) -> Fanout:

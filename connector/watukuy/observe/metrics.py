@@ -125,6 +125,13 @@ class PrometheusObserver(Observer):
         self.dlq = Counter(
             "watukuy_dlq_records", "Parked items copied to the DLQ topic.", list(key), registry=r
         )
+        self.caught_up = Counter(
+            "watukuy_caught_up_events",
+            "Published events a restored key's state had lost (Kafka dropped its transaction's"
+            " state records after a broker restart), rolled forward over at restore.",
+            list(key),
+            registry=r,
+        )
         self.budget_wait = Histogram(
             "watukuy_budget_wait_seconds",
             "Time a request waited for a budget token.",
@@ -280,6 +287,9 @@ class PrometheusObserver(Observer):
 
     def dlq_written(self, poller: str, partition: str, records: int) -> None:
         self._inc(self.dlq, poller, partition, by=records)
+
+    def state_caught_up(self, poller: str, partition: str, events: int) -> None:
+        self._inc(self.caught_up, poller, partition, by=events)
 
 
 class _StateCollector(Collector):

@@ -320,6 +320,7 @@ class KafkaStore:
                 missed[0].sequence,
                 missed[-1].sequence,
             )
+            self.observer.state_caught_up(state.poller, state.partition, len(missed))
             upserts = {event.subject: snapshot[event.subject] for event in missed}
             out = self._require_outgoing().of(KeyCommit(state=state, upserts=upserts), partition)
             done = partial(self._caught_up, key, upserts)
