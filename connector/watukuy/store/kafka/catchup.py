@@ -14,6 +14,10 @@ does not account for. One reader consumer, assigned and never joining, reads the
 every restore at once, as long as no two need the same events partition at the same time
 (events topics may have another partition count than the state topic); a restore that would
 share one waits for the other to finish.
+
+The catch-up never holds a partition for long: if the windows cannot be found or read within
+``PATIENCE`` (a broker restarting, a client whose metadata went stale), the partition is owned
+without it, with a warning. Its keys then run as they would have before the catch-up existed.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ SLACK_MS = 30_000  # clock skew allowed between the host of a state record and o
 BATCH = 5_000
 OFFSET_TIMEOUT = 5.0  # seconds an offset query may take (it blocks the Kafka thread)
 RETRY_AFTER = 1.0  # seconds before asking again after a failed query (a broker restarting)
+PATIENCE = 30.0  # seconds a partition's catch-up may take before the partition goes on without
 
 EventsOf = Callable[[str], tuple[str, int] | None]
 """A poller's events topic and its partition count (``None``: not a poller of this runner)."""
@@ -50,6 +55,7 @@ class _CatchUp:
     partition: int  # of the state topic: the restore this belongs to
     keys: RestoredKeys
     finish: Callable[[], None]
+    started: float
     ends: dict[TopicPart, int] = field(default_factory=dict)  # where each window ends
     names: dict[bytes, tuple[str, str]] = field(default_factory=dict)  # key -> poller, name
     undecodable: int = 0
@@ -74,7 +80,7 @@ class EventsCatchUp:
 
     def begin(self, partition: int, keys: RestoredKeys, finish: Callable[[], None]) -> None:
         """Read what ``keys`` published beyond their states, then call ``finish``."""
-        self._waiting.append(_CatchUp(partition, keys, finish))
+        self._waiting.append(_CatchUp(partition, keys, finish, self._clock.monotonic()))
         self._start_waiting()
 
     def drop(self, partitions: Iterable[int]) -> None:
@@ -91,6 +97,7 @@ class EventsCatchUp:
         self._start_waiting()
         if not self._reading:
             return
+        self._give_up_slow_reads()
         messages: list[Any] = self._reader.consume(BATCH, 0.0)
         touched: set[TopicPart] = set()
         for message in messages:
@@ -125,7 +132,11 @@ class EventsCatchUp:
             try:
                 windows = self._windows(catching)
             except Retriable as exc:
+                if self._clock.monotonic() - catching.started > PATIENCE:
+                    self._give_up(catching, str(exc))
+                    continue
                 log.info("partition %d: cannot read its events yet: %s", catching.partition, exc)
+                self._refresh_metadata(catching)
                 self._retry_at = self._clock.monotonic() + RETRY_AFTER
                 waiting.append(catching)
                 continue
@@ -178,6 +189,36 @@ class EventsCatchUp:
         except KafkaException as exc:
             raise Retriable(f"finding the events to catch up with: {exc}") from exc
         return windows
+
+    def _refresh_metadata(self, catching: _CatchUp) -> None:
+        """After a broker restart a client that never fetches may keep answering "unknown
+        partition" from its stale metadata: asking for the topics refreshes it."""
+        topics = {t[0] for t in (self._events_of(p) for p, _ in catching.names.values()) if t}
+        for topic in sorted(topics):
+            try:
+                self._offsets.list_topics(topic, OFFSET_TIMEOUT)
+            except KafkaException as exc:
+                log.debug("refreshing the metadata of %s: %s", topic, exc)
+
+    def _give_up(self, catching: _CatchUp, why: str) -> None:
+        log.warning(
+            "partition %d: gave up reading what its keys published beyond their stored state"
+            " after %.0fs (%s); its keys run without that check this time",
+            catching.partition,
+            self._clock.monotonic() - catching.started,
+            why,
+        )
+        catching.finish()
+
+    def _give_up_slow_reads(self) -> None:
+        now = self._clock.monotonic()
+        slow = {id(c): c for c in self._reading.values() if now - c.started > PATIENCE}
+        for catching in slow.values():
+            stopped = [tp for tp, c in self._reading.items() if c is catching]
+            for tp in stopped:
+                del self._reading[tp]
+            self._unassign(stopped)
+            self._give_up(catching, "its events were not read to their end")
 
     # -- reading --------------------------------------------------------------------------
 
