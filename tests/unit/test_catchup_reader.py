@@ -10,23 +10,13 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from tests.unit.clock import ManualClock
 from watukuy.store.kafka.catchup import PATIENCE, EventsCatchUp
 from watukuy.store.kafka.restore import RestoredKeys
 
 pytestmark = pytest.mark.unit
 
 TOPIC = "p.events.invoices"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class Offsets:
@@ -76,8 +66,8 @@ def restored() -> RestoredKeys:
     return keys
 
 
-def catch_up(offsets: Offsets) -> tuple[EventsCatchUp, Reader, Clock, list[int]]:
-    clock, reader, finished = Clock(), Reader(), []
+def catch_up(offsets: Offsets) -> tuple[EventsCatchUp, Reader, ManualClock, list[int]]:
+    clock, reader, finished = ManualClock(), Reader(), []
     catchup = EventsCatchUp(
         reader,  # type: ignore[arg-type]
         offsets,  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ from typing import Any, cast
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from tests.unit.clock import ManualClock
 from watukuy.store.kafka.lease import Leases
 from watukuy.store.kafka.rebalance import DUPLICATE_RUNNER, GroupFailed, Membership
 from watukuy.store.kafka.topics import TopicLayout
@@ -43,17 +44,6 @@ class FakeGroup:
         self.closed = True
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 class Nothing:
     def drop(self, partitions: list[int]) -> None: ...
 
@@ -61,7 +51,7 @@ class Nothing:
 
 
 def membership(
-    group: FakeGroup, rebuilt: list[FakeGroup], clock: Clock
+    group: FakeGroup, rebuilt: list[FakeGroup], clock: ManualClock
 ) -> tuple[Membership, Leases]:
     leases = Leases()
     leases.grant(0)
@@ -92,7 +82,7 @@ def fenced() -> KafkaError:
 
 
 def test_fenced_once_it_rejoins_with_a_new_consumer() -> None:
-    first, rebuilt, clock = FakeGroup(fenced()), list[FakeGroup](), Clock()
+    first, rebuilt, clock = FakeGroup(fenced()), list[FakeGroup](), ManualClock()
     member, leases = membership(first, rebuilt, clock)
     member.poll(0)
     assert first.closed
@@ -102,7 +92,7 @@ def test_fenced_once_it_rejoins_with_a_new_consumer() -> None:
 
 
 def test_fenced_again_within_the_window_it_stops_saying_why() -> None:
-    first, rebuilt, clock = FakeGroup(fenced()), list[FakeGroup](), Clock()
+    first, rebuilt, clock = FakeGroup(fenced()), list[FakeGroup](), ManualClock()
     member, _ = membership(first, rebuilt, clock)
     member.poll(0)
     rebuilt[0].errors.append(fenced())
@@ -114,7 +104,7 @@ def test_fenced_again_within_the_window_it_stops_saying_why() -> None:
 
 
 def test_fenced_again_after_the_window_it_rejoins_again() -> None:
-    first, rebuilt, clock = FakeGroup(fenced()), list[FakeGroup](), Clock()
+    first, rebuilt, clock = FakeGroup(fenced()), list[FakeGroup](), ManualClock()
     member, _ = membership(first, rebuilt, clock)
     member.poll(0)
     rebuilt[0].errors.append(fenced())
@@ -124,14 +114,14 @@ def test_fenced_again_after_the_window_it_rejoins_again() -> None:
 
 
 def test_any_other_fatal_consumer_error_stops_the_instance() -> None:
-    member, _ = membership(FakeGroup(KafkaError(KafkaError._FATAL, "boom")), [], Clock())
+    member, _ = membership(FakeGroup(KafkaError(KafkaError._FATAL, "boom")), [], ManualClock())
     with pytest.raises(GroupFailed, match="the group consumer failed: boom"):
         member.poll(0)
 
 
 def test_a_non_fatal_error_is_left_to_librdkafka() -> None:
     group = FakeGroup(KafkaError(KafkaError._TRANSPORT, "broker down"))
-    member, leases = membership(group, [], Clock())
+    member, leases = membership(group, [], ManualClock())
     member.poll(0)
     assert cast(Any, member.group) is group and len(leases.all()) == 2
 
@@ -145,7 +135,7 @@ class DeadGroup(FakeGroup):
 
 def test_a_rejoin_on_a_consumer_fenced_meanwhile_goes_the_same_way() -> None:
     # The producer was fenced first (its rejoin comes before the consumer's error is polled).
-    first, rebuilt, clock = DeadGroup(fenced()), list[FakeGroup](), Clock()
+    first, rebuilt, clock = DeadGroup(fenced()), list[FakeGroup](), ManualClock()
     member, _ = membership(first, rebuilt, clock)
     member.rejoin()
     assert cast(Any, member.group) is rebuilt[0] and first.closed
