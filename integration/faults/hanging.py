@@ -39,16 +39,21 @@ class Hanging:
         )
 
 
-def open_transactions(bootstrap: str, topic: str, partition: int) -> list[Hanging]:
-    """The open transactions ``kafka-transactions.sh describe-producers`` shows."""
+def producers(bootstrap: str, topic: str, partition: int) -> list[list[str]]:
+    """The rows of ``kafka-transactions.sh describe-producers``: producer id, epoch, coordinator
+    epoch, last sequence, last write (ms), start offset of its open transaction or ``None``."""
     out = transactions(
         bootstrap, "describe-producers", "--topic", topic, "--partition", str(partition)
     )
+    return [cells for line in out.splitlines()[1:] if len(cells := line.split()) >= 6]
+
+
+def open_transactions(bootstrap: str, topic: str, partition: int) -> list[Hanging]:
+    """The open transactions ``kafka-transactions.sh describe-producers`` shows."""
     now_ms = time.time() * 1000
     found = []
-    for line in out.splitlines()[1:]:
-        cells = line.split()
-        if len(cells) < 6 or cells[5] == "None":
+    for cells in producers(bootstrap, topic, partition):
+        if cells[5] == "None":
             continue
         producer, last_ms, start = int(cells[0]), int(cells[4]), int(cells[5])
         found.append(Hanging(topic, partition, producer, start, (now_ms - last_ms) / 1000))

@@ -55,7 +55,8 @@ RUNNER_KEYS: tuple[KeyDoc, ...] = (
         "runner.id",
         "string",
         None,
-        "Stable id of this instance: its static group membership and transactional id. "
+        "Stable id of this instance: its static group membership and the prefix of its "
+        "transactional ids. "
         "Default: the hostname.",
     ),
     KeyDoc(

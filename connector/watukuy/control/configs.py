@@ -27,6 +27,7 @@ anyway, and an operator can read the topic with any console consumer, as Connect
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import logging
@@ -172,8 +173,9 @@ def decode_record(key: bytes | None, value: bytes | None) -> _Record | None:
 class ConfigTopic:
     """Reads and writes ``<prefix>.configs``; see the module's text.
 
-    Writes use a transactional producer of their own, ``transactional.id``
-    ``<group>.<runner_id>.configs``: a restarted instance fences its previous incarnation.
+    Writes use a transactional producer of their own, its ``transactional.id``
+    ``<group>.<runner_id>.configs.<random>``, new after any transaction that did not commit
+    (why: :func:`watukuy.store.kafka.clients.fresh_transactional_id`).
     ``timeout`` bounds reaching the cluster and each transaction.
     """
 
@@ -193,7 +195,7 @@ class ConfigTopic:
         self._timeout = timeout
         self._transaction_timeout = transaction_timeout
         group = group or f"{layout.prefix}.runners"
-        self.transactional_id = f"{group}.{runner_id}.configs"
+        self._transactional_prefix = f"{group}.{runner_id}.configs"
         self._reader = TopicReader(
             kafka,
             self.topic,
@@ -345,19 +347,17 @@ class ConfigTopic:
                 raise Retriable(f"Kafka failed {doing}: {why}")
             producer.commit_transaction(self._timeout)
         except KafkaException as exc:
-            error = exc.args[0]
-            if error.fatal():  # fenced by a newer incarnation, or broken: start over next time
-                self._producer = None
-            else:
+            if not exc.args[0].fatal():
                 self._abort(producer)
-            raise Retriable(f"Kafka failed {doing}: {error.str()}") from exc
+            self._producer = None  # never used again after a transaction that did not commit
+            raise Retriable(f"Kafka failed {doing}: {exc.args[0].str()}") from exc
         return max(offsets) + 1
 
     def _abort(self, producer: Producer) -> None:
-        try:
+        """End the transaction now (else it ends at its timeout) and drop the producer."""
+        self._producer = None
+        with contextlib.suppress(KafkaException):  # librdkafka #4849: the abort can fail too
             producer.abort_transaction(self._timeout)
-        except KafkaException:  # librdkafka #4849: the abort itself can fail
-            self._producer = None
 
     async def _read_back(self, end: int, name: str) -> None:
         """Wait until this instance's view holds the write: callers read their writes."""
@@ -374,7 +374,7 @@ class ConfigTopic:
         producer = Producer(
             clients.producer_config(
                 self._kafka,
-                transactional_id=self.transactional_id,
+                transactional_id=clients.fresh_transactional_id(self._transactional_prefix),
                 transaction_timeout=self._transaction_timeout,
             )
         )

@@ -7,8 +7,8 @@ started with one ``runner.id``.
    writes become visible (the verifier sees every version and sequence number once), and it
    rejoins the group and shares the keys again. Full profile: 10 times; short: once.
 2. Start a second process with the first runner's ``runner.id``. The two fence each other's
-   consumer (static membership) and producer (transactional id): the older one must say so in
-   one log line and stop, the newer one go on holding every key, with no endless fencing loop.
+   group consumer (static membership): the older one must say so in one log line and stop,
+   the newer one go on holding every key, with no endless fencing loop.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@
   setting to use instead (or why it is fixed). The config refuses them; the client configs
   below are the only place they are set.
 - :func:`producer_config`, :func:`group_config`, :func:`tail_config`: what the store's clients
-  are built with, from the user's ``kafka:`` properties.
+  are built with, from the user's ``kafka:`` properties; :func:`fresh_transactional_id`: the
+  ``transactional.id`` of each new producer.
 - :func:`check_properties`: the user's properties, checked by librdkafka itself at config load
   (building a client opens no connection), so a typo fails ``validate``, not the start.
 - :func:`librdkafka_logger`: every client (producer, consumers, admin) logs through
@@ -17,6 +18,7 @@ from __future__ import annotations
 import difflib
 import logging
 import re
+import secrets
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -264,6 +266,24 @@ def probe(kafka: Mapping[str, Any], timeout: float) -> None:
 def _base(kafka: Mapping[str, Any], drop: Sequence[str]) -> dict[str, Any]:
     kept = {k: v for k, v in kafka.items() if not k.startswith(tuple(drop))}
     return kept | {"logger": librdkafka_logger()}
+
+
+def fresh_transactional_id(prefix: str) -> str:
+    """A ``transactional.id`` no producer had before: ``prefix`` and a random suffix.
+
+    Why not one stable id per instance, the usual way: a producer id must never write again
+    after a transaction of it that did not commit. Right after a broker restart Kafka (4.x)
+    can complete a transaction without writing its markers to some partitions ("likely
+    deleted already", its coordinator logs); the records left there stay open, and the next
+    marker that producer id writes to that partition ends them with its own outcome. A stable
+    id keeps its producer id across a new producer or a restart, so its next *commit* there
+    published what had been aborted (94 events twice in a broker-outage fault run). A new id
+    is a new producer id: the partition hangs instead, which the runner reports and an operator
+    aborts. The cost: an instance restarted after a crash no longer aborts what its previous
+    incarnation left open, so those partitions wait for the transaction timeout, as they do
+    when another instance takes them over.
+    """
+    return f"{prefix}.{secrets.token_hex(6)}"
 
 
 def producer_config(

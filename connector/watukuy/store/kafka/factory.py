@@ -68,14 +68,14 @@ SYSTEM_CLOCK = SystemClock()
 
 
 def new_producer(settings: KafkaSettings, factory: ClientFactory) -> Producer:
-    """The transactional producer, its transactions initialised (which fences any earlier
-    producer of the same ``transactional.id`` and aborts what it left open)."""
+    """A transactional producer with a ``transactional.id`` of its own
+    (:func:`.clients.fresh_transactional_id`), its transactions initialised."""
     s = settings
     suffix = s.runner_id if s.use_group else f"{s.runner_id}.cli"
     producer = factory.producer(
         clients.producer_config(
             s.kafka,
-            transactional_id=f"{s.group}.{suffix}",
+            transactional_id=clients.fresh_transactional_id(f"{s.group}.{suffix}"),
             transaction_timeout=s.transaction_timeout,
         )
     )

@@ -32,8 +32,8 @@ class GroupFailed(WatukuyError):
 
 
 DUPLICATE_RUNNER = (
-    "another instance is running with this runner.id (its group.instance.id and "
-    "transactional.id): this one stops; give every instance its own runner.id"
+    "another instance is running with this runner.id (its group.instance.id): this one "
+    "stops; give every instance its own runner.id"
 )
 
 

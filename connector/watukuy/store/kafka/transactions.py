@@ -155,7 +155,7 @@ class Transactions:
             self._send_offsets(producer, batch)
             producer.commit_transaction(timeout * 3)
         except KafkaException as exc:
-            outcome = self._failed(exc, batch)
+            outcome = self._failed(exc, batch, producer)
             self._notify(Transacted(count, self._clock.monotonic() - started, outcome))
             return
         for request in batch:
@@ -176,9 +176,9 @@ class Transactions:
         # the group coordinator it cached went away (librdkafka #5456, #5511; the broker-outage
         # fault scenario met it after a broker SIGKILL, and the runner stalled). It runs on a
         # thread of its own, and is given up if it has not returned well after its timeout:
-        # the transaction then fails as a timeout does, and the producer is replaced (its
-        # init_transactions fences the stuck one). The stuck call keeps its thread, a daemon,
-        # so that it never holds the process at exit.
+        # the transaction then fails as a timeout does, and the producer is replaced (the
+        # stuck one never commits; its transaction ends at its timeout). The stuck call keeps
+        # its thread, a daemon, so that it never holds the process at exit.
         metadata = self._group.consumer_group_metadata()
         call = _Call(lambda: producer.send_offsets_to_transaction(offsets, metadata, timeout))
         if not call.finished(timeout + SEND_OFFSETS_GRACE):
@@ -190,7 +190,9 @@ class Transactions:
                 )
             )
 
-    def _failed(self, exc: KafkaException, batch: list[CommitRequest]) -> BaseException:
+    def _failed(
+        self, exc: KafkaException, batch: list[CommitRequest], producer: Producer
+    ) -> BaseException:
         error: KafkaError = exc.args[0]
         log.warning("transaction failed: %s", error)
         outcome: BaseException
@@ -203,26 +205,30 @@ class Transactions:
             # Fenced or broken for good: whatever we hold may be stale. Start over.
             log.error("fatal producer error, dropping owned keys and rejoining: %s", error.str())
             outcome = Fenced(f"the producer was fenced: {error.str()}")
-            self.replace_producer()
         elif error.code() in clients.UNREACHABLE_CODES:
-            # The cluster was out of reach. A producer that lived through that can keep a dead
-            # broker as its group coordinator, and then block in send_offsets_to_transaction
-            # past any timeout (librdkafka #5456, #5511; found by the broker-outage fault
-            # scenario): a new one looks the coordinators up afresh, and its
-            # init_transactions aborts what this one left open.
+            # The cluster was out of reach: an abort would wait for it in vain. (A producer
+            # that lived through that can also keep a dead broker as its group coordinator and
+            # block in send_offsets_to_transaction past any timeout: librdkafka #5456, #5511.)
+            # The coordinator aborts what it left open at the transaction timeout.
             log.warning("the cluster was out of reach; starting a new producer")
-            self.replace_producer()
         else:
-            try:
-                _require(self._producer).abort_transaction(self.settings.transaction_timeout)
-            except KafkaException as abort_exc:  # librdkafka #4849: the abort itself can fail
-                log.warning("abort failed (%s); starting a new producer", abort_exc.args[0])
-                self.replace_producer()
+            self._abort(producer)
+        # Never write again with a producer whose transaction did not commit: see
+        # clients.fresh_transactional_id (a skipped abort marker once made 94 events twice).
+        self.replace_producer()
         for request in batch:
             request.done(outcome)
         if fatal:
             self._on_fatal()  # after the batch is answered: the rejoin may end the thread
         return outcome
+
+    def _abort(self, producer: Producer) -> None:
+        """End the failed transaction now, so that readers of its partitions need not wait for
+        its timeout; the producer is replaced after, whatever comes of it."""
+        try:
+            producer.abort_transaction(self.settings.transaction_timeout)
+        except KafkaException as exc:  # librdkafka #4849: the abort itself can fail
+            log.warning("abort failed (%s); its transaction ends at its timeout", exc.args[0])
 
     def replace_producer(self) -> None:
         """Drop the producer for a new one: made now, or, when the cluster does not answer
@@ -232,9 +238,8 @@ class Transactions:
         if old is not None:
             try:
                 # What it still holds must never reach the broker: sent once the cluster is
-                # back, after the new producer's init_transactions ended the transaction, it
-                # would open one that nobody ends, and a takeover of its partition would wait
-                # for good (fault scenario 4 met it).
+                # back, after its transaction ended, it could open one that nobody ends, and a
+                # takeover of its partition would wait for good (fault scenario 4 met it).
                 old.purge(in_queue=True, in_flight=True, blocking=False)
                 old.flush(0)
             except KafkaException as exc:  # a fatal producer refuses even to flush
@@ -271,18 +276,11 @@ class Transactions:
             producer.commit_transaction(timeout * 3)
         except KafkaException as exc:
             error = exc.args[0]
-            if error.fatal():
-                self.replace_producer()
-            else:
-                try:
-                    producer.abort_transaction(timeout)
-                except KafkaException:
-                    self.replace_producer()
-            reason = error.str()
-            if error.code() == KafkaError._FENCED:  # a newer producer has our transactional.id
-                reason = "another instance is running with this runner.id (its transactional.id)"
+            if not error.fatal() and error.code() not in clients.UNREACHABLE_CODES:
+                self._abort(producer)
+            self.replace_producer()  # as in _failed: a failed transaction's producer is done
             for _, done in plain:
-                done(Retriable(f"could not write to {plain[0][0].topic}: {reason}"))
+                done(Retriable(f"could not write to {plain[0][0].topic}: {error.str()}"))
             return
         for _, done in plain:
             done(None)
