@@ -27,6 +27,7 @@ from watukuy.observe.metrics import PrometheusObserver
 from watukuy.rest.control import Metrics
 from watukuy.rest.server import start_rest
 from watukuy.store.kafka.factory import ClientFactory
+from watukuy.store.kafka.hanging import HangingTransactions
 from watukuy.store.kafka.store import KafkaSettings, KafkaStore
 from watukuy.store.kafka.topics import TopicLayout
 
@@ -130,6 +131,9 @@ async def _serve(
         timeout=runner.startup_timeout,
     )
     applier = ConfigApplier(engine, list(file_pollers), config.base_dir)
+    hanging = HangingTransactions(
+        kafka, store.written_topics, metrics, transaction_timeout=runner.session_timeout
+    )
     await configs.start()
     try:
         configs.listen(applier.changed)
@@ -163,6 +167,7 @@ async def _serve(
                     group.create_task(applier.run()),
                     group.create_task(_publish_statuses(engine, status)),
                     group.create_task(_freeze_long_lived()),
+                    group.create_task(hanging.run()),
                 ]
                 running = True
                 await stop.wait()

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from integration.faults.topics import read_raw
@@ -152,3 +152,22 @@ def read_to_end(bootstrap: str, topics: list[str], *, committed: bool = True) ->
 def latest_values(bootstrap: str, topic: str) -> dict[bytes, bytes | None]:
     """What compaction would keep: the last value of each key (``None`` for a tombstone)."""
     return {r.key: r.value for r in read_to_end(bootstrap, [topic]) if r.key is not None}
+
+
+def open_transaction(bootstrap: str, topic: str, partition: int, key: bytes) -> Producer:
+    """A transaction left open on one partition, as a broker restart leaves one: a record
+    written, never committed. A broker restart's stays open for ever; this one for the
+    producer's ten-minute timeout, far longer than the test (the caller keeps the producer and
+    aborts it at the end, by then a no-op at the partition)."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": f"{topic}.hanging",
+            "transaction.timeout.ms": 600_000,
+        }
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, key=key, value=b"never committed", partition=partition)
+    assert producer.flush(30) == 0
+    return producer

@@ -31,11 +31,11 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 from integration.demo import Simulator
-from tests.integration.kafka_support import latest_values, read_to_end
+from tests.integration.kafka_support import latest_values, open_transaction, read_to_end
 from tests.integration.runners import ROOT, Runner, assignments, free_port, runner_env, wait_for
 from tests.runbooks_doc import KEEPS_RUNNING, Block, blocks, run_blocks
 from watukuy.serde.consumer import SchemaTopicResolver, event_decoder
@@ -456,25 +456,6 @@ def stable_and_written(bootstrap: str, topic: str, partition: int) -> tuple[int,
         finally:
             consumer.close()
     return found[0], found[1]
-
-
-def open_transaction(bootstrap: str, topic: str, partition: int, key: bytes) -> Producer:
-    """A transaction left open on one partition, as a broker restart leaves one: a record
-    written, never committed. A broker restart's stays open for ever; this one for the
-    producer's ten-minute timeout, far longer than the test (the caller keeps the producer and
-    aborts it at the end, by then a no-op at the partition)."""
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "transactional.id": f"{topic}.hanging",
-            "transaction.timeout.ms": 600_000,
-        }
-    )
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    producer.produce(topic, key=key, value=b"never committed", partition=partition)
-    assert producer.flush(30) == 0
-    return producer
 
 
 def test_a_hanging_transaction_ends_as_its_runbook_says(

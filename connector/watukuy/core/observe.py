@@ -185,6 +185,10 @@ class Observer:
         """A restore found ``events`` published events the key's stored state had lost, and
         rolled the state forward over them (see :mod:`watukuy.core.catchup`)."""
 
+    def transactions_hanging(self, topic: str, partitions: tuple[int, ...]) -> None:
+        """The partitions of ``topic`` where a transaction hangs, as of now (none: an empty
+        tuple); see :mod:`watukuy.core.hanging`."""
+
 
 ErrorSink = Callable[[Observer, str, Exception], None]
 
@@ -264,6 +268,9 @@ class Fanout(Observer):
 
     def state_caught_up(self, poller: str, partition: str, events: int) -> None:
         self._each("state_caught_up", poller, partition, events)
+
+    def transactions_hanging(self, topic: str, partitions: tuple[int, ...]) -> None:
+        self._each("transactions_hanging", topic, partitions)
 
 
 def fanout(observers: Observer | Iterable[Observer] | None, on_error: ErrorSink = _raise) -> Fanout:

@@ -185,6 +185,14 @@ class PrometheusObserver(Observer):
             buckets=_RESTORE_BUCKETS,
             registry=r,
         )
+        self.hanging = Gauge(
+            "watukuy_hanging_transactions",
+            "Partitions of the topic where a transaction has stayed open longer than any may"
+            " (a hanging one: only an administrator's abort ends it), at this instance's last"
+            " look.",
+            ["topic"],
+            registry=r,
+        )
         self._held: set[int] = set()
         r.register(_StateCollector(self))
         if process:
@@ -290,6 +298,9 @@ class PrometheusObserver(Observer):
 
     def state_caught_up(self, poller: str, partition: str, events: int) -> None:
         self._inc(self.caught_up, poller, partition, by=events)
+
+    def transactions_hanging(self, topic: str, partitions: tuple[int, ...]) -> None:
+        self.hanging.labels(topic).set(len(partitions))
 
 
 class _StateCollector(Collector):

@@ -478,6 +478,16 @@ class KafkaStore:
     async def partitions(self, poller: str) -> list[str]:
         return [s.partition for s in self._states.values() if s.poller == poller]
 
+    def written_topics(self) -> list[str]:
+        """Every topic the runners write in transactions: the internal ones, and each bound
+        poller's events and DLQ topics (where :mod:`.hanging` looks for hanging ones)."""
+        pollers = sorted(self._event_topics)
+        return [
+            *self.layout.internal(),
+            *(self._event_topics[p] for p in pollers),
+            *(self.layout.dlq(p) for p in pollers),
+        ]
+
     def states_of(self, poller: str) -> list[PartitionState]:
         """Restored and committed since: only keys of partitions this instance owns."""
         return [s for s in self._states.values() if s.poller == poller]

@@ -21,6 +21,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from watukuy.core.errors import Retriable
+from watukuy.core.hanging import HANGING_MARGIN, REPORT_EVERY, abort_command
 from watukuy.logs import log_context
 from watukuy.store.kafka import records
 from watukuy.store.kafka.catchup import EventsCatchUp
@@ -39,8 +40,6 @@ log = logging.getLogger("watukuy.kafka")
 RESTORE_BATCH = 20_000
 RESTORE_WAIT = 0.02  # seconds a restore read waits for the records it has not got yet
 TAIL_BATCH = 2_000
-HANGING_MARGIN = 60.0  # seconds past the transaction timeout before an open one is hanging
-HANGING_REPEAT = 300.0  # seconds between two errors about one hanging partition
 
 _NOT_READY = frozenset(
     {
@@ -211,24 +210,20 @@ class Restores:
         now = self._clock.monotonic()
         waited = now - self._unsettled_since.get(tp.partition, now)
         logged = self._hanging_logged.get((tp.topic, tp.partition))
-        if waited < self._hanging_after or (logged is not None and now - logged < HANGING_REPEAT):
+        if waited < self._hanging_after or (logged is not None and now - logged < REPORT_EVERY):
             return
         self._hanging_logged[(tp.topic, tp.partition)] = now
         log.error(
             "partition %d: %s[%d] has had a transaction open for %.0fs, longer than the"
             " transaction timeout allows: a hanging transaction (a broker restart can leave one"
             " behind); its keys cannot be restored and read_committed consumers of it are stuck"
-            " until it is aborted: kafka-transactions.sh --bootstrap-server %s abort --topic %s"
-            " --partition %d --start-offset %d (see the runbook 'A partition waits for a hanging"
+            " until it is aborted: %s (see the runbook 'A partition waits for a hanging"
             " transaction')",
             tp.partition,
             tp.topic,
             tp.partition,
             waited,
-            self._bootstrap,
-            tp.topic,
-            tp.partition,
-            last_stable,
+            abort_command(self._bootstrap, tp.topic, tp.partition, last_stable),
         )
 
     def _log_unsettled(self, partition: int, message: str, *args: object) -> None:
