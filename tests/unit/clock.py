@@ -1,5 +1,6 @@
-"""A clock for the Kafka thread's parts (``watukuy.store.kafka.factory.Clock``) that moves only
-when a test moves it: ``now`` is set, or ``sleep`` adds to it."""
+"""A clock that moves only when a test moves it: ``now`` is set, or ``sleep`` adds to it (and
+is recorded in ``slept``). It is the Kafka thread's ``Clock`` (``monotonic``, ``sleep``) and,
+called, a plain ``() -> float`` clock."""
 
 from __future__ import annotations
 
@@ -7,9 +8,14 @@ from __future__ import annotations
 class ManualClock:
     def __init__(self, now: float = 100.0) -> None:
         self.now = now
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
 
     def monotonic(self) -> float:
         return self.now
 
     def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
         self.now += seconds

@@ -7,6 +7,7 @@ import logging
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
+from tests.unit.clock import ManualClock
 from watukuy.config import KafkaProperties
 from watukuy.store.kafka.clients import (
     COMMON_PROPERTIES,
@@ -73,14 +74,6 @@ def test_every_suggested_property_is_one_librdkafka_knows(name: str) -> None:
 # --- logs ------------------------------------------------------------------------------------
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def _record(client: str, text: str, level: int = logging.ERROR) -> logging.LogRecord:
     # what confluent-kafka hands the logger
     return logging.LogRecord(
@@ -95,7 +88,7 @@ REFUSED = (
 
 
 def test_the_same_message_shows_once_per_period_then_says_how_many_were_held() -> None:
-    clock = Clock()
+    clock = ManualClock()
     repeats = RepeatFilter(period=30.0, clock=clock)
     first = _record("rdkafka#producer-1", REFUSED.format(ms=0))
     assert repeats.filter(first)
@@ -118,7 +111,7 @@ def test_the_same_message_shows_once_per_period_then_says_how_many_were_held() -
 
 
 def test_different_messages_and_levels_are_not_held_back() -> None:
-    repeats = RepeatFilter(period=30.0, clock=Clock())
+    repeats = RepeatFilter(period=30.0, clock=ManualClock())
     assert repeats.filter(_record("rdkafka#producer-1", "one"))
     assert repeats.filter(_record("rdkafka#producer-1", "two"))
     assert repeats.filter(_record("rdkafka#producer-1", "one", logging.WARNING))

@@ -6,24 +6,12 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from tests.unit.clock import ManualClock
 from watukuy.core.errors import Retriable
 from watukuy.store.kafka.catchup import EventsCatchUp
 from watukuy.store.kafka.lease import Leases
 from watukuy.store.kafka.tail import Restores, end_offset
 from watukuy.store.kafka.topics import TopicLayout
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 class Offsets:
@@ -43,7 +31,7 @@ class Offsets:
 
 
 def test_a_partition_without_a_leader_yet_is_waited_for() -> None:
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     not_ready = [KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION]
     offsets = Offsets([*not_ready, KafkaError._TIMED_OUT])
     assert end_offset(offsets, TopicPartition("p.state", 3), clock) == 42
@@ -51,7 +39,7 @@ def test_a_partition_without_a_leader_yet_is_waited_for() -> None:
 
 
 def test_a_partition_that_never_gets_a_leader_fails_retriably_after_the_deadline() -> None:
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     offsets = Offsets([KafkaError.LEADER_NOT_AVAILABLE] * 1000)
     with pytest.raises(Retriable, match=r"cannot read the end of p\.items\[1\]"):
         end_offset(offsets, TopicPartition("p.items", 1), clock, deadline=5.0)
@@ -59,7 +47,7 @@ def test_a_partition_that_never_gets_a_leader_fails_retriably_after_the_deadline
 
 
 def test_any_other_error_fails_at_once() -> None:
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     offsets = Offsets([KafkaError.TOPIC_AUTHORIZATION_FAILED])
     with pytest.raises(Retriable, match=r"cannot read the end of p\.state"):
         end_offset(offsets, TopicPartition("p.state", 0), clock)
@@ -73,7 +61,7 @@ class Tail:
         raise AssertionError("no restore may start while the cluster is out of reach")
 
 
-def restores_over(clock: FakeClock, stable: object, written: object) -> tuple[Restores, Leases]:
+def restores_over(clock: ManualClock, stable: object, written: object) -> tuple[Restores, Leases]:
     """The restores of topics ``p.*`` whose ends ``stable`` and ``written`` answer (10 s
     transaction timeout, bootstrap ``kafka:9092``), and the leases that grant them."""
     leases = Leases()
@@ -98,7 +86,7 @@ def test_a_takeover_while_every_broker_is_down_waits_instead_of_failing_the_thre
     # The Kafka thread died of this (fault scenario 4, full profile): the runner exited and
     # its open transaction was left for nobody to abort.
     caplog.set_level("INFO", "watukuy.kafka")
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     down = Offsets([KafkaError._ALL_BROKERS_DOWN] * 10)
     restores, leases = restores_over(clock, down, down)
     restores.queue(leases.grant(2))
@@ -128,7 +116,7 @@ def test_a_transaction_open_past_the_timeout_is_reported_as_hanging_with_the_abo
     # The full fault profile's broker outages met it: a coordinator completing an abort just
     # after a broker restart skipped the markers, and the takeover waited forever, silently.
     caplog.set_level("INFO", "watukuy.kafka")
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     restores, leases = restores_over(clock, Ends(52), Ends(53))
     restores.queue(leases.grant(4))
 
@@ -170,7 +158,7 @@ def test_a_second_hanging_topic_of_the_partition_is_reported_once_the_first_is_a
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level("INFO", "watukuy.kafka")
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     stable = TopicEnds({"p.state": 52, "p.items": 300})
     restores, leases = restores_over(clock, stable, TopicEnds({"p.state": 53, "p.items": 307}))
     restores.queue(leases.grant(4))

@@ -13,20 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.clock import ManualClock
 from watukuy import logs
 from watukuy.cli import main
 from watukuy.config import ConfigError, parse_config
 from watukuy.config.model import LogSettings
 
 pytestmark = pytest.mark.unit
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -214,7 +207,7 @@ def _record(
 
 
 def test_a_tenants_same_warning_shows_once_per_interval_then_says_how_many() -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     repeats = logs.KeyRepeatFilter(60.0, clock)
     assert repeats.filter(_record("t_1", "%s: circuit opened"))
     held = 0
