@@ -336,9 +336,3 @@ def _produce(producer: Producer, record: Record) -> None:
             return
         except BufferError:
             producer.poll(0.05)  # the local queue is full: let deliveries drain
-
-
-def _require(producer: Producer | None) -> Producer:
-    if producer is None:
-        raise Retriable("the kafka client is being replaced")
-    return producer
