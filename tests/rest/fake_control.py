@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from watukuy.config.checks import message_of
 from watukuy.config.references import resolve_references
 from watukuy.core.errors import ConfigError
 from watukuy.core.lifecycle import Target
 from watukuy.core.operations import KEY_OPERATIONS, LANES
+from watukuy.core.validation import message_of
 from watukuy.declarative import compile_poller
 from watukuy.rest.control import (
     ClusterInfo,

@@ -10,7 +10,6 @@ from typing import Any
 
 import yaml
 
-from watukuy.config.checks import check_keys, kind, message_of, section
 from watukuy.config.model import RunnerConfig
 from watukuy.config.pollers import load_pollers, parse_python_path, prepend_sys_path
 from watukuy.config.references import Secrets, resolve_references
@@ -27,6 +26,7 @@ from watukuy.config.sections import (
 )
 from watukuy.core.errors import ConfigError
 from watukuy.core.poller import Poller
+from watukuy.core.validation import check_keys, kind, message_of, section
 
 TOP_LEVEL_KEYS = (
     "kafka",

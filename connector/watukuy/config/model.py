@@ -8,10 +8,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from watukuy.config.checks import join
 from watukuy.config.references import REDACTED
 from watukuy.core.durations import format_duration
 from watukuy.core.poller import Poller
+from watukuy.core.validation import join
 
 KafkaValue = str | int | float | bool
 

@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from watukuy.config.checks import check_keys, kind
 from watukuy.config.references import Secrets
 from watukuy.core.errors import ConfigError
 from watukuy.core.poller import Poller
+from watukuy.core.validation import check_keys, kind
 
 _DOTTED = r"[^\W\d]\w*(?:\.[^\W\d]\w*)*"
 _REFERENCE = re.compile(rf"^({_DOTTED}):({_DOTTED})$")

@@ -9,15 +9,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from watukuy.config.checks import (
-    check_keys,
-    join,
-    kind,
-    message_of,
-    non_empty_string,
-    positive_int,
-    section,
-)
 from watukuy.config.model import (
     KafkaProperties,
     KafkaValue,
@@ -33,6 +24,15 @@ from watukuy.config.model import (
 from watukuy.config.references import REDACTED, Secrets
 from watukuy.core.durations import format_duration, parse_duration
 from watukuy.core.errors import ConfigError
+from watukuy.core.validation import (
+    check_keys,
+    join,
+    kind,
+    message_of,
+    non_empty_string,
+    positive_int,
+    section,
+)
 from watukuy.engine.budgets import build_budgets
 from watukuy.store.kafka.clients import check_properties, owned_reason
 

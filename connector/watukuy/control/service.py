@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from watukuy import __version__
-from watukuy.config.checks import message_of
 from watukuy.config.pollers import PollerSource
 from watukuy.config.references import Secrets, resolve_references
 from watukuy.control.configs import ConfigTopic, UnknownConnector
@@ -29,6 +28,7 @@ from watukuy.control.status import StatusTopic
 from watukuy.core.errors import ConfigError, Conflict, Fenced, Retriable, WatukuyError
 from watukuy.core.operations import offsets_of
 from watukuy.core.poller import Poller
+from watukuy.core.validation import message_of
 from watukuy.declarative import compile_poller
 from watukuy.engine.engine import Engine
 from watukuy.rest.control import (

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from watukuy.config.checks import check_keys
 from watukuy.config.reference import KeyDoc
 from watukuy.core.errors import ConfigError
+from watukuy.core.validation import check_keys
 
 __all__ = ["DECLARATIVE_KEYS", "KeyDoc", "children", "default_of", "key_doc"]
 

@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from watukuy.config.checks import kind
 from watukuy.core.errors import ConfigError
+from watukuy.core.validation import kind
 from watukuy.declarative.errors import PathMissing
 
 __all__ = ["MISSING", "Path", "parse_path"]

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from watukuy.config.checks import kind
 from watukuy.core.errors import ConfigError
+from watukuy.core.validation import kind
 from watukuy.declarative.auth import Auth, parse_auth
 from watukuy.declarative.errors import RenderError
 from watukuy.declarative.templates import Scope, Template

@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from watukuy.config.checks import check_keys, join, kind
 from watukuy.config.pollers import import_object
 from watukuy.config.references import Written
 from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError
 from watukuy.core.poller import Partition
+from watukuy.core.validation import check_keys, join, kind
 
 if TYPE_CHECKING:
     from watukuy.http.transport import Transport

@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from watukuy.config.checks import kind
 from watukuy.core.errors import ConfigError
+from watukuy.core.validation import kind
 
 __all__ = ["ACTIONS", "Action", "StatusTable", "parse_on_status"]
 

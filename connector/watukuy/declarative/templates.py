@@ -151,7 +151,7 @@ def compile_template(
     elif isinstance(text, int | float):
         text = str(text)
     if not isinstance(text, str):
-        from watukuy.config.checks import kind
+        from watukuy.core.validation import kind
 
         raise ConfigError(f"must be a string, got {kind(text)}", where)
     if written is None or written.resolved != text:

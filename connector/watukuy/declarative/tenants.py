@@ -26,10 +26,10 @@ from typing import Any
 
 from yarl import URL
 
-from watukuy.config.checks import kind
 from watukuy.config.references import Written
 from watukuy.core.errors import ConfigError, WatukuyError
 from watukuy.core.poller import Partition
+from watukuy.core.validation import kind
 from watukuy.declarative.auth import ALL_STATUSES
 from watukuy.declarative.errors import PartitionSourceError
 from watukuy.declarative.fetch import read_records, send_request

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from watukuy.config.checks import kind
 from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError
+from watukuy.core.validation import kind
 from watukuy.declarative.keys import check_section, children, key_doc
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""Small validators shared by the config sections: each failure names the path of the bad field."""
+"""Validators shared by every layer that reads user input (config, declarative pollers, REST,
+operation arguments): each failure names the path of the bad field."""
 
 from __future__ import annotations
 
