@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from watukuy import __version__, logs
+from watukuy import logs
 from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError, WatukuyError
+from watukuy.core.version import __version__
 
 if TYPE_CHECKING:  # the Kafka modules load only for the commands that use them
     from watukuy.store.kafka.factory import ClientFactory

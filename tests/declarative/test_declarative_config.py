@@ -12,8 +12,8 @@ import pytest
 from tests.declarative.helpers import API, compile_spec, spec
 from watukuy import ConfigError
 from watukuy.declarative import DECLARATIVE_KEYS
-from watukuy.declarative.keys import children
 from watukuy.declarative.reference import reference_markdown
+from watukuy.options.declarative import children
 
 STATIC = {"static": [{"key": "acme", "data": {"slug": "acme", "token": "t0ken-acme"}}]}
 NEXT = {"next_token": {"path": "next", "param": "cursor"}}

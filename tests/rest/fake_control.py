@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from watukuy.config.references import resolve_references
 from watukuy.core.errors import ConfigError
 from watukuy.core.lifecycle import Target
 from watukuy.core.operations import KEY_OPERATIONS, LANES
 from watukuy.core.validation import message_of
 from watukuy.declarative import compile_poller
+from watukuy.options.secrets import resolve_references
 from watukuy.rest.control import (
     ClusterInfo,
     Config,

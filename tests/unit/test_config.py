@@ -25,8 +25,8 @@ from watukuy.config import (
     parse_config,
 )
 from watukuy.config.model import is_sensitive_kafka_key
-from watukuy.config.properties import parse_properties
 from watukuy.core.poller import Poller
+from watukuy.options.properties import parse_properties
 from watukuy.store.kafka.clients import OWNED_PROPERTIES
 
 pytestmark = pytest.mark.unit

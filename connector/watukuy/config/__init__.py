@@ -8,8 +8,8 @@ from watukuy.config.model import (
     RunnerSettings,
     TopicsConfig,
 )
-from watukuy.config.references import REDACTED
 from watukuy.core.errors import ConfigError
+from watukuy.options.secrets import REDACTED
 
 __all__ = [
     "REDACTED",

@@ -12,7 +12,6 @@ import yaml
 
 from watukuy.config.model import RunnerConfig
 from watukuy.config.pollers import load_pollers, parse_python_path, prepend_sys_path
-from watukuy.config.references import Secrets, resolve_references
 from watukuy.config.sections import (
     check_kafka_clients,
     parse_budgets,
@@ -27,6 +26,7 @@ from watukuy.config.sections import (
 from watukuy.core.errors import ConfigError
 from watukuy.core.poller import Poller
 from watukuy.core.validation import check_keys, kind, message_of, section
+from watukuy.options.secrets import Secrets, resolve_references
 
 TOP_LEVEL_KEYS = (
     "kafka",

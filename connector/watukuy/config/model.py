@@ -8,10 +8,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from watukuy.config.references import REDACTED
 from watukuy.core.durations import format_duration
 from watukuy.core.poller import Poller
 from watukuy.core.validation import join
+from watukuy.declarative.shown import shown as shown_entry
+from watukuy.options.secrets import REDACTED
 
 KafkaValue = str | int | float | bool
 
@@ -220,8 +221,6 @@ class RunnerConfig:
 
     def describe(self) -> dict[str, Any]:
         """The config as its YAML keys, printable: secret values read ``[redacted]``."""
-        from watukuy.declarative.shown import shown  # the declarative package imports config
-
         runner = self.runner
         tree: dict[str, Any] = {
             "kafka": dict(self.kafka),
@@ -242,7 +241,7 @@ class RunnerConfig:
             "rest": self._rest(),
             "budgets": self.budgets,
             "pollers": [
-                {"python": ref, "name": poller.name} if isinstance(ref, str) else shown(ref)
+                {"python": ref, "name": poller.name} if isinstance(ref, str) else shown_entry(ref)
                 for ref, poller in zip(self._refs(), self.pollers, strict=True)
             ],
         }

@@ -4,19 +4,17 @@ declarative one (``name: ...``) compiled by :mod:`watukuy.declarative`."""
 from __future__ import annotations
 
 import importlib
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from watukuy.config.references import Secrets
 from watukuy.core.errors import ConfigError
 from watukuy.core.poller import Poller
 from watukuy.core.validation import check_keys, kind
-
-_DOTTED = r"[^\W\d]\w*(?:\.[^\W\d]\w*)*"
-_REFERENCE = re.compile(rf"^({_DOTTED}):({_DOTTED})$")
+from watukuy.declarative import compile_poller
+from watukuy.options.imports import REFERENCE, import_object
+from watukuy.options.secrets import Secrets
 
 PollerSource = str | Mapping[str, Any]
 """Where a poller came from: ``module:attr`` for a Python poller, the entry for a declarative
@@ -98,8 +96,6 @@ def _load_one(
                 "not both",
                 where,
             )
-        from watukuy.declarative import compile_poller
-
         compiled = compile_poller(entry, where=where, base_dir=base_dir, written=secrets.written)
         return compiled, entry
     if "python" not in entry:
@@ -114,34 +110,12 @@ def _entry_reference(entry: Mapping[str, Any], where: str, secrets: Secrets) -> 
     check_keys(entry, ("python",), where)
     ref = entry["python"]
     path = f"{where}.python"
-    if not isinstance(ref, str) or not _REFERENCE.match(ref.strip()):
+    if not isinstance(ref, str) or not REFERENCE.match(ref.strip()):
         shown = secrets.show(ref, path) if isinstance(ref, str) else kind(ref)
         raise ConfigError(
             f"expected 'module:attribute', e.g. 'mypackage.pollers:invoices', got {shown}", path
         )
     return ref.strip()
-
-
-def import_object(ref: str, path: str) -> Any:
-    """The object at ``module:attr`` (``attr`` may be dotted); failures are one line."""
-    if not _REFERENCE.match(ref.strip()):
-        raise ConfigError(
-            f"expected 'module:attribute', e.g. 'mypackage.tenants:load', got {ref!r}", path
-        )
-    module_name, _, attribute = ref.strip().partition(":")
-    obj: Any = _import_module(module_name, path)
-    walked: list[str] = []
-    for part in attribute.split("."):
-        owner = f"{module_name}:{'.'.join(walked)}" if walked else f"module {module_name!r}"
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            where = owner if not walked else repr(owner)
-            raise ConfigError(f"{where} has no attribute {part!r}", path) from None
-        except Exception as exc:
-            raise ConfigError(f"reading {ref!r} failed: {_one_line(exc)}", path) from exc
-        walked.append(part)
-    return obj
 
 
 def import_poller(ref: str, path: str) -> Poller:
@@ -153,22 +127,3 @@ def import_poller(ref: str, path: str) -> Poller:
             path,
         )
     return obj
-
-
-def _import_module(name: str, path: str) -> Any:
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        missing = exc.name or ""
-        if missing == name or name.startswith(f"{missing}."):
-            raise ConfigError(
-                f"module {name!r} not found; is it installed or on python_path?", path
-            ) from None
-        raise ConfigError(f"importing {name!r} failed: {_one_line(exc)}", path) from exc
-    except (Exception, SystemExit) as exc:
-        raise ConfigError(f"importing {name!r} failed: {_one_line(exc)}", path) from exc
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

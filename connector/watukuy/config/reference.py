@@ -10,33 +10,12 @@ config reference is generated from them, so the documentation cannot drift from 
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
 
-from watukuy.generated import GeneratedSection
-
-
-@dataclass(frozen=True, slots=True)
-class KeyDoc:
-    """One config key, described once: the parsers read the known keys from tables of these,
-    and the README's reference is rendered from them."""
-
-    path: str
-    """Dotted path, e.g. ``runner.commit.interval`` or ``paginate.page.size``."""
-    kind: str
-    """What the value is: ``string``, ``template``, ``path``, ``duration``, ``mapping``..."""
-    default: Any = None
-    """The value when the key is absent (``None``: no default)."""
-    doc: str = ""
-    required: bool = False
-    one_of: bool = False
-    """A mapping of alternatives: exactly one child is set."""
-    secret: bool = False
-    """A credential: ``validate`` and REST show it as ``[redacted]`` even when written inline."""
-
+from watukuy.declarative.reference import reference_markdown as declarative
+from watukuy.options.generated import GeneratedSection
+from watukuy.options.keydoc import KeyDoc, markdown_table
 
 RUNNER_KEYS: tuple[KeyDoc, ...] = (
     KeyDoc("kafka.bootstrap.servers", "string", None, "The brokers, `host:port[,...]`.", True),
@@ -190,35 +169,8 @@ def keys_under(section: str, table: Iterable[KeyDoc] = RUNNER_KEYS) -> tuple[str
     return tuple(doc.path[len(prefix) :] for doc in table if doc.path.startswith(prefix))
 
 
-def markdown_table(table: Iterable[KeyDoc]) -> str:
-    """One row per key, in table order; deterministic (the README embeds it)."""
-    lines = ["| key | type | default | description |", "| --- | --- | --- | --- |"]
-    lines.extend(_row(doc) for doc in table)
-    return "\n".join(lines) + "\n"
-
-
-def _row(doc: KeyDoc) -> str:
-    notes = ["**Required.**", doc.doc] if doc.required else [doc.doc]
-    cells = [f"`{doc.path}`", _escape(doc.kind), _default(doc), _escape(" ".join(notes))]
-    return "| " + " | ".join(cells) + " |"
-
-
-def _default(doc: KeyDoc) -> str:
-    if doc.default is None:
-        return ""
-    if isinstance(doc.default, str):
-        return f"`{doc.default}`" if doc.default else "`''`"
-    return f"`{json.dumps(doc.default)}`"
-
-
-def _escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def reference_markdown() -> str:
     """The whole reference: the runner config, then the keys of a declarative poller."""
-    from watukuy.declarative.reference import reference_markdown as declarative
-
     return "\n".join(
         [
             "#### Runner config",

@@ -21,7 +21,6 @@ from watukuy.config.model import (
     SchemaRegistrySettings,
     TopicsConfig,
 )
-from watukuy.config.references import REDACTED, Secrets
 from watukuy.core.durations import format_duration, parse_duration
 from watukuy.core.errors import ConfigError
 from watukuy.core.validation import (
@@ -34,6 +33,8 @@ from watukuy.core.validation import (
     section,
 )
 from watukuy.engine.budgets import build_budgets
+from watukuy.options.secrets import REDACTED, Secrets
+from watukuy.options.tls import TlsError, server_context
 from watukuy.store.kafka.clients import check_properties, owned_reason
 
 NAME = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -377,7 +378,6 @@ def _rest_tls(raw: object, base_dir: Path, secrets: Secrets) -> RestTls:
             shown = REDACTED if secrets.covers(where) else f"'{file}'"
             raise ConfigError(f"file {shown} not found", where)
         paths[key] = file
-    from watukuy.rest.tls import TlsError, server_context
 
     try:
         server_context(paths["cert"], paths["key"])

@@ -18,9 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from watukuy import __version__
 from watukuy.config.pollers import PollerSource
-from watukuy.config.references import Secrets, resolve_references
 from watukuy.control.configs import ConfigTopic, UnknownConnector
 from watukuy.control.keystatus import KeyStatus
 from watukuy.control.reader import Message, TopicReader
@@ -29,8 +27,10 @@ from watukuy.core.errors import ConfigError, Conflict, Fenced, Retriable, Watuku
 from watukuy.core.operations import offsets_of
 from watukuy.core.poller import Poller
 from watukuy.core.validation import message_of
+from watukuy.core.version import __version__
 from watukuy.declarative import compile_poller
 from watukuy.engine.engine import Engine
+from watukuy.options.secrets import Secrets, resolve_references
 from watukuy.rest.control import (
     PLUGINS,
     ClusterInfo,

@@ -13,11 +13,12 @@ unchanged. Where each part is described:
 - :mod:`~watukuy.declarative.cursors`: ``cursor`` (between polls);
 - :mod:`~watukuy.declarative.status`: ``on_status``;
 - :mod:`~watukuy.declarative.tenants`: the ``http`` partition source;
-- :mod:`~watukuy.declarative.keys`: every key (:data:`DECLARATIVE_KEYS`), rendered for the
+- :mod:`~watukuy.options.declarative`: every key (:data:`DECLARATIVE_KEYS`), rendered for the
   README by :func:`~watukuy.declarative.reference.reference_markdown`.
 """
 
 from watukuy.declarative.compiler import compile_poller
-from watukuy.declarative.keys import DECLARATIVE_KEYS, KeyDoc
+from watukuy.options.declarative import DECLARATIVE_KEYS
+from watukuy.options.keydoc import KeyDoc
 
 __all__ = ["DECLARATIVE_KEYS", "KeyDoc", "compile_poller"]

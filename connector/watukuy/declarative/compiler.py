@@ -14,20 +14,21 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from watukuy.config.references import Written
 from watukuy.core.errors import ConfigError
 from watukuy.core.poller import NAME_PATTERN, Poller, define_poller
 from watukuy.declarative import cursors
 from watukuy.declarative.fetch import PollSpec, make_fetch
-from watukuy.declarative.keys import default_of
 from watukuy.declarative.paging import parse_paginate
 from watukuy.declarative.paths import Path as ItemPath
 from watukuy.declarative.paths import parse_path
 from watukuy.declarative.request import parse_request
+from watukuy.declarative.sources import parse_partitions
 from watukuy.declarative.status import parse_on_status
 from watukuy.declarative.templates import Template, compile_template
 from watukuy.declarative.values import duration, positive_int, section
 from watukuy.http import Transport
+from watukuy.options.declarative import default_of
+from watukuy.options.secrets import Written
 
 __all__ = ["compile_poller"]
 
@@ -46,7 +47,7 @@ def compile_poller(
     directory (``schema`` and ``partitions.file`` are relative to it); ``transport`` is used
     by an ``http`` partition source only (the polls go through the engine's ``ctx.http``);
     ``written`` holds, by config path, the strings that held ``${...}`` references (see
-    :class:`~watukuy.config.references.Written`), so templates keep their values literal and
+    :class:`~watukuy.options.secrets.Written`), so templates keep their values literal and
     show only the references.
     """
     written = written or {}
@@ -58,8 +59,6 @@ def compile_poller(
     partitions: Callable[[], Any] | None = None
     refresh: float | None = None
     if given.get("partitions") is not None:
-        from watukuy.declarative.sources import parse_partitions
-
         partitions, refresh = parse_partitions(
             given["partitions"],
             where=f"{where}.partitions",

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from watukuy.config.reference import markdown_table
-from watukuy.declarative.keys import DECLARATIVE_KEYS
+from watukuy.options.declarative import DECLARATIVE_KEYS
+from watukuy.options.keydoc import markdown_table
 
 __all__ = ["reference_markdown"]
 
 
 def reference_markdown() -> str:
-    """One row per key of :data:`~watukuy.declarative.keys.DECLARATIVE_KEYS`, in table order.
+    """One row per key of :data:`~watukuy.options.declarative.DECLARATIVE_KEYS`, in table order.
 
     Deterministic (the README embeds it and a test compares the two); ends with a newline.
     """

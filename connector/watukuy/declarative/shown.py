@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from watukuy.config.references import REDACTED
-from watukuy.declarative.keys import DECLARATIVE_KEYS
+from watukuy.options.declarative import DECLARATIVE_KEYS
+from watukuy.options.secrets import REDACTED
 
 __all__ = ["shown"]
 

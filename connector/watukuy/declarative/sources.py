@@ -28,12 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from watukuy.config.pollers import import_object
-from watukuy.config.references import Written
 from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError
 from watukuy.core.poller import Partition
 from watukuy.core.validation import check_keys, join, kind
+from watukuy.declarative.tenants import parse_http_source
+from watukuy.options.imports import import_object
+from watukuy.options.secrets import Written
 
 if TYPE_CHECKING:
     from watukuy.http.transport import Transport
@@ -72,9 +73,6 @@ def parse_partitions(
         return _file_source(value, path, base_dir), refresh
     if source == "python":
         return _python_source(value, path), refresh
-    # Imported here: the tenants endpoint needs the request machinery of the whole package.
-    from watukuy.declarative.tenants import parse_http_source
-
     return parse_http_source(value, where=path, transport=transport, written=written), refresh
 
 

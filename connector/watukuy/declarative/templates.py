@@ -35,11 +35,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from watukuy.config.references import Written
 from watukuy.core.errors import ConfigError
 from watukuy.core.poller import Partition
+from watukuy.core.validation import kind
 from watukuy.declarative.errors import RenderError
 from watukuy.declarative.paths import MISSING, Path, parse_path
+from watukuy.options.secrets import Written
 
 __all__ = ["Placeholder", "Scope", "Template", "compile_template", "constant"]
 
@@ -151,8 +152,6 @@ def compile_template(
     elif isinstance(text, int | float):
         text = str(text)
     if not isinstance(text, str):
-        from watukuy.core.validation import kind
-
         raise ConfigError(f"must be a string, got {kind(text)}", where)
     if written is None or written.resolved != text:
         chunks: tuple[tuple[str, bool], ...] = ((text, False),)

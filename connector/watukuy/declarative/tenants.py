@@ -26,7 +26,6 @@ from typing import Any
 
 from yarl import URL
 
-from watukuy.config.references import Written
 from watukuy.core.errors import ConfigError, WatukuyError
 from watukuy.core.poller import Partition
 from watukuy.core.validation import kind
@@ -54,6 +53,7 @@ from watukuy.http import (
     build_url,
 )
 from watukuy.http.errors import request_line
+from watukuy.options.secrets import Written
 
 __all__ = ["MAX_PAGES", "parse_http_source"]
 

@@ -12,7 +12,7 @@ from typing import Any
 from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError
 from watukuy.core.validation import kind
-from watukuy.declarative.keys import check_section, children, key_doc
+from watukuy.options.declarative import check_section, children, key_doc
 
 __all__ = [
     "duration",

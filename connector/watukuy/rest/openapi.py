@@ -22,6 +22,7 @@ from watukuy.core.operations import (
     KeyOperation,
     json_value,
 )
+from watukuy.core.version import __version__
 from watukuy.rest.control import PARTITION_OPERATIONS
 
 Schema = dict[str, Any]
@@ -536,8 +537,6 @@ def _paths() -> dict[str, dict[str, Any]]:
 @cache
 def openapi_document() -> dict[str, Any]:
     """The document (built once; callers must not change it)."""
-    from watukuy import __version__
-
     return {
         "openapi": "3.1.0",
         "info": {

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from watukuy.generated import GeneratedSection
+from watukuy.options.generated import GeneratedSection
 from watukuy.rest.openapi import openapi_document
 
 METHODS = ("get", "post", "put", "patch", "delete")

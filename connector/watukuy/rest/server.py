@@ -10,11 +10,11 @@ from contextlib import asynccontextmanager
 from aiohttp import web
 
 from watukuy.config.model import RestAuth, RestSettings
+from watukuy.options.tls import server_context
 from watukuy.rest.auth import Credentials
 from watukuy.rest.control import Control
 from watukuy.rest.middleware import BODY_LIMIT, CREDENTIALS, authenticate, errors
 from watukuy.rest.routes import add_routes
-from watukuy.rest.tls import server_context
 
 BODY_LIMIT_BYTES = 1024 * 1024
 """Connector configs are a few KiB; a larger body is refused (413) before it is parsed."""

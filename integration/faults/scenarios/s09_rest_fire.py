@@ -58,7 +58,7 @@ from integration.faults.scenarios.rest_api import (
 from integration.faults.topics import read_raw
 from integration.faults.vendor import Simulator
 from integration.runners import RunnerProcess, wait_for
-from watukuy.declarative.keys import DECLARATIVE_KEYS
+from watukuy.options.declarative import DECLARATIVE_KEYS
 from watukuy.rest.routes import ROUTES
 from watukuy.store.kafka.partitioner import partition_for
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from watukuy.config.properties import parse_properties
 from watukuy.core.errors import ConfigError
 from watukuy.core.validation import join
+from watukuy.options.properties import parse_properties
 
 REDACTED = "[redacted]"
 _REFERENCE = re.compile(r"\$\{([A-Za-z0-9_.-]*):([^}]*)\}")

@@ -1,6 +1,7 @@
 """Every key of a declarative poller, as data: the parser's known keys, defaults and the README's
 config reference (:func:`watukuy.declarative.reference.reference_markdown`) all come from here.
-:class:`~watukuy.config.reference.KeyDoc` is the runner config's too.
+It lives below both ``config`` (which renders and redacts with it) and ``declarative`` (which
+parses with it), so neither has to reach into the other for it.
 
 A :class:`KeyDoc` per key, by dotted path from the poller entry (``paginate.page.size``). A
 mapping whose children are listed here accepts only those keys (an unknown one is a
@@ -15,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from watukuy.config.reference import KeyDoc
 from watukuy.core.errors import ConfigError
 from watukuy.core.validation import check_keys
+from watukuy.options.keydoc import KeyDoc
 
-__all__ = ["DECLARATIVE_KEYS", "KeyDoc", "children", "default_of", "key_doc"]
+__all__ = ["DECLARATIVE_KEYS", "check_section", "children", "default_of", "key_doc"]
 
 
 def _auth(prefix: str, templates: bool) -> list[KeyDoc]:

@@ -1,4 +1,8 @@
-"""The REST server's TLS context, built from ``rest.tls`` (both PEM files)."""
+"""The REST server's TLS context, built from ``rest.tls`` (both PEM files).
+
+Below ``config`` and ``rest``: the config loader builds it once at load to check that the files
+are a readable pair, and the server builds it again to serve with.
+"""
 
 from __future__ import annotations
 
