@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from watukuy.core.errors import ConfigError
-from watukuy.core.poller import NAME_PATTERN, Poller, define_poller
+from watukuy.core.keys import POLLER_NAME
+from watukuy.core.poller import Poller, define_poller
 from watukuy.declarative import cursors
 from watukuy.declarative.fetch import PollSpec, make_fetch
 from watukuy.declarative.paging import parse_paginate
 from watukuy.declarative.paths import Path as ItemPath
 from watukuy.declarative.paths import parse_path
-from watukuy.declarative.request import parse_request
+from watukuy.declarative.request import RequestSpec, parse_request
 from watukuy.declarative.sources import parse_partitions
 from watukuy.declarative.status import parse_on_status
 from watukuy.declarative.templates import Template, compile_template
@@ -52,61 +53,19 @@ def compile_poller(
     """
     written = written or {}
     given = section(spec, "", where)
-    name = given["name"]
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
-        raise ConfigError(f"must match [A-Za-z0-9._-]+, got {name!r}", f"{where}.name")
-
-    partitions: Callable[[], Any] | None = None
-    refresh: float | None = None
-    if given.get("partitions") is not None:
-        partitions, refresh = parse_partitions(
-            given["partitions"],
-            where=f"{where}.partitions",
-            base_dir=base_dir,
-            transport=transport,
-            written=written,
-        )
-
+    name = _name(given["name"], f"{where}.name")
+    partitions, refresh = _partitions(given.get("partitions"), where, base_dir, transport, written)
     cursor = cursors.parse_cursor(given.get("cursor"), f"{where}.cursor")
-    partitioned = partitions is not None
-    has_cursor = not isinstance(cursor, cursors.NoCursor)
-
-    def compile_value(raw: object, at: str) -> Template:
-        return compile_template(
-            raw, at, partitioned=partitioned, cursor=has_cursor, written=written.get(at)
-        )
-
+    compile_value = _template_compiler(partitions is not None, cursor, written)
     request = parse_request(given["request"], "request", f"{where}.request", compile_value)
-    cursors.check_sent(
-        cursor,
-        any(p.kind == "cursor" for t in request.templates for p in t.placeholders),
-        f"{where}.cursor",
-    )
+    sends_cursor = any(p.kind == "cursor" for t in request.templates for p in t.placeholders)
+    cursors.check_sent(cursor, sends_cursor, f"{where}.cursor")
     schedule = _schedule(given.get("schedule"), f"{where}.schedule")
-    status = parse_on_status(given.get("on_status"), f"{where}.on_status")
-    paginate = given.get("paginate")
-    poll = PollSpec(
-        request=request,
-        records=parse_path(
-            given.get("records", default_of("records")), f"{where}.records", allow_empty=True
-        ),
-        paginate=None
-        if paginate is None
-        else parse_paginate(paginate, "paginate", f"{where}.paginate"),
-        cursor=cursor,
-        status=status,
-        throttle_default=schedule["min"],
-        passthrough=status.passthrough(),
-    )
-    identity = parse_path(given["identity"], f"{where}.identity")
-    version = given.get("version")
+    poll = _poll_spec(given, where, request, cursor, throttle_default=schedule["min"])
     options: dict[str, Any] = {
         "name": name,
         "fetch": make_fetch(poll),
-        "identity": _getter(identity, "identity"),
-        "version": None
-        if version is None
-        else _getter(parse_path(version, f"{where}.version"), "version"),
+        **_item_getters(given, where),
         "partitions": partitions,
         "cursor": {"strategy": cursors.strategy(cursor), "initial": None},
         "schedule": schedule,
@@ -116,6 +75,84 @@ def compile_poller(
         options["partitions_refresh"] = refresh
     if request.timeout is not None:
         options["fetch_timeout"] = request.timeout
+    options.update(_tuning(given, where))
+    return _define(options, where)
+
+
+def _name(raw: object, where: str) -> str:
+    if not isinstance(raw, str) or POLLER_NAME.fullmatch(raw) is None:
+        raise ConfigError(f"must match [A-Za-z0-9._-]+, got {raw!r}", where)
+    return raw
+
+
+def _partitions(
+    raw: object,
+    where: str,
+    base_dir: Path,
+    transport: Transport | None,
+    written: Mapping[str, Written],
+) -> tuple[Callable[[], Any] | None, float | None]:
+    """The partition source and its refresh interval; ``(None, None)``: one partition."""
+    if raw is None:
+        return None, None
+    return parse_partitions(
+        raw, where=f"{where}.partitions", base_dir=base_dir, transport=transport, written=written
+    )
+
+
+def _template_compiler(
+    partitioned: bool, cursor: cursors.Cursor, written: Mapping[str, Written]
+) -> Callable[[object, str], Template]:
+    """Compiles a template value at a config path, knowing which placeholders exist here."""
+    has_cursor = not isinstance(cursor, cursors.NoCursor)
+
+    def compile_value(raw: object, at: str) -> Template:
+        return compile_template(
+            raw, at, partitioned=partitioned, cursor=has_cursor, written=written.get(at)
+        )
+
+    return compile_value
+
+
+def _poll_spec(
+    given: Mapping[str, Any],
+    where: str,
+    request: RequestSpec,
+    cursor: cursors.Cursor,
+    *,
+    throttle_default: float,
+) -> PollSpec:
+    status = parse_on_status(given.get("on_status"), f"{where}.on_status")
+    records = given.get("records", default_of("records"))
+    paginate = given.get("paginate")
+    return PollSpec(
+        request=request,
+        records=parse_path(records, f"{where}.records", allow_empty=True),
+        paginate=None
+        if paginate is None
+        else parse_paginate(paginate, "paginate", f"{where}.paginate"),
+        cursor=cursor,
+        status=status,
+        throttle_default=throttle_default,
+        passthrough=status.passthrough(),
+    )
+
+
+def _item_getters(given: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``identity`` and ``version`` (``None``: a fingerprint) of an item, by path."""
+    identity = parse_path(given["identity"], f"{where}.identity")
+    version = given.get("version")
+    return {
+        "identity": _getter(identity, "identity"),
+        "version": None
+        if version is None
+        else _getter(parse_path(version, f"{where}.version"), "version"),
+    }
+
+
+def _tuning(given: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The optional keys ``define_poller`` takes as they are, or as a count or a duration."""
+    options: dict[str, Any] = {}
     for key in ("budget", "budget_weight", "topic", "schema_version"):
         if key in given:
             options[key] = given[key]
@@ -126,7 +163,7 @@ def compile_poller(
             options[key] = duration(given[key], f"{where}.{key}")
     if given.get("circuit") is not None:
         options["circuit"] = _circuit(given["circuit"], f"{where}.circuit")
-    return _define(options, where)
+    return options
 
 
 def _getter(path: ItemPath, what: str) -> Callable[[Any], Any]:

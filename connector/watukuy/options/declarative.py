@@ -85,66 +85,72 @@ def _paginate(prefix: str) -> list[KeyDoc]:
             "Pages within one poll; exactly one of the keys below. Without it: one page.",
             one_of=True,
         ),
-        KeyDoc(
-            f"{prefix}.next_token",
-            "mapping",
-            None,
-            "A token in the body names the next page; stop when it is null, absent or ''.",
-        ),
-        KeyDoc(
-            f"{prefix}.next_token.path",
-            "path",
-            None,
-            "Where the token is in the body.",
-            required=True,
-        ),
-        KeyDoc(
-            f"{prefix}.next_token.param",
-            "string",
-            None,
-            "Query parameter the token is sent in.",
-            required=True,
-        ),
+        *_next_token(f"{prefix}.next_token"),
         KeyDoc(
             f"{prefix}.link_header",
             "true",
             None,
             'Follow `Link: <...>; rel="next"` (same origin only).',
         ),
-        KeyDoc(f"{prefix}.page", "mapping", None, "Page numbers; stop on a short page."),
+        *_page_numbers(f"{prefix}.page"),
+        *_offsets(f"{prefix}.offset"),
+    ]
+
+
+def _next_token(prefix: str) -> list[KeyDoc]:
+    return [
         KeyDoc(
-            f"{prefix}.page.param",
+            prefix,
+            "mapping",
+            None,
+            "A token in the body names the next page; stop when it is null, absent or ''.",
+        ),
+        KeyDoc(f"{prefix}.path", "path", None, "Where the token is in the body.", required=True),
+        KeyDoc(
+            f"{prefix}.param",
+            "string",
+            None,
+            "Query parameter the token is sent in.",
+            required=True,
+        ),
+    ]
+
+
+def _page_numbers(prefix: str) -> list[KeyDoc]:
+    return [
+        KeyDoc(prefix, "mapping", None, "Page numbers; stop on a short page."),
+        KeyDoc(
+            f"{prefix}.param",
             "string",
             None,
             "Query parameter of the page number.",
             required=True,
         ),
-        KeyDoc(f"{prefix}.page.start", "int", 1, "The first page's number."),
-        KeyDoc(f"{prefix}.page.size_param", "string", None, "Query parameter of the page size."),
+        KeyDoc(f"{prefix}.start", "int", 1, "The first page's number."),
+        KeyDoc(f"{prefix}.size_param", "string", None, "Query parameter of the page size."),
+        _page_size(f"{prefix}.size"),
+    ]
+
+
+def _offsets(prefix: str) -> list[KeyDoc]:
+    return [
+        KeyDoc(prefix, "mapping", None, "Record offsets; stop on a short page."),
         KeyDoc(
-            f"{prefix}.page.size",
-            "int",
-            None,
-            "Page size; a page with fewer records is the last.",
-            required=True,
-        ),
-        KeyDoc(f"{prefix}.offset", "mapping", None, "Record offsets; stop on a short page."),
-        KeyDoc(
-            f"{prefix}.offset.param",
+            f"{prefix}.param",
             "string",
             None,
             "Query parameter of the offset (from 0).",
             required=True,
         ),
-        KeyDoc(f"{prefix}.offset.size_param", "string", None, "Query parameter of the page size."),
-        KeyDoc(
-            f"{prefix}.offset.size",
-            "int",
-            None,
-            "Page size; a page with fewer records is the last.",
-            required=True,
-        ),
+        KeyDoc(f"{prefix}.size_param", "string", None, "Query parameter of the page size."),
+        _page_size(f"{prefix}.size"),
     ]
+
+
+def _page_size(path: str) -> KeyDoc:
+    return KeyDoc(
+        path, "int", None, "Page size; a page with fewer records is the last.", required=True
+    )
 
 
 _TENANTS = "partitions.http"
