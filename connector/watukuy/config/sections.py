@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-import re
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +22,7 @@ from watukuy.config.model import (
 )
 from watukuy.core.durations import format_duration, parse_duration
 from watukuy.core.errors import ConfigError
+from watukuy.core.keys import POLLER_NAME  # a topic prefix and a runner id: the same alphabet
 from watukuy.core.validation import (
     check_keys,
     join,
@@ -37,7 +37,6 @@ from watukuy.options.secrets import REDACTED, Secrets
 from watukuy.options.tls import TlsError, server_context
 from watukuy.store.kafka.clients import check_properties, owned_reason
 
-NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 PREFIX_MAX_LENGTH = 200
 RUNNER_ID_MAX_LENGTH = 249  # Kafka's limit on group.instance.id
 SESSION_TIMEOUT_RANGE = (1.0, 300.0)
@@ -124,7 +123,7 @@ def parse_topics(raw: object, secrets: Secrets) -> TopicsConfig:
     check_keys(given, TOPICS_KEYS, "topics")
     prefix = given.get("prefix", "watukuy")
     shown = secrets.show(prefix, "topics.prefix")
-    if not isinstance(prefix, str) or not NAME.match(prefix):
+    if not isinstance(prefix, str) or not POLLER_NAME.fullmatch(prefix):
         raise ConfigError(
             f"must be a Kafka topic name of letters, digits, '.', '_' and '-', got {shown}",
             "topics.prefix",
@@ -195,7 +194,7 @@ def _duration(given: Mapping[str, Any], path: str, default: str, secrets: Secret
 def _runner_id(given: Mapping[str, Any], secrets: Secrets) -> str:
     if "id" not in given:
         host = socket.gethostname()
-        if NAME.match(host) and len(host) <= RUNNER_ID_MAX_LENGTH:
+        if POLLER_NAME.fullmatch(host) and len(host) <= RUNNER_ID_MAX_LENGTH:
             return host
         raise ConfigError(
             f"is not set, and the hostname {host!r} is not a valid id; set runner.id", "runner.id"
@@ -203,7 +202,7 @@ def _runner_id(given: Mapping[str, Any], secrets: Secrets) -> str:
     value = given["id"]
     if not isinstance(value, str):
         raise ConfigError(f"must be a string, got {kind(value)}; quote it", "runner.id")
-    if not NAME.match(value) or len(value) > RUNNER_ID_MAX_LENGTH:
+    if not POLLER_NAME.fullmatch(value) or len(value) > RUNNER_ID_MAX_LENGTH:
         raise ConfigError(
             f"must be 1 to {RUNNER_ID_MAX_LENGTH} letters, digits, '.', '_' or '-', "
             f"got {secrets.show(value, 'runner.id')}",

@@ -50,14 +50,33 @@ def check_keys(given: Mapping[str, Any], known: Iterable[str], path: str) -> Non
         raise ConfigError(f"unknown key; {hint}", join(path, key))
 
 
-def positive_int(value: object, path: str, shown: str) -> int:
-    """``shown`` is how the value may appear in the message (``[redacted]`` for secrets)."""
+def positive_int(value: object, path: str, shown: str | None = None) -> int:
+    """An ``int`` of at least 1 (``True`` is not one).
+
+    ``shown`` is how the value may appear in the message (``[redacted]`` for secrets); without
+    it, a value of the wrong type is named by its kind only (a declarative poller's values).
+    """
     if isinstance(value, bool) or not isinstance(value, int):
-        what = f"a string {shown}" if isinstance(value, str) else f"{kind(value)} {shown}"
-        raise ConfigError(f"must be a positive integer, got {what}", path)
+        raise ConfigError(f"must be a positive integer, got {_wrong_type(value, shown)}", path)
     if value < 1:
-        raise ConfigError(f"must be a positive integer, got {shown}", path)
+        written = value if shown is None else shown
+        raise ConfigError(f"must be a positive integer, got {written}", path)
     return value
+
+
+def non_negative_int(value: object, path: str) -> int:
+    """An ``int`` of at least 0 (``True`` is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"must be an integer >= 0, got {kind(value)}", path)
+    if value < 0:
+        raise ConfigError(f"must be an integer >= 0, got {value}", path)
+    return value
+
+
+def _wrong_type(value: object, shown: str | None) -> str:
+    if shown is None:
+        return kind(value)
+    return f"a string {shown}" if isinstance(value, str) else f"{kind(value)} {shown}"
 
 
 def non_empty_string(value: object, path: str, example: str) -> str:

@@ -34,9 +34,10 @@ from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
 from watukuy.core.errors import ConfigError
+from watukuy.core.validation import non_empty_string
 from watukuy.declarative.errors import OAuthError, OAuthUnavailable, RenderError
 from watukuy.declarative.templates import Scope, Template
-from watukuy.declarative.values import choice, one_of, section, string
+from watukuy.declarative.values import choice, one_of, section
 from watukuy.http import InvalidResponse, KeyHttp, VendorUnavailable
 
 __all__ = ["Auth", "Credentials", "TokenCache", "parse_auth"]
@@ -303,7 +304,9 @@ def parse_auth(raw: object, path: str, where: str, compile_value: Compile) -> Au
             found = f"; found {' and '.join(places)}" if places else ""
             raise ConfigError(f"set exactly one of: header, query{found}", at)
         place = places[0]
-        name = string(values[place], f"{at}.{place}", "X-Api-Key" if place == "header" else "key")
+        name = non_empty_string(
+            values[place], f"{at}.{place}", "X-Api-Key" if place == "header" else "key"
+        )
         value = compile_value(values["value"], f"{at}.value")
         return (
             ApiKey(value, header=name, query=None)

@@ -17,6 +17,7 @@ from typing import Any
 from watukuy.core.errors import ConfigError
 from watukuy.core.keys import POLLER_NAME
 from watukuy.core.poller import Poller, define_poller
+from watukuy.core.validation import positive_int
 from watukuy.declarative import cursors
 from watukuy.declarative.fetch import PollSpec, make_fetch
 from watukuy.declarative.paging import parse_paginate
@@ -26,7 +27,7 @@ from watukuy.declarative.request import RequestSpec, parse_request
 from watukuy.declarative.sources import parse_partitions
 from watukuy.declarative.status import parse_on_status
 from watukuy.declarative.templates import Template, compile_template
-from watukuy.declarative.values import duration, positive_int, section
+from watukuy.declarative.values import duration, section
 from watukuy.http import Transport
 from watukuy.options.declarative import default_of
 from watukuy.options.secrets import Written

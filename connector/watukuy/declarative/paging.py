@@ -28,9 +28,10 @@ from urllib.parse import unquote_plus
 
 from yarl import URL
 
+from watukuy.core.validation import non_empty_string, non_negative_int, positive_int
 from watukuy.declarative.errors import BadBody
 from watukuy.declarative.paths import MISSING, Path, parse_path
-from watukuy.declarative.values import non_negative_int, one_of, positive_int, section, string
+from watukuy.declarative.values import one_of, section
 from watukuy.declarative.values import true_flag as _true_flag
 
 __all__ = [
@@ -86,12 +87,14 @@ def parse_paginate(raw: object, path: str, where: str) -> Paginate:
     if kind == "next_token":
         return NextToken(
             parse_path(values["path"], f"{at}.path"),
-            string(values["param"], f"{at}.param", "cursor"),
+            non_empty_string(values["param"], f"{at}.param", "cursor"),
         )
-    param = string(values["param"], f"{at}.param", kind)
+    param = non_empty_string(values["param"], f"{at}.param", kind)
     raw_size_param = values.get("size_param")
     size_param = (
-        None if raw_size_param is None else string(raw_size_param, f"{at}.size_param", "limit")
+        None
+        if raw_size_param is None
+        else non_empty_string(raw_size_param, f"{at}.size_param", "limit")
     )
     size = positive_int(values["size"], f"{at}.size")
     if kind == "page":

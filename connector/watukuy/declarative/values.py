@@ -17,10 +17,7 @@ from watukuy.options.declarative import check_section, children, key_doc
 __all__ = [
     "duration",
     "one_of",
-    "optional_string",
-    "positive_int",
     "section",
-    "string",
     "true_flag",
 ]
 
@@ -57,34 +54,6 @@ def duration(raw: object, where: str, *, allow_zero: bool = False) -> float:
             f"a duration needs a unit: write 30s or 500ms (got the bare number {raw!r})", where
         )
     return parse_duration(raw, where, allow_zero=allow_zero)
-
-
-def string(raw: object, where: str, example: str) -> str:
-    if not isinstance(raw, str):
-        raise ConfigError(f"must be a string like {example!r}, got {kind(raw)}", where)
-    if not raw.strip():
-        raise ConfigError(f"must not be empty; e.g. {example!r}", where)
-    return raw
-
-
-def optional_string(raw: object, where: str, example: str) -> str | None:
-    return None if raw is None else string(raw, where, example)
-
-
-def positive_int(raw: object, where: str) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int):
-        raise ConfigError(f"must be a positive integer, got {kind(raw)}", where)
-    if raw < 1:
-        raise ConfigError(f"must be a positive integer, got {raw}", where)
-    return raw
-
-
-def non_negative_int(raw: object, where: str) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int):
-        raise ConfigError(f"must be an integer >= 0, got {kind(raw)}", where)
-    if raw < 0:
-        raise ConfigError(f"must be an integer >= 0, got {raw}", where)
-    return raw
 
 
 def true_flag(raw: object, where: str) -> None:
