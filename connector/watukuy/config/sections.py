@@ -20,7 +20,7 @@ from watukuy.config.model import (
     SchemaRegistrySettings,
     TopicsConfig,
 )
-from watukuy.core.durations import format_duration, parse_duration
+from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError
 from watukuy.core.keys import POLLER_NAME  # a topic prefix and a runner id: the same alphabet
 from watukuy.core.validation import (
@@ -150,7 +150,7 @@ def parse_runner(raw: object, prefix: str, secrets: Secrets) -> RunnerSettings:
     check_keys(given, RUNNER_KEYS, "runner")
     if "group.id" not in given and secrets.covers("topics.prefix"):
         secrets.paths.add("runner.group.id")  # the default is built from a secret prefix
-    timeout = _duration(given, "runner.session.timeout", "10s", secrets)
+    timeout = _duration(given, "runner.session.timeout", "10s")
     low, high = SESSION_TIMEOUT_RANGE
     if not low <= timeout <= high:
         shown = secrets.show(given.get("session.timeout"), "runner.session.timeout")
@@ -163,32 +163,18 @@ def parse_runner(raw: object, prefix: str, secrets: Secrets) -> RunnerSettings:
         group_id=non_empty_string(
             given.get("group.id", f"{prefix}.runners"), "runner.group.id", "watukuy.runners"
         ),
-        commit_interval=_duration(given, "runner.commit.interval", "100ms", secrets),
+        commit_interval=_duration(given, "runner.commit.interval", "100ms"),
         max_concurrency=_count(given, "runner.max.concurrency", 256, secrets),
         session_timeout=timeout,
         static_membership=static,
-        startup_timeout=_duration(given, "runner.startup.timeout", "15s", secrets),
+        startup_timeout=_duration(given, "runner.startup.timeout", "15s"),
         secret_fields=frozenset(_secret_fields(secrets, "runner", RUNNER_KEYS)),
     )
 
 
-def _duration(given: Mapping[str, Any], path: str, default: str, secrets: Secrets) -> float:
-    """A duration of the config file: a bare number is refused, not guessed at (Kafka Connect
-    writes milliseconds, watukuy's Python API seconds)."""
-    value = given.get(path.partition(".")[2], default)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        shown = secrets.show(value, path)
-        if shown == str(value) and value > 0 and value == int(value):
-            ms, seconds = f"{int(value)}ms", format_duration(value / 1000)
-            like = f"{ms!r} or {seconds!r}" if seconds != ms else f"{ms!r} or '{int(value)}s'"
-        else:
-            like = "'1000ms' or '1s'"
-        raise ConfigError(
-            f"must be a duration like {like}, got {shown} (a bare number; Connect users mean "
-            "milliseconds)",
-            path,
-        )
-    return parse_duration(value, path)
+def _duration(given: Mapping[str, Any], path: str, default: str) -> float:
+    """A duration of the config file, read as the Python API reads one (a number is seconds)."""
+    return parse_duration(given.get(path.partition(".")[2], default), path)
 
 
 def _runner_id(given: Mapping[str, Any], secrets: Secrets) -> str:
@@ -218,7 +204,7 @@ def parse_log(raw: object, secrets: Secrets) -> LogSettings:
     return LogSettings(
         format=_choice(given, "log.format", LOG_FORMATS, "text", secrets),
         level=_choice(given, "log.level", LOG_LEVELS, "info", secrets),
-        repeat_interval=_duration(given, "log.repeat.interval", "60s", secrets),
+        repeat_interval=_duration(given, "log.repeat.interval", "60s"),
     )
 
 
