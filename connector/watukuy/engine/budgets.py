@@ -21,6 +21,7 @@ from typing import Any
 
 from watukuy.core.budget import Budget, Lane, parse_rate
 from watukuy.core.errors import ConfigError
+from watukuy.core.keys import KeyId
 from watukuy.core.observe import Observer
 from watukuy.core.poller import Poller
 from watukuy.engine.clock import Clock
@@ -132,10 +133,10 @@ class BudgetGate:
             self._withdraw(slot, granted)
             raise
         now = self._clock.now()
-        poller, _, partition = requester.partition("/")
+        key = KeyId.parse(requester)
         tokens = self.budget.bucket.tokens(now)
         self._observer.budget_waited(
-            self.budget.name, poller, partition, lane.value, now - started, tokens
+            self.budget.name, key.poller, key.partition, lane.value, now - started, tokens
         )
 
     def rescale(self, share: float) -> None:
