@@ -11,7 +11,7 @@ connector's target does.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from watukuy.core.lifecycle import KeyPhase, Target, parse_target
@@ -186,3 +186,24 @@ class Connectors:
             await roster.activate_listed(name)
         roster.keys_changed()
         self._wake()
+
+
+class OffsetsApi:
+    """``engine.offsets``: each key's lane cursors, in Kafka Connect's KIP-875 shape."""
+
+    def __init__(self, connectors: Connectors) -> None:
+        self._connectors = connectors
+
+    def list(self, name: str) -> list[dict[str, Any]]:
+        """``[{"partition": {"key": K}, "offset": {"live", "backfill", "reconcile"}}]`` for
+        the stored keys this instance owns."""
+        return self._connectors.offsets(name)
+
+    async def alter(self, name: str, offsets: Iterable[Mapping[str, Any]]) -> None:
+        """Set each key's lane cursors (``"offset": None`` starts it over); only while the
+        poller is STOPPED, else :class:`~watukuy.core.errors.Conflict`."""
+        await self._connectors.alter_offsets(name, offsets)
+
+    async def reset(self, name: str) -> None:
+        """Start every key this instance stores or the poller lists over; only while STOPPED."""
+        await self._connectors.reset_offsets(name)

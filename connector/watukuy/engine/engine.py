@@ -20,9 +20,10 @@ from watukuy.core.lifecycle import KeyPhase
 from watukuy.core.observe import Fanout, Observer, OutcomeKind
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.state import ParkedItem
+from watukuy.core.validation import positive_int
 from watukuy.engine.budgets import BudgetGate, build_budgets, split_budgets
 from watukuy.engine.clock import Clock, SystemClock
-from watukuy.engine.connectors import Connectors
+from watukuy.engine.connectors import Connectors, OffsetsApi
 from watukuy.engine.handlers import Dispatcher, Handler, Subscription
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.operations import Operations, ParkedApi
@@ -70,24 +71,13 @@ class Engine:
         owner: str | None = None,
         observers: Observer | Iterable[Observer] | None = None,
     ) -> None:
-        by_name: dict[str, Poller] = {}
-        for index, poller in enumerate(pollers):
-            if not isinstance(poller, Poller):
-                raise ConfigError("must be made with define_poller()", f"pollers[{index}]")
-            if poller.name in by_name:
-                raise ConfigError(f"duplicate poller name '{poller.name}'", f"pollers[{index}]")
-            by_name[poller.name] = _with_data_schema(poller, f"pollers[{index}].schema")
-        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
-            raise ConfigError("must be a positive integer", "max_concurrency")
-        if max_concurrency < 1:
-            raise ConfigError("must be a positive integer", "max_concurrency")
+        by_name = _checked_pollers(pollers)
+        positive_int(max_concurrency, "max_concurrency", repr(max_concurrency))
         self.clock: Clock = clock or SystemClock()
         self.store: Store = store if store is not None else MemoryStore()
         self.owner = owner
         budget_specs = build_budgets(budgets)
-        for name, poller in by_name.items():
-            if poller.budget is not None and poller.budget not in budget_specs:
-                raise ConfigError(f"unknown budget '{poller.budget}'", f"poller '{name}'.budget")
+        _check_budgets_named(by_name, budget_specs)
         # What happens is told to the observers (metrics, probes) and to the lanes' progress.
         self._progress = LaneProgress()
         extra = [observers] if isinstance(observers, Observer) else list(observers or ())
@@ -107,19 +97,10 @@ class Engine:
         self._waiting: list[tuple[float, float, Command]] = []
         self.store.watch(self._on_store_change)
         self._roster = Roster(
-            by_name,
-            self.store,
-            self.clock,
-            on_keys_changed=self._split_budgets,
-            observer=self.observer,
+            by_name, self.store, self.clock, self._split_budgets, observer=self.observer
         )
         self._poller = KeyPoller(
-            self._roster,
-            self._http,
-            self._gates,
-            self._stopping,
-            observer=self.observer,
-            progress=self._progress,
+            self._roster, self._http, self._gates, self._stopping, self.observer, self._progress
         )
         self._dispatcher = Dispatcher(
             by_name,
@@ -134,6 +115,7 @@ class Engine:
         self._connectors = Connectors(
             self._roster, self._dispatcher, self._ops, self._prepare, self._wake.set
         )
+        self.offsets = OffsetsApi(self._connectors)
 
     def _prepare(self, poller: object, path: str) -> Poller:
         """A poller given at run time, checked as the constructor checks its list."""
@@ -388,20 +370,6 @@ class Engine:
         key order; ``[]`` before its first refresh or for an unknown poller."""
         return self._roster.listings.listed(name)
 
-    def offsets(self, name: str) -> list[dict[str, Any]]:
-        """``[{"partition": {"key": K}, "offset": {"live", "backfill", "reconcile"}}]`` for
-        the stored keys this instance owns (Kafka Connect's KIP-875 shape)."""
-        return self._connectors.offsets(name)
-
-    async def alter_offsets(self, name: str, offsets: Iterable[Mapping[str, Any]]) -> None:
-        """Set each key's lane cursors (``"offset": None`` starts it over); only while the
-        poller is STOPPED, else :class:`~watukuy.core.errors.Conflict`."""
-        await self._connectors.alter_offsets(name, offsets)
-
-    async def reset_offsets(self, name: str) -> None:
-        """Start every key this instance stores or the poller lists over; only while STOPPED."""
-        await self._connectors.reset_offsets(name)
-
     # -- observing --------------------------------------------------------------------------
 
     def inspect(self) -> list[PollerInspect]:
@@ -443,6 +411,25 @@ class Engine:
 def _observer_failed(observer: Observer, hook: str, error: Exception) -> None:
     # An observer's bug costs its own numbers, never a poll or a commit.
     log.error("observer %s failed in %s: %r", type(observer).__name__, hook, error)
+
+
+def _checked_pollers(pollers: Iterable[Poller]) -> dict[str, Poller]:
+    """The constructor's pollers by name: each made with ``define_poller()`` and named once;
+    one with a ``schema`` checks its items against it."""
+    by_name: dict[str, Poller] = {}
+    for index, poller in enumerate(pollers):
+        if not isinstance(poller, Poller):
+            raise ConfigError("must be made with define_poller()", f"pollers[{index}]")
+        if poller.name in by_name:
+            raise ConfigError(f"duplicate poller name '{poller.name}'", f"pollers[{index}]")
+        by_name[poller.name] = _with_data_schema(poller, f"pollers[{index}].schema")
+    return by_name
+
+
+def _check_budgets_named(pollers: Mapping[str, Poller], budgets: Mapping[str, Any]) -> None:
+    for name, poller in pollers.items():
+        if poller.budget is not None and poller.budget not in budgets:
+            raise ConfigError(f"unknown budget '{poller.budget}'", f"poller '{name}'.budget")
 
 
 def _with_data_schema(poller: Poller, path: str) -> Poller:
