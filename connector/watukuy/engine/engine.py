@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
+from watukuy.core.clock import Clock, SystemClock
 from watukuy.core.errors import ConfigError, Conflict, Fenced, Retriable
 from watukuy.core.events import Event
 from watukuy.core.inspect import PollerInspect, inspect_state
@@ -22,7 +23,6 @@ from watukuy.core.poller import Partition, Poller
 from watukuy.core.state import ParkedItem
 from watukuy.core.validation import positive_int
 from watukuy.engine.budgets import BudgetGate, build_budgets, split_budgets
-from watukuy.engine.clock import Clock, SystemClock
 from watukuy.engine.connectors import Connectors, OffsetsApi
 from watukuy.engine.handlers import Dispatcher, Handler, Subscription
 from watukuy.engine.keys import KeyRuntime

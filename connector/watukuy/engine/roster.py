@@ -22,6 +22,7 @@ from functools import partial
 
 from watukuy.core import schedule as schedules
 from watukuy.core.arrivals import may_list_again
+from watukuy.core.clock import Clock
 from watukuy.core.errors import ConfigError, Conflict, Fenced, Retriable, ShowsConfigOnly
 from watukuy.core.keys import key_text
 from watukuy.core.lifecycle import KeyPhase, Target, held_phase
@@ -30,7 +31,6 @@ from watukuy.core.partitions import SINGLE, diff, normalise
 from watukuy.core.poll import due_at, fresh_state
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.redaction import failure_text
-from watukuy.engine.clock import Clock
 from watukuy.engine.due_times import KeyTimes
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.listings import Listings
