@@ -1,12 +1,12 @@
-"""The active keys: partitions refresh, restore from the store, due times, commits.
+"""The roster of active keys: partitions refresh, restore from the store, due times, commits.
 
 Added partitions are due at once with fresh state; removed ones are paused (an unfenced write)
 and leave scheduling and ``inspect()``; a partition that returns resumes from its stored
 cursor. A ``partitions`` callable that raises is logged and the previous list kept.
 
 Every key held in memory goes through :mod:`watukuy.core.lifecycle`: restored, held (active
-or paused by the user), then let go by :meth:`Roster.drop`, the one place a key leaves
-``keys`` (removed from the listing, fenced, its connector stopped, or deleted). A runtime
+or paused by the user), then let go by :meth:`Roster.drop`, the one place a key leaves the
+roster (removed from the listing, fenced, its connector stopped, or deleted). A runtime
 object lives one hold; a key held again later gets a new runtime, starting at ``RESTORING``.
 A poller's target (RUNNING, PAUSED, STOPPED) decides whether its keys are held and polled.
 """
@@ -188,7 +188,9 @@ class Roster:
         if table is None or key in table.current or not self.target(name).holds_keys:
             return
         if may_list_again(table.refreshed_at, self.clock.now()):
-            log.info("%s/%s: named by another instance, not listed here yet: listing", name, key)
+            log.info(
+                "%s: named by another instance, not listed here yet: listing", key_text(name, key)
+            )
             await self.refresh(name, force=False)
 
     async def _evaluate(self, poller: Poller) -> dict[str, Partition]:
@@ -208,7 +210,7 @@ class Roster:
             except (Fenced, Retriable) as exc:
                 # Ownership moved while it was loading, or the store is busy: the next pass over
                 # ownership tries again if the key is still ours.
-                log.info("%s/%s: not activated now: %s", poller.name, partition.key, exc)
+                log.info("%s: not activated now: %s", key_text(poller.name, partition.key), exc)
                 self._activation_pending = True
 
     async def _restore(self, poller: Poller, partition: Partition) -> None:
