@@ -15,10 +15,10 @@ from typing import Any
 from confluent_kafka import ConsumerGroupState, KafkaException
 
 from watukuy.config import RunnerConfig
+from watukuy.core.clock import SystemClock
 from watukuy.core.errors import ConfigError
 from watukuy.core.operations import Effect, key_operation
 from watukuy.core.poller import Partition
-from watukuy.engine.clock import SystemClock
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.operations import commit_of
 from watukuy.runner import kafka_store

@@ -90,7 +90,7 @@ class Tracker:
     def due_of(self, key: str) -> float | None:
         """The key's scheduled time, from its state (not updated until the poll commits)."""
         assert self.engine is not None
-        runtime = self.engine._registry.keys.get(key)  # a benchmark may peek
+        runtime = self.engine._roster.runtime_of(key)  # a benchmark may peek
         return None if runtime is None else runtime.state.schedule.next_due
 
 

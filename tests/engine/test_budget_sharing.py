@@ -8,7 +8,7 @@ simulator below records every API request it answers, in the order it answered t
 Two clocks are used on purpose:
 
 - the token-bucket arithmetic runs on a :class:`FakeClock` under ``tick()``: a budget wait is
-  ``clock.sleep``, which jumps the fake time forward, so ``tick()`` serves every tenant and
+  ``clock.wait``, which jumps the fake time forward, so ``tick()`` serves every tenant and
   the time the vendor saw each request is exact enough to check ``rate x elapsed + burst``;
 - fairness and weights run under ``run()`` on the real clock with a small rate (a token
   every 20-25 ms, far longer than a local round trip), so every requester is back in the
@@ -238,14 +238,14 @@ async def test_round_robin_budget_ignores_weights(env: Env) -> None:
 
 
 class CountingClock(SystemClock):
-    """The real clock, counting the sleeps taken on it."""
+    """The real clock, counting the waits taken on it."""
 
     def __init__(self) -> None:
         self.sleeps = 0
 
-    async def sleep(self, seconds: float) -> None:
+    async def wait(self, seconds: float) -> None:
         self.sleeps += 1
-        await super().sleep(seconds)
+        await super().wait(seconds)
 
 
 async def test_waiters_cost_one_wake_up_per_token_not_one_each() -> None:

@@ -242,9 +242,9 @@ async def test_a_poller_may_be_added_stopped_and_restart_reloads_its_keys(
 
 
 async def test_offsets_list_each_stored_key_in_kip_875s_shape(env: Env, engine: Engine) -> None:
-    assert engine.offsets("invoices") == []  # nothing stored before the first poll
+    assert engine.offsets.list("invoices") == []  # nothing stored before the first poll
     await engine.tick()
-    offsets = engine.offsets("invoices")
+    offsets = engine.offsets.list("invoices")
     assert [o["partition"] for o in offsets] == [
         {"key": t} for t in sorted(env.tid(i) for i in range(3))
     ]
@@ -252,7 +252,7 @@ async def test_offsets_list_each_stored_key_in_kip_875s_shape(env: Env, engine: 
     assert all(o["offset"]["live"] is not None for o in offsets)
     assert all(o["offset"]["backfill"] is None for o in offsets)
     with pytest.raises(ConfigError, match="unknown poller 'nope'"):
-        engine.offsets("nope")
+        engine.offsets.list("nope")
 
 
 async def test_offsets_change_only_while_stopped(
@@ -264,7 +264,7 @@ async def test_offsets_change_only_while_stopped(
     for target in ("RUNNING", "PAUSED"):
         await engine.set_target("invoices", target)
         with pytest.raises(Conflict, match=f"connector 'invoices' is {target}; stop it first"):
-            await engine.alter_offsets("invoices", entry)
+            await engine.offsets.alter("invoices", entry)
     assert store.states == stored
 
 
@@ -276,10 +276,10 @@ async def test_a_reset_offset_starts_the_key_over_and_a_set_one_moves_its_cursor
     originals = {t.id: recorder.of(t.id) for t in env.tenants}
     recorder.take()
     reset, moved = env.tid(0), env.tid(1)
-    moved_cursor = engine.offsets("invoices")[0]["offset"]["live"]  # some tenant's resume token
+    moved_cursor = engine.offsets.list("invoices")[0]["offset"]["live"]  # some tenant's token
     await engine.set_target("invoices", "STOPPED")
 
-    await engine.alter_offsets(
+    await engine.offsets.alter(
         "invoices",
         [
             {"partition": {"key": reset}, "offset": None},
@@ -291,7 +291,7 @@ async def test_a_reset_offset_starts_the_key_over_and_a_set_one_moves_its_cursor
     assert store.states[key(reset)].sequence == 10  # sequence numbers are never reused
     assert store.states[key(moved)].backfill.cursor == "b-1"
     assert len(store.snapshots[key(moved)]) == 10  # only a reset forgets what was seen
-    by_key = {o["partition"]["key"]: o["offset"] for o in engine.offsets("invoices")}
+    by_key = {o["partition"]["key"]: o["offset"] for o in engine.offsets.list("invoices")}
     assert by_key[reset] == {"live": None, "backfill": None, "reconcile": None}
     assert by_key[moved]["live"] is None and by_key[moved]["backfill"] == "b-1"
     assert moved_cursor is not None
@@ -308,12 +308,12 @@ async def test_offsets_of_a_key_never_stored_create_its_state(
     env: Env, engine: Engine, store: MemoryStore
 ) -> None:
     await engine.set_target("invoices", "STOPPED")
-    await engine.alter_offsets(
+    await engine.offsets.alter(
         "invoices", [{"partition": {"key": env.tid(2)}, "offset": {"live": "tok"}}]
     )
     assert store.states[key(env.tid(2))].live.cursor == "tok"
     assert store.states[key(env.tid(2))].sequence == 0
-    assert engine.offsets("invoices") == [
+    assert engine.offsets.list("invoices") == [
         {
             "partition": {"key": env.tid(2)},
             "offset": {"live": "tok", "backfill": None, "reconcile": None},
@@ -328,7 +328,7 @@ async def test_bad_offsets_are_refused_whole_naming_the_field(
     await engine.set_target("invoices", "STOPPED")
     stored = dict(store.states)
     with pytest.raises(ConfigError, match="did you mean 'live'") as raised:
-        await engine.alter_offsets(
+        await engine.offsets.alter(
             "invoices",
             [
                 {"partition": {"key": env.tid(0)}, "offset": None},
@@ -474,10 +474,10 @@ async def test_reset_offsets_starts_every_key_over_only_while_stopped(
     await engine.tick()
     recorder.take()
     with pytest.raises(Conflict, match="stop it first"):
-        await engine.reset_offsets("invoices")
+        await engine.offsets.reset("invoices")
 
     await engine.set_target("invoices", "STOPPED")
-    await engine.reset_offsets("invoices")
+    await engine.offsets.reset("invoices")
     assert all(store.snapshots[key(t.id)] == {} for t in env.tenants)
 
     await engine.set_target("invoices", "RUNNING")
@@ -494,7 +494,7 @@ async def test_offsets_of_another_owners_keys_are_sent_to_it(env: Env) -> None:
     await engine.tick()
     await engine.set_target("invoices", "STOPPED")
 
-    await engine.alter_offsets(
+    await engine.offsets.alter(
         "invoices",
         [
             {"partition": {"key": mine}, "offset": {"live": "m"}},

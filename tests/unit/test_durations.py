@@ -98,3 +98,45 @@ def test_format_duration(seconds: float, text: str) -> None:
 def test_format_then_parse_round_trips(amount: int, unit: str) -> None:
     seconds = parse_duration(f"{amount}{unit}", "x")
     assert parse_duration(format_duration(seconds), "x") == pytest.approx(seconds)
+
+
+# -- one rule for every entry point: Python takes seconds, a file needs a unit ---------------
+
+
+@pytest.mark.parametrize(
+    ("value", "like"),
+    [
+        (1000, "'1000ms' or '1s'"),
+        (30000, "'30000ms' or '30s'"),
+        (5, "'5ms' or '5s'"),
+        (2.5, "'1000ms' or '1s'"),
+        (0, "'1000ms' or '1s'"),
+    ],
+)
+def test_a_file_refuses_a_bare_number_naming_the_field(value: float, like: str) -> None:
+    if value > 0:  # in Python the same number is seconds
+        assert parse_duration(value, "schedule.min") == float(value)
+    with pytest.raises(ConfigError) as caught:
+        parse_duration(value, "runner.commit.interval", unit_required=True)
+    assert caught.value.path == "runner.commit.interval"
+    assert str(caught.value) == (
+        f"runner.commit.interval: must be a duration like {like}, got {value} (a bare number; "
+        "Connect users mean milliseconds)"
+    )
+
+
+def test_a_refused_bare_number_from_a_secret_is_not_shown() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_duration(31337, "log.repeat.interval", unit_required=True, shown="[redacted]")
+    assert "31337" not in str(caught.value)
+    assert "got [redacted]" in str(caught.value)
+
+
+@pytest.mark.parametrize("value", ["30s", "250ms", timedelta(seconds=3)])
+def test_a_file_takes_what_has_a_unit(value: object) -> None:
+    assert parse_duration(value, "x", unit_required=True) == parse_duration(value, "x")
+
+
+def test_a_flag_is_no_duration_even_where_numbers_are() -> None:
+    with pytest.raises(ConfigError, match="expected a duration like '30s', got True"):
+        parse_duration(True, "retain")

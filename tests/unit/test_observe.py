@@ -11,6 +11,7 @@ from watukuy.core.observe import (
     Observer,
     OutcomeKind,
     fanout,
+    hooks,
     outcome_kind,
     parked_reason,
     status_class,
@@ -117,6 +118,58 @@ def test_every_observer_hook_is_a_no_op_and_the_fanout_forwards_each() -> None:
         assert getattr(plain, name)(*range(arity)) is None
         getattr(both, name)(*range(arity))
     assert [name for name, _ in calls] == [name for name in hooks for _ in range(2)]
+
+
+def test_a_hook_added_to_the_protocol_reaches_every_observer_through_a_fanout_unwritten(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    heard: list[tuple[int, str, int]] = []
+
+    def page_rendered(self: Observer, poller: str, pages: int) -> None:
+        """A hook the protocol gained."""
+
+    monkeypatch.setattr(Observer, "page_rendered", page_rendered, raising=False)
+
+    class Listening(Observer):
+        def page_rendered(self, poller: str, pages: int) -> None:
+            heard.append((id(self), poller, pages))
+
+    class Fresh(Fanout):  # a fan-out class made after the hook was added: nothing written
+        pass
+
+    assert "page_rendered" in hooks(Fresh)
+    one, two = Listening(), Listening()
+    Fresh([one, two, Observer()]).page_rendered("invoices", pages=3)  # type: ignore[attr-defined]
+    assert heard == [(id(one), "invoices", 3), (id(two), "invoices", 3)]
+
+
+def test_a_protocol_extending_observer_forwards_its_own_hooks_too() -> None:
+    failures: list[str] = []
+
+    class Rendering(Observer):
+        def page_rendered(self, poller: str, pages: int) -> None:
+            """A hook of a protocol that extends the observer's."""
+
+    class Broken(Rendering):
+        def page_rendered(self, poller: str, pages: int) -> None:
+            raise RuntimeError("bug")
+
+    class Counting(Rendering):
+        pages = 0
+
+        def page_rendered(self, poller: str, pages: int) -> None:
+            self.pages += pages
+
+    class RenderingFanout(Fanout, Rendering):
+        pass
+
+    counting = Counting()
+    both = RenderingFanout([Broken(), counting], on_error=lambda o, hook, e: failures.append(hook))
+    both.page_rendered("invoices", 2)
+    both.key_gained("invoices", "t_1")  # the base protocol's hooks still forward
+    assert counting.pages == 2
+    assert failures == ["page_rendered"]
+    assert hooks(RenderingFanout) == (*hooks(Observer), "page_rendered")
 
 
 def test_a_raising_observer_goes_to_on_error_and_the_others_still_hear() -> None:

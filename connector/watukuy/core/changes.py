@@ -103,6 +103,34 @@ def _park(out: Detected, parked: Container[str], item: ParkedItem) -> None:
         out.parked.append(item)
 
 
+def _read(
+    poller: Poller, partition: str, item: Any, lane: str, now: float
+) -> tuple[str, str] | ParkedItem:
+    """The item's identity and version, or the invalid item to park instead."""
+    try:
+        identity, version = _identity_version(poller, item)
+    except ValueError as exc:
+        return invalid_item(poller, partition, item, str(exc), lane, now)
+    problem = poller.validate(item) if poller.validate is not None else None
+    if problem is not None:  # parked before the snapshot sees it: a fix is a change
+        return invalid_item(poller, partition, item, f"SchemaError: {problem}", lane, now)
+    return identity, version
+
+
+def _change(
+    in_page: SnapshotEntry | None, previous: SnapshotEntry | None, version: str, replaying: bool
+) -> EventType | None:
+    """What seeing ``version`` of an item makes of it: ``previous`` is the page's own entry
+    (``in_page``) or else the snapshot's."""
+    if in_page is not None and in_page.version == version and in_page.deleted is None:
+        return None  # the same version twice in one page is one change, replaying or not
+    if previous is None or previous.deleted is not None:
+        return "created"
+    if previous.version != version:
+        return "updated"
+    return "updated" if replaying else None
+
+
 def detect(
     poller: Poller,
     partition: str,
@@ -125,30 +153,16 @@ def detect(
     out = Detected(sequence=sequence)
     # What every event of the page shares is computed once per page, not per item.
     name, schema_version, time = poller.name, poller.schema_version, utc(now)
-    validate = poller.validate
     upserts, events = out.upserts, out.events
     for item in items:
-        try:
-            identity, version = _identity_version(poller, item)
-        except ValueError as exc:
-            _park(out, parked, invalid_item(poller, partition, item, str(exc), lane, now))
+        read = _read(poller, partition, item, lane, now)
+        if isinstance(read, ParkedItem):
+            _park(out, parked, read)
             continue
-        problem = validate(item) if validate is not None else None
-        if problem is not None:  # parked before the snapshot sees it: a fix is a change
-            error = f"SchemaError: {problem}"
-            _park(out, parked, invalid_item(poller, partition, item, error, lane, now))
-            continue
+        identity, version = read
         in_page = upserts.get(identity)
         previous = in_page or snapshot.get(identity)
-        kind: EventType | None
-        if in_page is not None and in_page.version == version and in_page.deleted is None:
-            kind = None  # the same version twice in one page is one change, replaying or not
-        elif previous is None or previous.deleted is not None:
-            kind = "created"
-        elif previous.version != version:
-            kind = "updated"
-        else:
-            kind = "updated" if replaying else None
+        kind = _change(in_page, previous, version, replaying)
         if kind is not None:
             event = Event(
                 event_id(name, partition, identity, version),

@@ -1,5 +1,11 @@
 """Durations as users write them: ``"250ms"``, ``"30s"``, ``"5m"``, ``"2h"``, ``"30d"``, numbers
-of seconds, or ``timedelta``. Everything inside watukuy is float seconds."""
+of seconds, or ``timedelta``. Everything inside watukuy is float seconds.
+
+One rule, here, for every entry point. In Python a number is seconds, as the public API says. A
+file (the YAML config, a declarative poller) is read with ``unit_required``: there a bare number
+is refused rather than guessed at, since Kafka Connect users write milliseconds as bare
+numbers; the error names the field and suggests both spellings.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +18,22 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
 
 
-def parse_duration(value: object, path: str, *, allow_zero: bool = False) -> float:
-    """Seconds in ``value``; a ``ConfigError`` naming ``path`` when it is not a duration."""
+def parse_duration(
+    value: object,
+    path: str,
+    *,
+    allow_zero: bool = False,
+    unit_required: bool = False,
+    shown: str | None = None,
+) -> float:
+    """Seconds in ``value``; a ``ConfigError`` naming ``path`` when it is not a duration.
+
+    ``unit_required`` refuses a bare number (a file's rule); ``shown`` is how the value may
+    appear in that message (``[redacted]`` when it came from a secret).
+    """
     seconds: float
+    if unit_required and isinstance(value, int | float) and not isinstance(value, bool):
+        raise ConfigError(_bare_number(value, repr(value) if shown is None else shown), path)
     if isinstance(value, bool):
         raise ConfigError(f"expected a duration like '30s', got {value!r}", path)
     if isinstance(value, timedelta):
@@ -39,6 +58,19 @@ def parse_duration(value: object, path: str, *, allow_zero: bool = False) -> flo
     if seconds < 0 or (seconds == 0 and not allow_zero):
         raise ConfigError(f"duration must be positive, got {value!r}", path)
     return seconds
+
+
+def _bare_number(value: float, shown: str) -> str:
+    """The refusal of a bare number, suggesting it as milliseconds and as seconds."""
+    if shown == repr(value) and value > 0 and value == int(value):
+        ms, seconds = f"{int(value)}ms", format_duration(value / 1000)
+        like = f"{ms!r} or {seconds!r}" if seconds != ms else f"{ms!r} or '{int(value)}s'"
+    else:
+        like = "'1000ms' or '1s'"
+    return (
+        f"must be a duration like {like}, got {shown} (a bare number; Connect users mean "
+        "milliseconds)"
+    )
 
 
 def format_duration(seconds: float) -> str:

@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from watukuy.core.keys import key_text
+
 EventType = Literal["created", "updated", "deleted"]
 
 
@@ -59,7 +61,7 @@ class Event:
     @property
     def key(self) -> str:
         """The Kafka record key: ordering is per ``poller/partition``."""
-        return f"{self.poller}/{self.partition}"
+        return key_text(self.poller, self.partition)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

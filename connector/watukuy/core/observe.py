@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
+from typing import Any
 
 from watukuy.core.errors import ConfigError, Fenced, Retriable
 
@@ -28,6 +29,7 @@ __all__ = [
     "Observer",
     "OutcomeKind",
     "fanout",
+    "hooks",
     "outcome_kind",
     "parked_reason",
     "status_class",
@@ -197,80 +199,62 @@ def _raise(observer: Observer, hook: str, error: Exception) -> None:
     raise error
 
 
+def hooks(protocol: type[Observer]) -> tuple[str, ...]:
+    """The hooks of ``protocol``: the public methods of :class:`Observer` and of every class
+    between them that extends it, in declaration order (a fan-out's own are not hooks)."""
+    names: dict[str, None] = {}
+    for cls in reversed(protocol.__mro__):
+        if issubclass(cls, Observer) and not issubclass(cls, Fanout):
+            names.update((n, None) for n, v in vars(cls).items() if _is_hook(n, v))
+    return tuple(names)
+
+
+def _is_hook(name: str, value: object) -> bool:
+    return not name.startswith("_") and callable(value)
+
+
+def _forwarding(hook: str) -> Callable[..., None]:
+    def forward(self: Fanout, *args: Any, **kwargs: Any) -> None:
+        self._each(hook, *args, **kwargs)
+
+    forward.__name__ = forward.__qualname__ = hook
+    forward.__doc__ = f"Hand ``{hook}`` to every observer."
+    return forward
+
+
 class Fanout(Observer):
     """Several observers as one: each hook is called on each, in order. An observer that
-    raises is reported to ``on_error`` (default: re-raised) and the others still hear it."""
+    raises is reported to ``on_error`` (default: re-raised) and the others still hear it.
+
+    Its hooks are not written out: each hook of the observer protocol forwards (see
+    :func:`hooks`), so a hook added to :class:`Observer` reaches every observer as it is. A
+    subclass that also extends a protocol (``class Mine(Fanout, MyObserver)``) forwards that
+    protocol's hooks too.
+    """
 
     def __init__(self, observers: Iterable[Observer], on_error: ErrorSink = _raise) -> None:
         self.observers = tuple(observers)
         self._on_error = on_error
 
-    def _each(self, hook: str, *args: object) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _forward_hooks(cls)
+
+    def _each(self, hook: str, *args: object, **kwargs: object) -> None:
         for observer in self.observers:
             try:
-                getattr(observer, hook)(*args)
+                getattr(observer, hook)(*args, **kwargs)
             except Exception as exc:  # an observer's bug must not fail a poll or a commit
                 self._on_error(observer, hook, exc)
 
-    def poll_decided(
-        self, poller: str, partition: str, lane: str, kind: OutcomeKind, seconds: float
-    ) -> None:
-        self._each("poll_decided", poller, partition, lane, kind, seconds)
 
-    def http_response(
-        self, poller: str, partition: str, method: str, status: int | None, seconds: float
-    ) -> None:
-        self._each("http_response", poller, partition, method, status, seconds)
+def _forward_hooks(cls: type[Fanout]) -> None:
+    for hook in hooks(cls):
+        if hook not in vars(cls):
+            setattr(cls, hook, _forwarding(hook))
 
-    def page_fetched(
-        self, poller: str, partition: str, lane: str, items: int, not_modified: bool
-    ) -> None:
-        self._each("page_fetched", poller, partition, lane, items, not_modified)
 
-    def events_committed(
-        self, poller: str, partition: str, lane: str, counts: Mapping[str, int]
-    ) -> None:
-        self._each("events_committed", poller, partition, lane, counts)
-
-    def item_parked(self, poller: str, partition: str, kind: str, reason: OutcomeKind) -> None:
-        self._each("item_parked", poller, partition, kind, reason)
-
-    def circuit_moved(self, poller: str, partition: str, old: str, new: str) -> None:
-        self._each("circuit_moved", poller, partition, old, new)
-
-    def budget_waited(
-        self, budget: str, poller: str, partition: str, lane: str, seconds: float, tokens: float
-    ) -> None:
-        self._each("budget_waited", budget, poller, partition, lane, seconds, tokens)
-
-    def key_gained(self, poller: str, partition: str) -> None:
-        self._each("key_gained", poller, partition)
-
-    def key_released(self, poller: str, partition: str, reason: str) -> None:
-        self._each("key_released", poller, partition, reason)
-
-    def transaction_done(
-        self, committed: bool, seconds: float, records: int, kind: OutcomeKind | None
-    ) -> None:
-        self._each("transaction_done", committed, seconds, records, kind)
-
-    def leases_gained(self, partitions: tuple[int, ...]) -> None:
-        self._each("leases_gained", partitions)
-
-    def leases_lost(self, partitions: tuple[int, ...], lost: bool) -> None:
-        self._each("leases_lost", partitions, lost)
-
-    def restore_done(self, partition: int, keys: int, records: int, seconds: float) -> None:
-        self._each("restore_done", partition, keys, records, seconds)
-
-    def dlq_written(self, poller: str, partition: str, records: int) -> None:
-        self._each("dlq_written", poller, partition, records)
-
-    def state_caught_up(self, poller: str, partition: str, events: int) -> None:
-        self._each("state_caught_up", poller, partition, events)
-
-    def transactions_hanging(self, topic: str, partitions: tuple[int, ...]) -> None:
-        self._each("transactions_hanging", topic, partitions)
+_forward_hooks(Fanout)
 
 
 def fanout(observers: Observer | Iterable[Observer] | None, on_error: ErrorSink = _raise) -> Fanout:

@@ -13,24 +13,25 @@ an operation means the same whether it is called in process or arrives from anot
 
 Argument values are normalised to their JSON form as they enter (a ``datetime`` cursor becomes
 its ISO-8601 text), so a value applied here is exactly the value another instance would apply.
-Bad arguments raise :class:`ConfigError` naming the argument (``from``, ``ids[2]``).
+Bad arguments raise :class:`ConfigError` naming the argument (``from``, ``ids[2]``): the checks
+are in :mod:`watukuy.core.arguments`, the offsets' KIP-875 shape in :mod:`watukuy.core.offsets`.
 """
 
 from __future__ import annotations
 
-import difflib
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
 from watukuy.core import schedule as schedules
+from watukuy.core.arguments import LANES, check_names, flag, ids, json_value, offset
 from watukuy.core.errors import ConfigError
 from watukuy.core.lifecycle import Target
+from watukuy.core.offsets import decode_offsets, offsets_of
 from watukuy.core.poller import Poller
-from watukuy.core.state import Lane, LaneState, PartitionState, SnapshotEntry
+from watukuy.core.state import LaneState, PartitionState, SnapshotEntry
+from watukuy.core.validation import join, kind
 
 __all__ = [
     "CONNECTOR_OPERATIONS",
@@ -45,103 +46,12 @@ __all__ = [
     "KeyView",
     "connector_operation",
     "decode_offsets",
+    "json_value",
     "key_operation",
     "offsets_of",
 ]
-
-LANES = ("live", "backfill", "reconcile")
-"""The lanes of an offset, in the order ``offsets`` lists them."""
-
-
-# -- argument checks: JSON form in, JSON form out ---------------------------------------------
-
-
-def _join(path: str, name: object) -> str:
-    return f"{path}.{name}" if path else str(name)
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    name = type(value).__name__
-    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
-
-
-def json_value(value: object, path: str) -> Any:
-    """``value`` as the JSON a command record carries; refused if it has no JSON form.
-
-    A cursor is any JSON value. A timezone-aware ``datetime`` becomes ISO-8601 UTC text
-    (``2026-09-01T00:00:00Z``); a naive one is refused rather than guessed at. Tuples become
-    lists (JSON has no tuples).
-    """
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ConfigError(f"must be a finite number, got {value!r}", path)
-        return value
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise ConfigError(
-                f"needs a time zone, e.g. {value.isoformat()}Z; got {value.isoformat()!r}", path
-            )
-        utc = value.astimezone(UTC).replace(tzinfo=None)
-        spec = "seconds" if utc.microsecond == 0 else "microseconds"
-        return utc.isoformat(timespec=spec) + "Z"
-    if isinstance(value, list | tuple):
-        return [json_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, inner in value.items():
-            if not isinstance(key, str):
-                raise ConfigError(f"keys must be strings, got {_kind(key)}", path)
-            out[key] = json_value(inner, _join(path, key))
-        return out
-    raise ConfigError(f"must be a JSON value (a cursor), got {_kind(value)}", path)
-
-
-def _flag(value: object, path: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"must be true or false, got {_kind(value)}", path)
-    return value
-
-
-def _ids(value: object, path: str) -> list[str]:
-    if isinstance(value, str | bytes | Mapping) or not isinstance(value, list | tuple):
-        raise ConfigError(f"must be a list of parked item ids, got {_kind(value)}", path)
-    ids: list[str] = []
-    for index, entry in enumerate(value):
-        if not isinstance(entry, str) or not entry:
-            raise ConfigError(f"must be a non-empty string, got {_kind(entry)}", f"{path}[{index}]")
-        ids.append(entry)
-    return ids
-
-
-def _offset(value: object, path: str) -> dict[str, Any] | None:
-    """``{"live": C, "backfill": C, "reconcile": C}`` (any subset), or ``None``: start over."""
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise ConfigError(
-            f"must be a mapping of lane to cursor ({', '.join(LANES)}) or null, got {_kind(value)}",
-            path,
-        )
-    _check_names(value, LANES, path)
-    return {lane: json_value(value[lane], _join(path, lane)) for lane in LANES if lane in value}
-
-
-def _check_names(given: Mapping[Any, Any], known: tuple[str, ...], path: str) -> None:
-    for name in given:
-        if name in known:
-            continue
-        if not known:
-            raise ConfigError("takes no arguments", _join(path, name))
-        close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]!r}?" if close else f"expected one of: {', '.join(known)}"
-        raise ConfigError(f"unknown argument; {hint}", _join(path, name))
-
+# LANES, json_value, decode_offsets and offsets_of live in watukuy.core.arguments and
+# watukuy.core.offsets; every adapter finds them here with the operations that use them.
 
 # -- key operations ---------------------------------------------------------------------------
 
@@ -224,9 +134,9 @@ class KeyOperation:
     def values(self, given: Mapping[str, Any] | None = None, path: str = "") -> dict[str, Any]:
         """Checked values by keyword, from an engine method's keywords (``from_=...``)."""
         given = dict(given or {})
-        _check_names(given, self.keywords, path)
+        check_names(given, self.keywords, path)
         return {
-            a.keyword: a.check(given.get(a.keyword, a.default), _join(path, a.name))
+            a.keyword: a.check(given.get(a.keyword, a.default), join(path, a.name))
             for a in self.arguments
         }
 
@@ -238,9 +148,9 @@ class KeyOperation:
         if raw is None:
             raw = {}
         if not isinstance(raw, Mapping):
-            raise ConfigError(f"must be a JSON object, got {_kind(raw)}", path or "args")
+            raise ConfigError(f"must be a JSON object, got {kind(raw)}", path or "args")
         names = tuple(n for a in self.arguments for n in (a.name, *a.legacy))
-        _check_names(raw, names, path)
+        check_names(raw, names, path)
         out: dict[str, Any] = {}
         for argument in self.arguments:
             value = argument.default
@@ -248,7 +158,7 @@ class KeyOperation:
                 if name in raw:
                     value = raw[name]
                     break
-            out[argument.keyword] = argument.check(value, _join(path, argument.name))
+            out[argument.keyword] = argument.check(value, join(path, argument.name))
         return out
 
     def encode(self, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -365,7 +275,7 @@ _KEY_OPERATIONS = (
         "move the live cursor (and optionally forget the snapshot: everything is new again)",
         (
             Argument("to", "to", json_value, schema=CURSOR_SCHEMA),
-            Argument("clear_snapshot", "clear_snapshot", _flag, False, schema={"type": "boolean"}),
+            Argument("clear_snapshot", "clear_snapshot", flag, False, schema={"type": "boolean"}),
         ),
         _reset_cursor,
         verb="reset",
@@ -383,7 +293,7 @@ _KEY_OPERATIONS = (
             Argument(
                 "ids",
                 "ids",
-                _ids,
+                ids,
                 (),
                 schema={"type": "array", "items": {"type": "string", "minLength": 1}},
             ),
@@ -401,7 +311,7 @@ _KEY_OPERATIONS = (
     KeyOperation(
         "alter_offsets",
         "set the key's lane cursors (null: start over); only while the connector is STOPPED",
-        (Argument("offset", "offset", _offset, schema=_OFFSET_SCHEMA),),
+        (Argument("offset", "offset", offset, schema=_OFFSET_SCHEMA),),
         _alter_offsets,
         allowed=frozenset({Target.STOPPED}),
         partition_route=False,
@@ -459,59 +369,3 @@ def connector_operation(name: str, path: str = "op") -> ConnectorOperation:
         known = ", ".join(CONNECTOR_OPERATIONS)
         raise ConfigError(f"unknown connector operation {name!r}; expected one of: {known}", path)
     return found
-
-
-# -- offsets (KIP-875's shape) ---------------------------------------------------------------
-
-
-def offsets_of(state: PartitionState) -> dict[str, Any]:
-    """``{"partition": {"key": K}, "offset": {"live": C, "backfill": C, "reconcile": C}}``."""
-    return {
-        "partition": {"key": state.partition},
-        "offset": {lane: state.lane(Lane(lane)).cursor for lane in LANES},
-    }
-
-
-def decode_offsets(
-    raw: object, *, partitioned: bool, path: str = "offsets"
-) -> list[tuple[str, dict[str, Any] | None]]:
-    """``[{"partition": {"key": K}, "offset": {...} | null}, ...]`` -> ``[(K, offset)]``.
-
-    A poller without partitions has one key, ``""``; a key given twice is refused (which one
-    would win is not obvious).
-    """
-    if isinstance(raw, str | bytes | Mapping) or not isinstance(raw, list | tuple):
-        raise ConfigError(f"must be a list of {{partition, offset}}, got {_kind(raw)}", path)
-    out: list[tuple[str, dict[str, Any] | None]] = []
-    seen: set[str] = set()
-    for index, entry in enumerate(raw):
-        where = f"{path}[{index}]"
-        if not isinstance(entry, Mapping):
-            raise ConfigError(
-                f"must be a mapping with partition and offset, got {_kind(entry)}", where
-            )
-        _check_names(entry, ("partition", "offset"), where)
-        for required in ("partition", "offset"):
-            if required not in entry:
-                raise ConfigError("is required", _join(where, required))
-        partition = entry["partition"]
-        if not isinstance(partition, Mapping):
-            raise ConfigError(
-                f"must be a mapping like {{'key': 't_42'}}, got {_kind(partition)}",
-                f"{where}.partition",
-            )
-        _check_names(partition, ("key",), f"{where}.partition")
-        key = partition.get("key", None if partitioned else "")
-        if not isinstance(key, str):
-            raise ConfigError(f"must be a string, got {_kind(key)}", f"{where}.partition.key")
-        if partitioned and not key:
-            raise ConfigError("must be a non-empty partition key", f"{where}.partition.key")
-        if not partitioned and key:
-            raise ConfigError(
-                "this poller has no partitions: its one key is ''", f"{where}.partition.key"
-            )
-        if key in seen:
-            raise ConfigError(f"partition {key!r} is given twice", f"{where}.partition.key")
-        seen.add(key)
-        out.append((key, _offset(entry["offset"], f"{where}.offset")))
-    return out

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from watukuy.core.budget import Lane
 from watukuy.core.circuit import Circuit, CircuitState
 from watukuy.core.errors import StateCorrupted
+from watukuy.core.keys import key_text
 from watukuy.core.schedule import KeySchedule
 
 STATE_FORMAT = 1
@@ -67,7 +68,7 @@ class PartitionState:
 
     @property
     def key(self) -> str:
-        return f"{self.poller}/{self.partition}"
+        return key_text(self.poller, self.partition)
 
     def lane(self, lane: Lane) -> LaneState:
         return {Lane.LIVE: self.live, Lane.BACKFILL: self.backfill, Lane.RECONCILE: self.reconcile}[

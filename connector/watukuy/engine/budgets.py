@@ -20,10 +20,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from watukuy.core.budget import Budget, Lane, parse_rate
+from watukuy.core.clock import Clock
 from watukuy.core.errors import ConfigError
+from watukuy.core.keys import KeyId
 from watukuy.core.observe import Observer
 from watukuy.core.poller import Poller
-from watukuy.engine.clock import Clock
 
 FAIRNESS = ("round-robin", "weighted")
 
@@ -132,10 +133,10 @@ class BudgetGate:
             self._withdraw(slot, granted)
             raise
         now = self._clock.now()
-        poller, _, partition = requester.partition("/")
+        key = KeyId.parse(requester)
         tokens = self.budget.bucket.tokens(now)
         self._observer.budget_waited(
-            self.budget.name, poller, partition, lane.value, now - started, tokens
+            self.budget.name, key.poller, key.partition, lane.value, now - started, tokens
         )
 
     def rescale(self, share: float) -> None:
@@ -196,7 +197,7 @@ class BudgetGate:
                 wake_at = self.budget.next_grant_at(now)
                 if wake_at == math.inf:
                     return  # a share of 0: rescale() starts the pump again with a share
-                await self._clock.sleep(max(0.001, (wake_at or now) - now + _SLACK))
+                await self._clock.wait(max(0.001, (wake_at or now) - now + _SLACK))
                 self._grant()
         except Exception as exc:  # never leave waiters hanging on a pump that died
             for waiting in self._waiters.values():

@@ -11,7 +11,7 @@ connector's target does.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from watukuy.core.lifecycle import KeyPhase, Target, parse_target
@@ -25,7 +25,7 @@ from watukuy.core.poller import Poller
 from watukuy.engine.handlers import Dispatcher
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.operations import Operations
-from watukuy.engine.registry import Registry
+from watukuy.engine.roster import Roster
 
 log = logging.getLogger("watukuy.connectors")
 
@@ -36,13 +36,13 @@ Prepare = Callable[[object, str], Poller]
 class Connectors:
     def __init__(
         self,
-        registry: Registry,
+        roster: Roster,
         dispatcher: Dispatcher,
         operations: Operations,
         prepare: Prepare,
         wake: Callable[[], None],
     ) -> None:
-        self._registry = registry
+        self._roster = roster
         self._dispatcher = dispatcher
         self._ops = operations
         self._prepare = prepare
@@ -60,16 +60,16 @@ class Connectors:
         """
         definition = self._prepare(poller, "poller")
         wanted = None if target is None else parse_target(target)
-        registry = self._registry
+        roster = self._roster
         name = definition.name
-        replaced = name in registry.pollers
-        await registry.store.add_poller(definition)
+        replaced = roster.defines(name)
+        await roster.store.add_poller(definition)
         if replaced:
             await self._let_go(name)
-        registry.install(definition)
+        roster.install(definition)
         if wanted is not None:
-            registry.targets[name] = wanted
-        self._dispatcher.add(definition, None if replaced else registry.store.events(name))
+            roster.set_target(name, wanted)
+        self._dispatcher.add(definition, None if replaced else roster.store.events(name))
         await self._hold(name)
         log.info(
             "poller '%s' %s (%s)", name, "redefined" if replaced else "added", self.target(name)
@@ -77,47 +77,47 @@ class Connectors:
 
     async def remove(self, name: str) -> None:
         """Remove a poller: its keys stop, their state stays in the store."""
-        registry = self._registry
-        registry.poller(name)
+        roster = self._roster
+        roster.poller(name)
         await self._let_go(name)
-        registry.uninstall(name)
+        roster.uninstall(name)
         await self._dispatcher.remove(name)
-        registry.on_keys_changed()
+        roster.keys_changed()
         log.info("poller '%s' removed; its state is kept", name)
 
     # -- targets ------------------------------------------------------------------------------
 
     def target(self, name: str) -> str:
         """``"RUNNING"``, ``"PAUSED"`` or ``"STOPPED"``."""
-        self._registry.poller(name)
-        return self._registry.target(name).value
+        self._roster.poller(name)
+        return self._roster.target(name).value
 
     async def set_target(self, name: str, target: object) -> None:
-        registry = self._registry
-        registry.poller(name)
+        roster = self._roster
+        roster.poller(name)
         new = parse_target(target)
-        old = registry.target(name)
+        old = roster.target(name)
         if new is old:
             return
-        registry.targets[name] = new
+        roster.set_target(name, new)
         if new is Target.STOPPED:
             await self._let_go(name)
         elif old is Target.STOPPED:
             await self._hold(name)
         else:  # RUNNING <-> PAUSED: the keys stay; only their due times change
             for runtime in self._runtimes(name):
-                registry.reschedule(runtime)
+                roster.reschedule(runtime)
             self._wake()
         log.info("poller '%s': %s -> %s", name, old.value, new.value)
 
     async def restart(self, name: str) -> None:
         """Let every key go and hold it again from the store (a stopped poller stays so)."""
-        registry = self._registry
-        poller = registry.poller(name)
-        if not registry.target(name).holds_keys:
+        roster = self._roster
+        poller = roster.poller(name)
+        if not roster.target(name).holds_keys:
             return
         await self._let_go(name)
-        registry.install(poller)
+        roster.install(poller)
         await self._hold(name)
 
     async def control(self, name: str, operation: str) -> None:
@@ -132,8 +132,8 @@ class Connectors:
 
     def offsets(self, name: str) -> list[dict[str, Any]]:
         """Each stored key this instance owns: ``{"partition": {"key"}, "offset": {lanes}}``."""
-        self._registry.poller(name)
-        states = sorted(self._registry.store.states_of(name), key=lambda s: s.partition)
+        self._roster.poller(name)
+        states = sorted(self._roster.store.states_of(name), key=lambda s: s.partition)
         return [offsets_of(state) for state in states]
 
     async def alter_offsets(self, name: str, offsets: object) -> None:
@@ -142,7 +142,7 @@ class Connectors:
         Every entry is checked before any is written. Keys this instance does not own are
         sent to their owner as commands.
         """
-        poller = self._registry.poller(name)
+        poller = self._roster.poller(name)
         op = KEY_OPERATIONS["alter_offsets"]
         self._ops.check_target(op, name)  # Conflict first: the body may be fine
         entries = decode_offsets(offsets, partitioned=poller.partitioned)
@@ -157,9 +157,8 @@ class Connectors:
         stores that is no longer listed is that instance's to reset.
         """
         self._ops.check_target(KEY_OPERATIONS["alter_offsets"], name)
-        table = self._registry.tables.get(name)
-        keys = {s.partition for s in self._registry.store.states_of(name)}
-        keys |= set(table.current) if table is not None else set()
+        keys = {s.partition for s in self._roster.store.states_of(name)}
+        keys |= set(self._roster.listings.listed(name))
         await self.alter_offsets(
             name, [{"partition": {"key": k}, "offset": None} for k in sorted(keys)]
         )
@@ -167,21 +166,44 @@ class Connectors:
     # -- holding and letting go ---------------------------------------------------------------
 
     def _runtimes(self, name: str) -> list[KeyRuntime]:
-        return [rt for rt in self._registry.keys.values() if rt.poller.name == name]
+        return self._roster.held(name)
 
     async def _let_go(self, name: str) -> None:
         """Let go of every key of ``name``, then wait for what was running on them."""
-        dropped = self._registry.drop_poller(name, KeyPhase.STOPPED)
+        dropped = self._runtimes(name)
+        for runtime in dropped:
+            self._roster.drop(runtime, KeyPhase.STOPPED)
         for runtime in dropped:
             async with runtime.lock:  # a poll ends after its page: nothing commits after this
                 pass
-        self._registry.on_keys_changed()
+        self._roster.keys_changed()
 
     async def _hold(self, name: str) -> None:
         """Hold the listed keys of ``name`` this instance owns, if its target holds keys."""
-        registry = self._registry
-        if registry.target(name).holds_keys:
-            await registry.refresh(name, force=False)
-            await registry.activate_listed(name)
-        registry.on_keys_changed()
+        roster = self._roster
+        if roster.target(name).holds_keys:
+            await roster.refresh(name, force=False)
+            await roster.activate_listed(name)
+        roster.keys_changed()
         self._wake()
+
+
+class OffsetsApi:
+    """``engine.offsets``: each key's lane cursors, in Kafka Connect's KIP-875 shape."""
+
+    def __init__(self, connectors: Connectors) -> None:
+        self._connectors = connectors
+
+    def list(self, name: str) -> list[dict[str, Any]]:
+        """``[{"partition": {"key": K}, "offset": {"live", "backfill", "reconcile"}}]`` for
+        the stored keys this instance owns."""
+        return self._connectors.offsets(name)
+
+    async def alter(self, name: str, offsets: Iterable[Mapping[str, Any]]) -> None:
+        """Set each key's lane cursors (``"offset": None`` starts it over); only while the
+        poller is STOPPED, else :class:`~watukuy.core.errors.Conflict`."""
+        await self._connectors.alter_offsets(name, offsets)
+
+    async def reset(self, name: str) -> None:
+        """Start every key this instance stores or the poller lists over; only while STOPPED."""
+        await self._connectors.reset_offsets(name)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
+from watukuy.core.clock import Clock, SystemClock
 from watukuy.core.errors import ConfigError, Conflict, Fenced, Retriable
 from watukuy.core.events import Event
 from watukuy.core.inspect import PollerInspect, inspect_state
@@ -20,15 +21,15 @@ from watukuy.core.lifecycle import KeyPhase
 from watukuy.core.observe import Fanout, Observer, OutcomeKind
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.state import ParkedItem
+from watukuy.core.validation import positive_int
 from watukuy.engine.budgets import BudgetGate, build_budgets, split_budgets
-from watukuy.engine.clock import Clock, SystemClock
-from watukuy.engine.connectors import Connectors
+from watukuy.engine.connectors import Connectors, OffsetsApi
 from watukuy.engine.handlers import Dispatcher, Handler, Subscription
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.operations import Operations, ParkedApi
 from watukuy.engine.polling import KeyPoller
 from watukuy.engine.progress import LaneProgress
-from watukuy.engine.registry import KeyNotActive, Registry
+from watukuy.engine.roster import KeyNotActive, Roster
 from watukuy.http import HttpClient
 from watukuy.store.base import Command, KeyCommit, Store
 from watukuy.store.memory import MemoryStore
@@ -46,15 +47,15 @@ next owner (or this one after a restart) reads it again."""
 class PartitionsApi:
     """``engine.partitions``: list (forcing a refresh) and remove."""
 
-    def __init__(self, registry: Registry) -> None:
-        self._registry = registry
+    def __init__(self, roster: Roster) -> None:
+        self._roster = roster
 
     async def list(self, poller: str) -> list[Partition]:
-        self._registry.poller(poller)
-        return await self._registry.refresh(poller, force=True)
+        self._roster.poller(poller)
+        return await self._roster.refresh(poller, force=True)
 
     async def remove(self, poller: str, partition: str) -> None:
-        await self._registry.remove(poller, partition)
+        await self._roster.remove(poller, partition)
 
 
 class Engine:
@@ -70,24 +71,13 @@ class Engine:
         owner: str | None = None,
         observers: Observer | Iterable[Observer] | None = None,
     ) -> None:
-        by_name: dict[str, Poller] = {}
-        for index, poller in enumerate(pollers):
-            if not isinstance(poller, Poller):
-                raise ConfigError("must be made with define_poller()", f"pollers[{index}]")
-            if poller.name in by_name:
-                raise ConfigError(f"duplicate poller name '{poller.name}'", f"pollers[{index}]")
-            by_name[poller.name] = _with_data_schema(poller, f"pollers[{index}].schema")
-        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
-            raise ConfigError("must be a positive integer", "max_concurrency")
-        if max_concurrency < 1:
-            raise ConfigError("must be a positive integer", "max_concurrency")
+        by_name = _checked_pollers(pollers)
+        positive_int(max_concurrency, "max_concurrency", repr(max_concurrency))
         self.clock: Clock = clock or SystemClock()
         self.store: Store = store if store is not None else MemoryStore()
         self.owner = owner
         budget_specs = build_budgets(budgets)
-        for name, poller in by_name.items():
-            if poller.budget is not None and poller.budget not in budget_specs:
-                raise ConfigError(f"unknown budget '{poller.budget}'", f"poller '{name}'.budget")
+        _check_budgets_named(by_name, budget_specs)
         # What happens is told to the observers (metrics, probes) and to the lanes' progress.
         self._progress = LaneProgress()
         extra = [observers] if isinstance(observers, Observer) else list(observers or ())
@@ -106,20 +96,11 @@ class Engine:
         # Commands from other instances tried again later: (when, first seen, command).
         self._waiting: list[tuple[float, float, Command]] = []
         self.store.watch(self._on_store_change)
-        self._registry = Registry(
-            by_name,
-            self.store,
-            self.clock,
-            on_keys_changed=self._split_budgets,
-            observer=self.observer,
+        self._roster = Roster(
+            by_name, self.store, self.clock, self._split_budgets, observer=self.observer
         )
         self._poller = KeyPoller(
-            self._registry,
-            self._http,
-            self._gates,
-            self._stopping,
-            observer=self.observer,
-            progress=self._progress,
+            self._roster, self._http, self._gates, self._stopping, self.observer, self._progress
         )
         self._dispatcher = Dispatcher(
             by_name,
@@ -128,12 +109,13 @@ class Engine:
             park=self._park_poison,
             clock=self.clock,
         )
-        self._ops = Operations(self._registry, self._dispatcher, self._wake.set)
-        self.parked = ParkedApi(self._registry, self._ops)
-        self.partitions = PartitionsApi(self._registry)
+        self._ops = Operations(self._roster, self._dispatcher, self._wake.set)
+        self.parked = ParkedApi(self._roster, self._ops)
+        self.partitions = PartitionsApi(self._roster)
         self._connectors = Connectors(
-            self._registry, self._dispatcher, self._ops, self._prepare, self._wake.set
+            self._roster, self._dispatcher, self._ops, self._prepare, self._wake.set
         )
+        self.offsets = OffsetsApi(self._connectors)
 
     def _prepare(self, poller: object, path: str) -> Poller:
         """A poller given at run time, checked as the constructor checks its list."""
@@ -145,20 +127,20 @@ class Engine:
 
     def _split_budgets(self) -> None:
         """Each budget's share for this instance: the part of its keys the store gives us."""
-        listed = {name: table.current for name, table in self._registry.tables.items()}
-        split_budgets(self._gates, self._registry.pollers, listed, self.store.owns)
+        listed = self._roster.listings.current()
+        split_budgets(self._gates, self._roster.definitions(), listed, self.store.owns)
 
     # -- running ----------------------------------------------------------------------------
 
     async def tick(self) -> None:
         """Refresh partitions if due, poll every due key (four at a time), deliver events."""
-        await self._registry.refresh_due()
+        await self._roster.refresh_due()
         await self._follow_store()
-        due = self._registry.due.pop_due(self.clock.now())
+        due = self._roster.due.pop_due(self.clock.now())
         limit = asyncio.Semaphore(TICK_CONCURRENCY)
         async with asyncio.TaskGroup() as group:
             for key in due:
-                runtime = self._registry.keys.get(key)
+                runtime = self._roster.runtime_of(key)
                 if runtime is not None:
                     group.create_task(self._poll_limited(runtime, limit))
         await self._dispatcher.drain()
@@ -175,10 +157,10 @@ class Engine:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._dispatcher.run(self._stopping))
                 while not self._stopping.is_set():
-                    await self._registry.refresh_due()
+                    await self._roster.refresh_due()
                     await self._follow_store()
-                    for key in self._registry.due.pop_due(self.clock.now()):
-                        runtime = self._registry.keys.get(key)
+                    for key in self._roster.due.pop_due(self.clock.now()):
+                        runtime = self._roster.runtime_of(key)
                         if runtime is None or key in in_flight:
                             continue
                         in_flight.add(key)
@@ -193,9 +175,9 @@ class Engine:
 
     async def _follow_store(self) -> None:
         """Take on or give up keys as ownership moved; apply commands sent by other instances."""
-        if self._ownership_changed or self._registry.activation_pending:
+        if self._ownership_changed or self._roster.activation_pending:
             self._ownership_changed = False
-            await self._registry.sync_ownership()
+            await self._roster.sync_ownership()
         now = self.clock.now()
         waiting, self._waiting = self._waiting, []
         due = [(since, command) for at, since, command in waiting if at <= now]
@@ -256,22 +238,16 @@ class Engine:
             in_flight.discard(runtime.key)
             # Wake run() only if the key is now due before run() wakes anyway: at 10k keys a
             # wake per poll was a loop pass per poll.
-            next_at = self._registry.due.next_at()
+            next_at = self._roster.due.next_at()
             if next_at is not None and next_at < self._deadline:
                 self._wake.set()
 
     async def _sleep_until_due(self) -> None:
         now = self.clock.now()
-        wake_at = self._registry.due.next_at()
-        registry = self._registry
-        refresh_at = min(
-            (
-                (t.refreshed_at or now) + registry.pollers[name].partitions_refresh
-                for name, t in registry.tables.items()
-                if registry.target(name).holds_keys  # a stopped poller is not refreshed
-            ),
-            default=now + 1.0,
-        )
+        wake_at = self._roster.due.next_at()
+        refresh_at = self._roster.next_refresh_at(now)
+        if refresh_at is None:
+            refresh_at = now + 1.0
         deadline = min(wake_at if wake_at is not None else now + 1.0, refresh_at, now + 1.0)
         self._wake.clear()
         self._deadline = deadline
@@ -286,11 +262,10 @@ class Engine:
     def _partition_of(self, poller: str, key: str) -> Partition | None:
         """The partition with its data as last listed, whether this instance holds the key or
         not: on Kafka, handlers get the events of keys other instances poll."""
-        held = self._registry.partition_of(poller, key)
+        held = self._roster.partition_named(poller, key)
         if held is not None:
             return held
-        table = self._registry.tables.get(poller)
-        return None if table is None else table.current.get(key)
+        return self._roster.listings.partition(poller, key)
 
     async def _park_poison(self, event: Event, error: str, attempts: int) -> None:
         item = ParkedItem(
@@ -306,7 +281,7 @@ class Engine:
             subject=event.subject,
             event=event.to_dict(),
         )
-        runtime = self._registry.keys.get(event.key)
+        runtime = self._roster.runtime_of(event.key)
         # Another instance holds the key (Kafka), or it waits for a newer release here (its
         # parked records are not ours to write): the DLQ copy only.
         if runtime is None or not runtime.held:
@@ -316,7 +291,7 @@ class Engine:
                 log.warning("%s: cannot park event #%d, key not held", event.key, event.sequence)
             return
         async with runtime.lock:
-            await self._registry.commit(runtime, KeyCommit(state=runtime.state, parked=[item]))
+            await self._roster.commit(runtime, KeyCommit(state=runtime.state, parked=[item]))
         self.observer.item_parked(event.poller, event.partition, "poison", OutcomeKind.ERROR)
 
     # -- per-partition operations -------------------------------------------------------------
@@ -393,22 +368,7 @@ class Engine:
     def listed(self, name: str) -> list[str]:
         """The partition keys of ``name`` as last listed (every key, owned here or not), in
         key order; ``[]`` before its first refresh or for an unknown poller."""
-        table = self._registry.tables.get(name)
-        return [] if table is None else sorted(table.current)
-
-    def offsets(self, name: str) -> list[dict[str, Any]]:
-        """``[{"partition": {"key": K}, "offset": {"live", "backfill", "reconcile"}}]`` for
-        the stored keys this instance owns (Kafka Connect's KIP-875 shape)."""
-        return self._connectors.offsets(name)
-
-    async def alter_offsets(self, name: str, offsets: Iterable[Mapping[str, Any]]) -> None:
-        """Set each key's lane cursors (``"offset": None`` starts it over); only while the
-        poller is STOPPED, else :class:`~watukuy.core.errors.Conflict`."""
-        await self._connectors.alter_offsets(name, offsets)
-
-    async def reset_offsets(self, name: str) -> None:
-        """Start every key this instance stores or the poller lists over; only while STOPPED."""
-        await self._connectors.reset_offsets(name)
+        return self._roster.listings.listed(name)
 
     # -- observing --------------------------------------------------------------------------
 
@@ -416,40 +376,60 @@ class Engine:
         """One entry per active partition, from memory: cheap enough for every health check."""
         now = self.clock.now()
         out = []
-        for key, rt in sorted(self._registry.keys.items()):
+        for rt in self._roster.held():
+            key = rt.key
             run = self._progress.backfill(key)
             entry = inspect_state(
                 rt.state,
                 rt.parked,
                 now,
-                self._registry.due.at(key),
+                self._roster.due.at(key),
                 self.owner,
                 backfill_run=None if run is None else asdict(run),
                 waiting_newer=rt.phase is KeyPhase.WAITING_NEWER,
             )
-            if not self._registry.target(rt.poller.name).polls:
+            if not self._roster.target(rt.poller.name).polls:
                 entry = replace(entry, paused=True)  # its connector is paused
             out.append(entry)
         return out
 
     def on(self, poller: str, handler: Handler) -> None:
-        self._registry.poller(poller)
+        self._roster.poller(poller)
         if not callable(handler):
             raise ConfigError("must be callable", "handler")
         self._dispatcher.on(poller, handler)
 
     def subscribe(self, poller: str) -> Subscription:
-        self._registry.poller(poller)
+        self._roster.poller(poller)
         return self._dispatcher.subscribe(poller)
 
     @property
     def pollers(self) -> dict[str, Poller]:
-        return dict(self._registry.pollers)
+        return self._roster.definitions()
 
 
 def _observer_failed(observer: Observer, hook: str, error: Exception) -> None:
     # An observer's bug costs its own numbers, never a poll or a commit.
     log.error("observer %s failed in %s: %r", type(observer).__name__, hook, error)
+
+
+def _checked_pollers(pollers: Iterable[Poller]) -> dict[str, Poller]:
+    """The constructor's pollers by name: each made with ``define_poller()`` and named once;
+    one with a ``schema`` checks its items against it."""
+    by_name: dict[str, Poller] = {}
+    for index, poller in enumerate(pollers):
+        if not isinstance(poller, Poller):
+            raise ConfigError("must be made with define_poller()", f"pollers[{index}]")
+        if poller.name in by_name:
+            raise ConfigError(f"duplicate poller name '{poller.name}'", f"pollers[{index}]")
+        by_name[poller.name] = _with_data_schema(poller, f"pollers[{index}].schema")
+    return by_name
+
+
+def _check_budgets_named(pollers: Mapping[str, Poller], budgets: Mapping[str, Any]) -> None:
+    for name, poller in pollers.items():
+        if poller.budget is not None and poller.budget not in budgets:
+            raise ConfigError(f"unknown budget '{poller.budget}'", f"poller '{name}'.budget")
 
 
 def _with_data_schema(poller: Poller, path: str) -> Poller:

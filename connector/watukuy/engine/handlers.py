@@ -19,11 +19,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from watukuy.core.clock import Clock
 from watukuy.core.events import Event
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.redaction import failure_text
 from watukuy.core.state import ParkedItem
-from watukuy.engine.clock import Clock
 from watukuy.logs import log_context
 from watukuy.store.base import EventFeed
 
@@ -193,7 +193,7 @@ class Dispatcher:
                 )
                 await self._park(event, error, attempt)
                 return
-            await self._clock.sleep(delay)
+            await self._clock.wait(delay)
             delay = min(delay * 2, spec.max_backoff)
 
     async def deliver_once(self, event: Event, attempt: int = 1) -> str | None:

@@ -29,7 +29,7 @@ from watukuy.core.poller import Partition
 from watukuy.core.state import ParkedItem
 from watukuy.engine.handlers import Dispatcher
 from watukuy.engine.keys import KeyRuntime
-from watukuy.engine.registry import Registry
+from watukuy.engine.roster import Roster
 from watukuy.logs import log_context
 from watukuy.store.base import Command, KeyCommit
 
@@ -47,10 +47,8 @@ def commit_of(
 class Operations:
     """Applies operations to keys this instance owns; hands the others to their owner."""
 
-    def __init__(
-        self, registry: Registry, dispatcher: Dispatcher, wake: Callable[[], None]
-    ) -> None:
-        self._registry = registry
+    def __init__(self, roster: Roster, dispatcher: Dispatcher, wake: Callable[[], None]) -> None:
+        self._roster = roster
         self._dispatcher = dispatcher
         self._wake = wake
 
@@ -70,24 +68,24 @@ class Operations:
     async def dispatch(
         self, op: KeyOperation, poller: str, partition: str | None, values: Mapping[str, Any]
     ) -> Any:
-        registry = self._registry
-        key = registry.key_name(poller, partition)
+        roster = self._roster
+        key = roster.key_name(poller, partition)
         self.check_target(op, poller)
         if op.effect is Effect.REMOVE:
-            await registry.remove(poller, key)
+            await roster.remove(poller, key)
             return None
         # Another instance's key goes to it as a command: a listed key, or any key for an
         # operation that works on keys nobody holds (offsets, while the connector is stopped).
-        remote = registry.is_listed(poller, key) or Target.STOPPED in op.allowed
-        if not registry.store.owns(poller, key) and remote:
-            command = Command.issue(op.name, poller, key, op.encode(values), registry.clock.now())
-            await registry.store.send_command(command)
+        remote = roster.listings.is_listed(poller, key) or Target.STOPPED in op.allowed
+        if not roster.store.owns(poller, key) and remote:
+            command = Command.issue(op.name, poller, key, op.encode(values), roster.clock.now())
+            await roster.store.send_command(command)
             return None
         return await self.apply(op, poller, key, values)
 
     def check_target(self, op: KeyOperation, poller: str) -> None:
         """``Conflict`` unless the connector's target allows ``op``, named by what to do."""
-        target = self._registry.target(poller)
+        target = self._roster.target(poller)
         if target in op.allowed:
             return
         if Target.STOPPED in op.allowed:
@@ -111,23 +109,23 @@ class Operations:
         with log_context(poller=poller, partition=key):
             if op.effect is Effect.RETRY:
                 return await self._retry(poller, key, values["ids"], command)
-            if self._registry.target(poller) is Target.STOPPED:
+            if self._roster.target(poller) is Target.STOPPED:
                 runtime = await self._stopped(poller, key)
             else:
-                runtime = await self._registry.resolve(poller, key)
+                runtime = await self._roster.resolve(poller, key)
             async with runtime.lock:
-                commit = commit_of(op, runtime, values, self._registry.clock.now())
+                commit = commit_of(op, runtime, values, self._roster.clock.now())
                 if command is not None:
                     commit = replace(commit, commands=(command,))
-                await self._registry.commit(runtime, commit)
+                await self._roster.commit(runtime, commit)
             self._wake()
             return None
 
     async def _stopped(self, poller: str, key: str) -> KeyRuntime:
         """A key of a stopped connector, as stored (or fresh): not held, only written."""
-        definition = self._registry.poller(poller)
-        stored = await self._registry.store.load(poller, key)
-        now = self._registry.clock.now()
+        definition = self._roster.poller(poller)
+        stored = await self._roster.store.load(poller, key)
+        now = self._roster.clock.now()
         if stored is None:
             state, snapshot, parked = fresh_state(definition, key, now), {}, {}
         else:
@@ -140,14 +138,14 @@ class Operations:
         """Apply a command from another instance; it is tombstoned in the same commit."""
         op = key_operation(command.op)
         values = op.decode(command.args, "args")
-        definition = self._registry.poller(command.poller)
+        definition = self._roster.poller(command.poller)
         self.check_target(op, command.poller)
         if op.effect is Effect.REMOVE:
-            await self._registry.remove(command.poller, command.partition, command.record_key)
+            await self._roster.remove(command.poller, command.partition, command.record_key)
             return
         key = command.partition if definition.partitioned else ""
         # Sent for a key the sender listed: if this listing lacks it yet, list again now.
-        await self._registry.list_for_command(command.poller, key)
+        await self._roster.list_for_command(command.poller, key)
         await self.apply(op, command.poller, key, values, command.record_key)
 
     # -- retry --------------------------------------------------------------------------------
@@ -160,7 +158,7 @@ class Operations:
         Called in process, an unknown id is a ``ConfigError``; from a command, ids already
         gone (retried by an earlier delivery of the same command) are skipped.
         """
-        runtime = await self._registry.resolve(poller, key)
+        runtime = await self._roster.resolve(poller, key)
         unknown = [i for i in ids if i not in runtime.parked]
         if unknown and command is None:
             raise ConfigError(f"no parked item {unknown[0]!r} in {runtime.key}", "ids")
@@ -179,7 +177,7 @@ class Operations:
         if command is not None:
             async with runtime.lock:
                 commit = KeyCommit(state=runtime.state, commands=(command,))
-                await self._registry.commit(runtime, commit)
+                await self._roster.commit(runtime, commit)
         return done
 
     async def _retry_poison(self, runtime: KeyRuntime, item: ParkedItem) -> bool:
@@ -191,7 +189,7 @@ class Operations:
             else:
                 again = replace(item, attempts=item.attempts + 1, error=error)
                 commit = KeyCommit(state=runtime.state, parked=[again])
-            await self._registry.commit(runtime, commit)
+            await self._roster.commit(runtime, commit)
         return error is None
 
     async def _retry_invalid(self, runtime: KeyRuntime, item: ParkedItem) -> bool:
@@ -203,9 +201,9 @@ class Operations:
                     " replay the partition from before it to fetch it again"
                 )
                 again = replace(item, attempts=item.attempts + 1, error=error)
-                await self._registry.commit(runtime, KeyCommit(state=runtime.state, parked=[again]))
+                await self._roster.commit(runtime, KeyCommit(state=runtime.state, parked=[again]))
                 return False
-            now = self._registry.clock.now()
+            now = self._roster.clock.now()
             detected = detect(
                 runtime.poller,
                 runtime.state.partition,
@@ -214,11 +212,11 @@ class Operations:
                 lane=item.lane,
                 sequence=runtime.state.sequence,
                 now=now,
-                publishable=self._registry.store.unpublishable,
+                publishable=self._roster.store.unpublishable,
             )
             if detected.parked:
                 again = replace(item, attempts=item.attempts + 1, error=detected.parked[0].error)
-                await self._registry.commit(runtime, KeyCommit(state=runtime.state, parked=[again]))
+                await self._roster.commit(runtime, KeyCommit(state=runtime.state, parked=[again]))
                 return False
             commit = KeyCommit(
                 state=replace(runtime.state, sequence=detected.sequence),
@@ -226,15 +224,15 @@ class Operations:
                 upserts=detected.upserts,
                 unpark=[item.id],
             )
-            await self._registry.commit(runtime, commit)
+            await self._roster.commit(runtime, commit)
             return True
 
 
 class ParkedApi:
     """``engine.parked``: list and retry parked items of a partition."""
 
-    def __init__(self, registry: Registry, operations: Operations) -> None:
-        self._registry = registry
+    def __init__(self, roster: Roster, operations: Operations) -> None:
+        self._roster = roster
         self._ops = operations
 
     async def list(
@@ -242,7 +240,7 @@ class ParkedApi:
     ) -> builtins.list[ParkedItem]:
         if kind not in (None, "invalid", "poison"):
             raise ConfigError(f"must be 'invalid' or 'poison', got {kind!r}", "kind")
-        runtime = await self._registry.resolve(poller, partition)
+        runtime = await self._roster.resolve(poller, partition)
         items = sorted(runtime.parked.values(), key=lambda p: (p.parked_at, p.id))
         return [p for p in items if kind is None or p.kind == kind]
 

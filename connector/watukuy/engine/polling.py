@@ -34,7 +34,7 @@ from watukuy.engine.budgets import BudgetGate
 from watukuy.engine.fetching import execute
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.progress import LaneProgress
-from watukuy.engine.registry import Registry
+from watukuy.engine.roster import Roster
 from watukuy.http import HttpClient
 from watukuy.logs import log_context
 from watukuy.store.base import KeyCommit
@@ -47,14 +47,14 @@ STORE_RETRY = 1.0  # seconds before a key whose commit the store refused is poll
 class KeyPoller:
     def __init__(
         self,
-        registry: Registry,
+        roster: Roster,
         http: HttpClient,
         gates: dict[str, BudgetGate],
         stopping: asyncio.Event,
         observer: Observer | None = None,
         progress: LaneProgress | None = None,
     ) -> None:
-        self._registry = registry
+        self._roster = roster
         self._http = http
         self._gates = gates
         self._stopping = stopping
@@ -72,24 +72,24 @@ class KeyPoller:
             await self._poll_key(runtime)
 
     async def _poll_key(self, runtime: KeyRuntime) -> None:
-        registry = self._registry
+        roster = self._roster
         async with runtime.lock:
             done: set[Lane] = set()
             while self._may_go_on(runtime):
-                lane = next_lane(runtime.state, registry.clock.now())
+                lane = next_lane(runtime.state, roster.clock.now())
                 if lane is None or lane in done:
                     break
                 done.add(lane)
                 with log_context(lane=lane.value):
                     if not await self._poll_lane(runtime, lane):
                         break
-            if registry.keys.get(runtime.key) is runtime:
-                registry.reschedule(runtime)
+            if roster.still_holds(runtime):
+                roster.reschedule(runtime)
 
     async def _poll_lane(self, runtime: KeyRuntime, lane: Lane) -> bool:
         """Page through one lane; ``False`` when the key must not be polled further now."""
-        registry = self._registry
-        clock = registry.clock
+        roster = self._roster
+        clock = roster.clock
         poller = runtime.poller
         step = plan(poller, runtime.state, lane)
         while True:
@@ -118,18 +118,18 @@ class KeyPoller:
                 outcome,
                 clock.now(),
                 parked=runtime.parked,
-                publishable=registry.store.unpublishable,
+                publishable=roster.store.unpublishable,
             )
-            if registry.keys.get(runtime.key) is not runtime:
+            if not roster.still_holds(runtime):
                 return False  # let go meanwhile: the result is dropped
             try:
-                await registry.commit(runtime, _commit_of(decision))
+                await roster.commit(runtime, _commit_of(decision))
             except Fenced:
-                return False  # the registry let the key go
+                return False  # the roster let the key go
             except Retriable as exc:
                 # Not committed: the page is fetched again once the store can take it.
                 log.warning("%s: commit failed, retrying in %gs: %s", runtime.key, STORE_RETRY, exc)
-                registry.hold(runtime, clock.now() + STORE_RETRY)
+                roster.due.hold(runtime.key, clock.now() + STORE_RETRY)
                 return False
             # Told once committed: a result dropped or refused is fetched again, and a key let
             # go meanwhile must not grow series again.
@@ -189,10 +189,10 @@ class KeyPoller:
 
     def _may_go_on(self, runtime: KeyRuntime) -> bool:
         """Still held, its connector still polling, and the engine not stopping."""
-        registry = self._registry
+        roster = self._roster
         return (
-            registry.keys.get(runtime.key) is runtime
-            and registry.target(runtime.poller.name).polls
+            roster.still_holds(runtime)
+            and roster.target(runtime.poller.name).polls
             and not self._stopping.is_set()
         )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from watukuy.core.keys import key_text
 from watukuy.core.observe import Observer
 from watukuy.core.state import Lane, PartitionState
 
@@ -45,4 +46,4 @@ class LaneProgress(Observer):
         return self._runs.get(key)
 
     def key_released(self, poller: str, partition: str, reason: str) -> None:
-        self._runs.pop(f"{poller}/{partition}", None)
+        self._runs.pop(key_text(poller, partition), None)

@@ -20,8 +20,9 @@ process, or tests, do not collide; the process' CPU and memory are on it too.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import suppress
+from typing import Generic, TypeVar, overload
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -52,9 +53,166 @@ _RESTORE_BUCKETS = (0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 Inspect = Callable[[], Iterable[PollerInspect]]
 
+KEY = "<key>"
+"""In a declaration's labels: the key's labels, ``poller`` and ``partition`` (or ``poller``
+alone when the observer drops ``partition``)."""
+
+M = TypeVar("M", Counter, Gauge, Histogram)
+
+
+Build = Callable[[list[str], CollectorRegistry], M]
+
+
+class _Declared(Generic[M]):
+    """One metric, declared once on the class: its attribute, Prometheus name, help and labels.
+
+    The constructor makes each declared metric on the observer's own registry and keeps it in
+    the instance, where it shadows the declaration: reading it costs a plain attribute read.
+    """
+
+    def __init__(self, build: Build[M], labels: tuple[str, ...]) -> None:
+        self._build: Build[M] = build
+        self._labels = labels
+        self.attribute = ""
+
+    def __set_name__(self, owner: type, attribute: str) -> None:
+        self.attribute = attribute
+
+    def make(self, key: Sequence[str], registry: CollectorRegistry) -> M:
+        labels = [label for entry in self._labels for label in (key if entry == KEY else [entry])]
+        made: M = self._build(labels, registry)
+        return made
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> _Declared[M]: ...
+    @overload
+    def __get__(self, instance: object, owner: type) -> M: ...
+    def __get__(self, instance: object | None, owner: type) -> _Declared[M] | M:
+        if instance is None:
+            return self
+        made: M = instance.__dict__[self.attribute]  # made by the constructor
+        return made
+
+
+def _counter(name: str, documentation: str, *labels: str) -> _Declared[Counter]:
+    return _Declared(lambda names, r: Counter(name, documentation, names, registry=r), labels)
+
+
+def _gauge(name: str, documentation: str, *labels: str) -> _Declared[Gauge]:
+    return _Declared(lambda names, r: Gauge(name, documentation, names, registry=r), labels)
+
+
+def _histogram(
+    name: str, documentation: str, *labels: str, buckets: tuple[float, ...]
+) -> _Declared[Histogram]:
+    return _Declared(
+        lambda names, r: Histogram(name, documentation, names, buckets=buckets, registry=r),
+        labels,
+    )
+
 
 class PrometheusObserver(Observer):
     """Counts what the engine and the Kafka store report; :meth:`render` is the scrape."""
+
+    polls = _counter(
+        "watukuy_polls", "Page requests decided, by outcome kind.", KEY, "lane", "outcome"
+    )
+    items = _counter("watukuy_items_fetched", "Items in the pages fetched.", KEY, "lane")
+    events = _counter("watukuy_events", "Events committed, by type and lane.", KEY, "lane", "type")
+    http_requests = _counter(
+        "watukuy_http_requests",
+        "HTTP round trips of ctx.http, by status class ('none': no answer came).",
+        KEY,
+        "method",
+        "status_class",
+    )
+    http_latency = _histogram(
+        "watukuy_http_request_duration_seconds",
+        "Time of one HTTP round trip.",
+        "poller",
+        buckets=_REQUEST_BUCKETS,
+    )
+    poll_latency = _histogram(
+        "watukuy_poll_duration_seconds",
+        "Time fetch() took for one page, budget waits and retries included.",
+        "poller",
+        buckets=_REQUEST_BUCKETS,
+    )
+    throttle_waits = _counter(
+        "watukuy_throttle_waits",
+        "Polls the vendor paced (429, or 503 with Retry-After): the key waits.",
+        KEY,
+    )
+    circuit_moves = _counter(
+        "watukuy_circuit_transitions",
+        "Moves of a key's circuit breaker, by the state it moved to.",
+        KEY,
+        "to",
+    )
+    parked = _counter(
+        "watukuy_items_parked",
+        "Items or events parked, by kind (invalid, poison) and reason.",
+        KEY,
+        "kind",
+        "reason",
+    )
+    dlq = _counter("watukuy_dlq_records", "Parked items copied to the DLQ topic.", KEY)
+    caught_up = _counter(
+        "watukuy_caught_up_events",
+        "Published events a restored key's state had lost (Kafka dropped its transaction's"
+        " state records after a broker restart), rolled forward over at restore.",
+        KEY,
+    )
+    budget_wait = _histogram(
+        "watukuy_budget_wait_seconds",
+        "Time a request waited for a budget token.",
+        "budget",
+        "lane",
+        buckets=_WAIT_BUCKETS,
+    )
+    budget_waits = _counter("watukuy_budget_waits", "Budget tokens granted.", "budget", "lane")
+    budget_tokens = _gauge(
+        "watukuy_budget_tokens",
+        "Tokens left in this instance's share of the budget, at its last grant.",
+        "budget",
+    )
+    transactions = _counter(
+        "watukuy_transactions",
+        "Kafka transactions of the store: committed, or aborted (with the kind of error).",
+        "result",
+        "kind",
+    )
+    transaction_latency = _histogram(
+        "watukuy_transaction_duration_seconds",
+        "Time from begin to commit (or abort) of a Kafka transaction.",
+        "result",
+        buckets=_COMMIT_BUCKETS,
+    )
+    transaction_records = _counter(
+        "watukuy_transaction_records", "Records written in committed transactions."
+    )
+    rebalances = _counter(
+        "watukuy_rebalances",
+        "Partitions of <prefix>.state assigned, revoked or lost in rebalances.",
+        "change",
+    )
+    leases = _gauge("watukuy_leases", "Partitions of <prefix>.state this instance holds.")
+    restores = _counter("watukuy_restores", "Partitions restored from the state topics.")
+    restore_records = _counter(
+        "watukuy_restore_records", "Records read while restoring partitions."
+    )
+    restore_latency = _histogram(
+        "watukuy_restore_duration_seconds",
+        "Time to restore one partition.",
+        buckets=_RESTORE_BUCKETS,
+    )
+    hanging = _gauge(
+        "watukuy_hanging_transactions",
+        "Partitions of the topic where a transaction has stayed open longer than any may"
+        " (a hanging one: only an administrator's abort ends it), at this instance's last"
+        " look.",
+        "topic",
+    )
 
     def __init__(self, *, partition_label: bool = True, process: bool = True) -> None:
         # The ``_created`` series double every counter for what ``process_start_time_seconds``
@@ -68,135 +226,14 @@ class PrometheusObserver(Observer):
             defaultdict(set)
         )
         key = ("poller", "partition") if partition_label else ("poller",)
-        r = self.registry
-        self.polls = Counter(
-            "watukuy_polls",
-            "Page requests decided, by outcome kind.",
-            [*key, "lane", "outcome"],
-            registry=r,
-        )
-        self.items = Counter(
-            "watukuy_items_fetched", "Items in the pages fetched.", [*key, "lane"], registry=r
-        )
-        self.events = Counter(
-            "watukuy_events",
-            "Events committed, by type and lane.",
-            [*key, "lane", "type"],
-            registry=r,
-        )
-        self.http_requests = Counter(
-            "watukuy_http_requests",
-            "HTTP round trips of ctx.http, by status class ('none': no answer came).",
-            [*key, "method", "status_class"],
-            registry=r,
-        )
-        self.http_latency = Histogram(
-            "watukuy_http_request_duration_seconds",
-            "Time of one HTTP round trip.",
-            ["poller"],
-            buckets=_REQUEST_BUCKETS,
-            registry=r,
-        )
-        self.poll_latency = Histogram(
-            "watukuy_poll_duration_seconds",
-            "Time fetch() took for one page, budget waits and retries included.",
-            ["poller"],
-            buckets=_REQUEST_BUCKETS,
-            registry=r,
-        )
-        self.throttle_waits = Counter(
-            "watukuy_throttle_waits",
-            "Polls the vendor paced (429, or 503 with Retry-After): the key waits.",
-            list(key),
-            registry=r,
-        )
-        self.circuit_moves = Counter(
-            "watukuy_circuit_transitions",
-            "Moves of a key's circuit breaker, by the state it moved to.",
-            [*key, "to"],
-            registry=r,
-        )
-        self.parked = Counter(
-            "watukuy_items_parked",
-            "Items or events parked, by kind (invalid, poison) and reason.",
-            [*key, "kind", "reason"],
-            registry=r,
-        )
-        self.dlq = Counter(
-            "watukuy_dlq_records", "Parked items copied to the DLQ topic.", list(key), registry=r
-        )
-        self.caught_up = Counter(
-            "watukuy_caught_up_events",
-            "Published events a restored key's state had lost (Kafka dropped its transaction's"
-            " state records after a broker restart), rolled forward over at restore.",
-            list(key),
-            registry=r,
-        )
-        self.budget_wait = Histogram(
-            "watukuy_budget_wait_seconds",
-            "Time a request waited for a budget token.",
-            ["budget", "lane"],
-            buckets=_WAIT_BUCKETS,
-            registry=r,
-        )
-        self.budget_waits = Counter(
-            "watukuy_budget_waits", "Budget tokens granted.", ["budget", "lane"], registry=r
-        )
-        self.budget_tokens = Gauge(
-            "watukuy_budget_tokens",
-            "Tokens left in this instance's share of the budget, at its last grant.",
-            ["budget"],
-            registry=r,
-        )
-        self.transactions = Counter(
-            "watukuy_transactions",
-            "Kafka transactions of the store: committed, or aborted (with the kind of error).",
-            ["result", "kind"],
-            registry=r,
-        )
-        self.transaction_latency = Histogram(
-            "watukuy_transaction_duration_seconds",
-            "Time from begin to commit (or abort) of a Kafka transaction.",
-            ["result"],
-            buckets=_COMMIT_BUCKETS,
-            registry=r,
-        )
-        self.transaction_records = Counter(
-            "watukuy_transaction_records", "Records written in committed transactions.", registry=r
-        )
-        self.rebalances = Counter(
-            "watukuy_rebalances",
-            "Partitions of <prefix>.state assigned, revoked or lost in rebalances.",
-            ["change"],
-            registry=r,
-        )
-        self.leases = Gauge(
-            "watukuy_leases", "Partitions of <prefix>.state this instance holds.", registry=r
-        )
-        self.restores = Counter(
-            "watukuy_restores", "Partitions restored from the state topics.", registry=r
-        )
-        self.restore_records = Counter(
-            "watukuy_restore_records", "Records read while restoring partitions.", registry=r
-        )
-        self.restore_latency = Histogram(
-            "watukuy_restore_duration_seconds",
-            "Time to restore one partition.",
-            buckets=_RESTORE_BUCKETS,
-            registry=r,
-        )
-        self.hanging = Gauge(
-            "watukuy_hanging_transactions",
-            "Partitions of the topic where a transaction has stayed open longer than any may"
-            " (a hanging one: only an administrator's abort ends it), at this instance's last"
-            " look.",
-            ["topic"],
-            registry=r,
-        )
+        for declared in vars(PrometheusObserver).values():
+            if isinstance(declared, _Declared):
+                self.__dict__[declared.attribute] = declared.make(key, self.registry)
         self._held: set[int] = set()
-        r.register(_StateCollector(self))
+        self.registry.register(_StateCollector(self))
         if process:
-            ProcessCollector(registry=r)  # process_cpu_seconds_total, process_resident_memory...
+            # process_cpu_seconds_total, process_resident_memory_bytes, ...
+            ProcessCollector(registry=self.registry)
 
     # -- wiring -------------------------------------------------------------------------------
 

@@ -12,11 +12,11 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, Protocol
 
 from confluent_kafka import Consumer, Producer
 
+from watukuy.core.clock import SYSTEM_CLOCK, Clock, SystemClock
 from watukuy.store.kafka import clients
 from watukuy.store.kafka.settings import KafkaSettings
 
@@ -48,23 +48,6 @@ class ConfluentClients:
 
     def consumer(self, config: dict[str, Any]) -> Consumer:
         return Consumer(config)
-
-
-class Clock(Protocol):
-    def monotonic(self) -> float: ...
-
-    def sleep(self, seconds: float) -> None: ...
-
-
-class SystemClock:
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-
-SYSTEM_CLOCK = SystemClock()
 
 
 def new_producer(settings: KafkaSettings, factory: ClientFactory) -> Producer:

@@ -1,12 +1,12 @@
-"""The active keys: partitions refresh, restore from the store, due times, commits.
+"""The roster of active keys: partitions refresh, restore from the store, due times, commits.
 
 Added partitions are due at once with fresh state; removed ones are paused (an unfenced write)
 and leave scheduling and ``inspect()``; a partition that returns resumes from its stored
 cursor. A ``partitions`` callable that raises is logged and the previous list kept.
 
 Every key held in memory goes through :mod:`watukuy.core.lifecycle`: restored, held (active
-or paused by the user), then let go by :meth:`Registry.drop`, the one place a key leaves
-``keys`` (removed from the listing, fenced, its connector stopped, or deleted). A runtime
+or paused by the user), then let go by :meth:`Roster.drop`, the one place a key leaves the
+roster (removed from the listing, fenced, its connector stopped, or deleted). A runtime
 object lives one hold; a key held again later gets a new runtime, starting at ``RESTORING``.
 A poller's target (RUNNING, PAUSED, STOPPED) decides whether its keys are held and polled.
 """
@@ -17,21 +17,23 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 
 from watukuy.core import schedule as schedules
-from watukuy.core.arrivals import Arrivals, may_list_again
-from watukuy.core.due import DueQueue
+from watukuy.core.arrivals import may_list_again
+from watukuy.core.clock import Clock
 from watukuy.core.errors import ConfigError, Conflict, Fenced, Retriable, ShowsConfigOnly
+from watukuy.core.keys import key_text
 from watukuy.core.lifecycle import KeyPhase, Target, held_phase
 from watukuy.core.observe import Observer
 from watukuy.core.partitions import SINGLE, diff, normalise
 from watukuy.core.poll import due_at, fresh_state
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.redaction import failure_text
-from watukuy.engine.clock import Clock
+from watukuy.engine.due_times import KeyTimes
 from watukuy.engine.keys import KeyRuntime
+from watukuy.engine.listings import Listings
 from watukuy.logs import log_context
 from watukuy.store.base import Command, KeyCommit, NewerRelease, Store
 
@@ -48,19 +50,10 @@ class KeyNotActive(ConfigError):
     is under way), so the engine tries it again for a while."""
 
 
-@dataclass(slots=True)
-class PartitionTable:
-    """The partitions of one poller as last evaluated."""
+class Roster:
+    """The keys this instance holds, the pollers they belong to, their listings, targets
+    and due times: the engine asks it rather than reaching into its tables."""
 
-    current: dict[str, Partition] = field(default_factory=dict)
-    refreshed_at: float | None = None
-    listed: bool = False
-    """Whether a listing succeeded yet: the keys of the first one are not news to anybody."""
-    arrivals: Arrivals = field(default_factory=Arrivals)
-    """Keys the listing gained since, for telling their owners (:mod:`watukuy.core.arrivals`)."""
-
-
-class Registry:
     def __init__(
         self,
         pollers: dict[str, Poller],
@@ -69,18 +62,19 @@ class Registry:
         on_keys_changed: Callable[[], None] = lambda: None,
         observer: Observer | None = None,
     ) -> None:
-        self.pollers = pollers
+        self._pollers = pollers
         self.observer = observer or Observer()
         # Called once the partition lists or the store's ownership may have changed.
-        self.on_keys_changed = on_keys_changed
+        self._on_keys_changed = on_keys_changed
         self.store = store
         self.clock = clock
-        self.keys: dict[str, KeyRuntime] = {}
-        self.due = DueQueue()
-        self.held_until: dict[str, float] = {}
-        self.activation_pending = False
-        self.tables = {name: PartitionTable() for name in pollers}
-        self.targets: dict[str, Target] = {}  # absent: RUNNING
+        self._keys: dict[str, KeyRuntime] = {}
+        self.due = KeyTimes()
+        """When each held key is next due (the roster schedules, the engine takes them)."""
+        self._activation_pending = False
+        self.listings = Listings(pollers)
+        """What each poller listed last."""
+        self._targets: dict[str, Target] = {}  # absent: RUNNING
         self._waiting_logged_at: float | None = None
         self._waiting_unlogged = 0
 
@@ -90,10 +84,10 @@ class Registry:
         """Refresh every poller whose ``partitions_refresh`` elapsed (or never ran)."""
         now = self.clock.now()
         # A copy: a connector may be added or removed (REST) while a listing is awaited.
-        for name, poller in list(self.pollers.items()):
-            if self.pollers.get(name) is not poller:
+        for name, poller in list(self._pollers.items()):
+            if self._pollers.get(name) is not poller:
                 continue  # removed or redefined meanwhile; a new definition lists itself
-            table = self.tables[name]
+            table = self.listings.of(name)
             if not self.target(name).holds_keys:
                 continue  # a stopped poller holds no key: its listing waits for a restart
             if table.refreshed_at is None or now - table.refreshed_at >= poller.partitions_refresh:
@@ -109,8 +103,8 @@ class Registry:
             return await self._refresh(name, force=force)
 
     async def _refresh(self, name: str, *, force: bool) -> list[Partition]:
-        poller = self.pollers[name]
-        table = self.tables[name]
+        poller = self._pollers[name]
+        table = self.listings.of(name)
         try:
             latest = await self._evaluate(poller)
         except Exception as exc:
@@ -127,7 +121,7 @@ class Registry:
                 failure_text(exc, data, trusted=trusted),
             )
             return list(table.current.values())
-        if self.pollers.get(name) is not poller:
+        if self._pollers.get(name) is not poller:
             return list(latest.values())  # removed or redefined while listing: not ours to apply
         changes = diff(table.current, latest)
         for key in changes.removed:
@@ -136,7 +130,7 @@ class Registry:
             if self.store.owns(name, key):  # the others belong to other instances
                 await self._activate(poller, latest[key])
         for key in changes.kept:  # data may change between refreshes (rotated tokens)
-            runtime = self.keys.get(f"{name}/{key}")
+            runtime = self._keys.get(key_text(name, key))
             if runtime is not None:
                 runtime.partition = latest[key]
         table.current = latest
@@ -145,7 +139,7 @@ class Registry:
             within = poller.partitions_refresh
             table.arrivals = table.arrivals.listed(changes.added, changes.removed, now, within)
         table.listed = True
-        self.on_keys_changed()
+        self._on_keys_changed()
         if force and self.target(name).holds_keys:  # a stopped connector's owners hold nothing
             await self._tell_owners(poller)
         return list(latest.values())
@@ -155,7 +149,7 @@ class Registry:
         ``trigger``: the owner lists the poller again on receiving it, holds the key, and
         polls it at once, rather than at its own next refresh. A new key polls at once
         anyway, so the trigger changes nothing else; and every release knows it."""
-        table = self.tables[poller.name]
+        table = self.listings.of(poller.name)
         now = self.clock.now()
         owned = partial(self.store.owns, poller.name)
         keys, table.arrivals = table.arrivals.tell(owned, now, poller.partitions_refresh)
@@ -190,11 +184,13 @@ class Registry:
         it listed the key before this instance did (a tenant just added). List the poller
         again now (at most once per few seconds), so the key is held and the command applies
         without waiting for the next scheduled refresh."""
-        table = self.tables.get(name)
+        table = self.listings.table(name)
         if table is None or key in table.current or not self.target(name).holds_keys:
             return
         if may_list_again(table.refreshed_at, self.clock.now()):
-            log.info("%s/%s: named by another instance, not listed here yet: listing", name, key)
+            log.info(
+                "%s: named by another instance, not listed here yet: listing", key_text(name, key)
+            )
             await self.refresh(name, force=False)
 
     async def _evaluate(self, poller: Poller) -> dict[str, Partition]:
@@ -214,8 +210,8 @@ class Registry:
             except (Fenced, Retriable) as exc:
                 # Ownership moved while it was loading, or the store is busy: the next pass over
                 # ownership tries again if the key is still ours.
-                log.info("%s/%s: not activated now: %s", poller.name, partition.key, exc)
-                self.activation_pending = True
+                log.info("%s: not activated now: %s", key_text(poller.name, partition.key), exc)
+                self._activation_pending = True
 
     async def _restore(self, poller: Poller, partition: Partition) -> None:
         now = self.clock.now()
@@ -241,7 +237,7 @@ class Registry:
             runtime.move(KeyPhase.STOPPED)
             return
         runtime.move(held_phase(runtime.state))
-        self.keys[runtime.key] = runtime
+        self._keys[runtime.key] = runtime
         self.observer.key_gained(poller.name, partition.key)
         self.reschedule(runtime)
 
@@ -256,7 +252,7 @@ class Registry:
         shown = replace(fresh_state(poller, partition.key, now), last_error=text)
         runtime = KeyRuntime(poller, partition, shown)
         runtime.move(KeyPhase.WAITING_NEWER)
-        self.keys[runtime.key] = runtime
+        self._keys[runtime.key] = runtime
         self.observer.key_gained(poller.name, partition.key)
         last = self._waiting_logged_at
         if last is None or now - last >= WAITING_LOG_EVERY:
@@ -271,11 +267,11 @@ class Registry:
 
     def _holds(self, poller: Poller) -> bool:
         """Whether keys of ``poller`` (this very definition) may be held now."""
-        return self.pollers.get(poller.name) is poller and self.target(poller.name).holds_keys
+        return self._pollers.get(poller.name) is poller and self.target(poller.name).holds_keys
 
     async def _deactivate(self, poller: Poller, key: str) -> None:
         with log_context(poller=poller.name, partition=key):
-            runtime = self.keys.get(f"{poller.name}/{key}")
+            runtime = self._keys.get(key_text(poller.name, key))
             if runtime is None:
                 return
             if runtime.phase is KeyPhase.WAITING_NEWER:
@@ -298,31 +294,31 @@ class Registry:
         A dropped key is not written: its new owner holds it now. An arriving key is loaded
         from what the store restored, with the epoch the takeover bumped.
         """
-        self.activation_pending = False
-        self.on_keys_changed()
-        before = set(self.keys)
-        for runtime in list(self.keys.values()):
+        self._activation_pending = False
+        self._on_keys_changed()
+        before = set(self._keys)
+        for runtime in list(self._keys.values()):
             if not self.store.owns(runtime.poller.name, runtime.partition.key):
                 self.drop(runtime, KeyPhase.FENCED, retry=False)
-        for name in list(self.tables):
+        for name in self.listings.names():
             await self.activate_listed(name)
-        if set(self.keys) != before:
+        if set(self._keys) != before:
             log.info(
                 "now owning %d key(s)%s; gave up %d, took %d",
-                len(self.keys),
-                _sample(self.keys),
-                len(before - set(self.keys)),
-                len(set(self.keys) - before),
+                len(self._keys),
+                _sample(self._keys),
+                len(before - set(self._keys)),
+                len(set(self._keys) - before),
             )
 
     async def activate_listed(self, name: str) -> None:
         """Hold every listed key of ``name`` this instance owns and does not hold yet."""
-        table = self.tables.get(name)
+        table = self.listings.table(name)
         if table is None or table.refreshed_at is None or not self.target(name).holds_keys:
             return
-        poller = self.pollers[name]
+        poller = self._pollers[name]
         for key, partition in list(table.current.items()):
-            if f"{name}/{key}" not in self.keys and self.store.owns(name, key):
+            if key_text(name, key) not in self._keys and self.store.owns(name, key):
                 await self._activate(poller, partition)
 
     def drop(self, runtime: KeyRuntime, phase: KeyPhase, *, retry: bool = True) -> None:
@@ -334,39 +330,31 @@ class Registry:
         still ours, it is restored with the epoch the store holds now.
         """
         runtime.move(phase)
-        if self.keys.get(runtime.key) is runtime:
-            del self.keys[runtime.key]
+        if self._keys.get(runtime.key) is runtime:
+            del self._keys[runtime.key]
             self.due.discard(runtime.key)
-            self.held_until.pop(runtime.key, None)
             self.observer.key_released(runtime.poller.name, runtime.partition.key, phase.value)
         if phase is KeyPhase.FENCED and retry:
-            self.activation_pending = True
-
-    def drop_poller(self, name: str, phase: KeyPhase) -> list[KeyRuntime]:
-        """Let every held key of ``name`` go; returns them (to wait for their polls)."""
-        dropped = [rt for rt in self.keys.values() if rt.poller.name == name]
-        for runtime in dropped:
-            self.drop(runtime, phase)
-        return dropped
+            self._activation_pending = True
 
     # -- pollers and targets --------------------------------------------------------------
 
     def target(self, name: str) -> Target:
-        return self.targets.get(name, Target.RUNNING)
+        return self._targets.get(name, Target.RUNNING)
+
+    def set_target(self, name: str, target: Target) -> None:
+        self._targets[name] = target
 
     def install(self, poller: Poller) -> None:
         """Add ``poller``, or replace the definition of that name (drop its keys first)."""
-        self.pollers[poller.name] = poller
-        self.tables[poller.name] = PartitionTable()
+        self._pollers[poller.name] = poller
+        self.listings.start(poller.name)
 
     def uninstall(self, name: str) -> None:
         """Forget ``name`` (drop its keys first); its stored state stays."""
-        self.pollers.pop(name, None)
-        self.tables.pop(name, None)
-        self.targets.pop(name, None)
-
-    def is_listed(self, name: str, key: str) -> bool:
-        return key in self.tables[name].current
+        self._pollers.pop(name, None)
+        self.listings.forget(name)
+        self._targets.pop(name, None)
 
     def key_name(self, name: str, partition: str | None) -> str:
         poller = self.poller(name)
@@ -381,9 +369,9 @@ class Registry:
         self.poller(name)
         if not self.store.owns(name, key):
             await self.store.send_command(Command.issue("remove", name, key, {}, self.clock.now()))
-            self.tables[name].current.pop(key, None)
+            self.listings.unlist(name, key)
             return
-        runtime = self.keys.get(f"{name}/{key}")
+        runtime = self._keys.get(key_text(name, key))
         if runtime is not None:
             async with runtime.lock:
                 await self.store.remove(name, key, command)
@@ -391,29 +379,73 @@ class Registry:
                     self.drop(runtime, KeyPhase.REMOVED)
         else:
             await self.store.remove(name, key, command)
-        self.tables[name].current.pop(key, None)
+        self.listings.unlist(name, key)
 
     # -- lookups ------------------------------------------------------------------------
 
+    def definitions(self) -> dict[str, Poller]:
+        """A copy of the pollers by name."""
+        return dict(self._pollers)
+
+    def defines(self, name: str) -> bool:
+        return name in self._pollers
+
+    def runtime_of(self, key: str) -> KeyRuntime | None:
+        """The runtime of the held key whose text is ``key``, if this instance holds it."""
+        return self._keys.get(key)
+
+    def still_holds(self, runtime: KeyRuntime) -> bool:
+        """Whether ``runtime`` is still the one held for its key (not let go meanwhile)."""
+        return self._keys.get(runtime.key) is runtime
+
+    def held(self, name: str | None = None) -> list[KeyRuntime]:
+        """The held keys' runtimes (of the poller ``name``, or all), in key order."""
+        return [
+            self._keys[key]
+            for key in sorted(self._keys)
+            if name is None or self._keys[key].poller.name == name
+        ]
+
+    def next_refresh_at(self, now: float) -> float | None:
+        """When the next listing is due, among the pollers whose keys are held."""
+        return min(
+            (
+                (refreshed_at or now) + self._pollers[name].partitions_refresh
+                for name, refreshed_at in self.listings.refreshed().items()
+                if self.target(name).holds_keys  # a stopped poller is not refreshed
+            ),
+            default=None,
+        )
+
+    @property
+    def activation_pending(self) -> bool:
+        """Whether a key could not be activated (or was fenced) and ownership needs a pass."""
+        return self._activation_pending
+
+    def keys_changed(self) -> None:
+        """Tell the engine the partition lists or the store's ownership may have changed."""
+        self._on_keys_changed()
+
     def poller(self, name: str) -> Poller:
         try:
-            return self.pollers[name]
+            return self._pollers[name]
         except KeyError:
             raise ConfigError(f"unknown poller '{name}'", "poller") from None
 
     async def resolve(self, name: str, partition: str | None) -> KeyRuntime:
         """The active key an operation names; ``ConfigError`` when it names none."""
         key = self.key_name(name, partition)
-        if self.tables[name].refreshed_at is None:
+        if self.listings.of(name).refreshed_at is None:
             await self.refresh(name, force=False)
-        runtime = self.keys.get(f"{name}/{key}")
+        runtime = self._keys.get(key_text(name, key))
         if runtime is None:
             raise KeyNotActive(f"poller '{name}' has no active partition {key!r}", "partition")
         _refuse_waiting(runtime)
         return runtime
 
-    def partition_of(self, name: str, key: str) -> Partition | None:
-        runtime = self.keys.get(f"{name}/{key}")
+    def partition_named(self, name: str, key: str) -> Partition | None:
+        """The held key's partition (with its data); ``key`` is the seed's partition key."""
+        runtime = self._keys.get(key_text(name, key))
         return None if runtime is None else runtime.partition
 
     # -- commits and due times ------------------------------------------------------------
@@ -429,7 +461,7 @@ class Registry:
                 self.drop(runtime, KeyPhase.FENCED)
             raise
         runtime.applied(commit)
-        if self.keys.get(runtime.key) is runtime:
+        if self._keys.get(runtime.key) is runtime:
             runtime.move(held_phase(runtime.state))  # pause and resume move it
             self.reschedule(runtime)
 
@@ -437,14 +469,7 @@ class Registry:
         at = due_at(runtime.state, self.clock.now())
         if not self.target(runtime.poller.name).polls or runtime.phase is KeyPhase.WAITING_NEWER:
             at = None  # a paused connector keeps its keys but polls none
-        held = self.held_until.pop(runtime.key, None)
-        if held is not None and at is not None:
-            at = max(at, held)
         self.due.schedule(runtime.key, at)
-
-    def hold(self, runtime: KeyRuntime, until: float) -> None:
-        """Keep the key from polling before ``until`` (its commit was refused for now)."""
-        self.held_until[runtime.key] = until
 
 
 def _refuse_waiting(runtime: KeyRuntime) -> None:

@@ -1,0 +1,76 @@
+"""The partitions each poller listed last, and what the listing gained since.
+
+Every poller has one table; a poller added at run time gets an empty one (never listed yet),
+and a removed poller's table goes with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from watukuy.core.arrivals import Arrivals
+from watukuy.core.poller import Partition
+
+
+@dataclass(slots=True)
+class PartitionTable:
+    """The partitions of one poller as last evaluated."""
+
+    current: dict[str, Partition] = field(default_factory=dict)
+    refreshed_at: float | None = None
+    listed: bool = False
+    """Whether a listing succeeded yet: the keys of the first one are not news to anybody."""
+    arrivals: Arrivals = field(default_factory=Arrivals)
+    """Keys the listing gained since, for telling their owners (:mod:`watukuy.core.arrivals`)."""
+
+
+class Listings:
+    def __init__(self, names: Iterable[str]) -> None:
+        self._tables = {name: PartitionTable() for name in names}
+
+    def table(self, name: str) -> PartitionTable | None:
+        return self._tables.get(name)
+
+    def of(self, name: str) -> PartitionTable:
+        """The table of a poller known to exist (``KeyError`` otherwise)."""
+        return self._tables[name]
+
+    def names(self) -> list[str]:
+        return list(self._tables)
+
+    def start(self, name: str) -> PartitionTable:
+        """A fresh table for ``name`` (added, or redefined: it lists itself again)."""
+        table = self._tables[name] = PartitionTable()
+        return table
+
+    def forget(self, name: str) -> None:
+        self._tables.pop(name, None)
+
+    def is_listed(self, name: str, key: str) -> bool:
+        table = self._tables.get(name)
+        return table is not None and key in table.current
+
+    def listed(self, name: str) -> list[str]:
+        """The partition keys of ``name`` as last listed, in key order (``[]`` if none yet)."""
+        table = self._tables.get(name)
+        return [] if table is None else sorted(table.current)
+
+    def partition(self, name: str, key: str) -> Partition | None:
+        """The partition ``key`` of ``name`` as last listed."""
+        table = self._tables.get(name)
+        return None if table is None else table.current.get(key)
+
+    def current(self) -> dict[str, dict[str, Partition]]:
+        """Each poller's partitions as last listed, by key."""
+        return {name: table.current for name, table in self._tables.items()}
+
+    def refreshed(self) -> dict[str, float | None]:
+        """When each poller was last listed (``None``: never)."""
+        return {name: table.refreshed_at for name, table in self._tables.items()}
+
+    def unlist(self, name: str, key: str) -> None:
+        """Take ``key`` out of the last listing (removed: it comes back only if listed again)."""
+        table = self._tables.get(name)
+        if table is not None:
+            table.current.pop(key, None)
