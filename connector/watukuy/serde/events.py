@@ -26,6 +26,7 @@ from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from watukuy.core.catchup import PublishedEvent
 from watukuy.core.errors import StateCorrupted, WatukuyError
 from watukuy.core.events import Event, canonical_json
+from watukuy.core.keys import key_text
 from watukuy.serde import binary, framing
 from watukuy.serde.data import DataSchema, InvalidData
 
@@ -399,7 +400,7 @@ def published_event(raw: bytes, poller: str, partition: str) -> PublishedEvent:
     except Exception as exc:  # fastavro raises many types for a bad body
         raise UndecodableEvent(f"unreadable event head: {type(exc).__name__}: {exc}") from None
     if not isinstance(head, dict) or (head["poller"], head["partition"]) != (poller, partition):
-        raise UndecodableEvent(f"not an event of {poller}/{partition}")
+        raise UndecodableEvent(f"not an event of {key_text(poller, partition)}")
     return PublishedEvent(
         head["subject"], head["type"], head["version"], head["sequence"], head["time"].timestamp()
     )

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from watukuy.core.circuit import Circuit, CircuitState
 from watukuy.core.errors import StateCorrupted
 from watukuy.core.events import canonical_json
+from watukuy.core.keys import key_text
 from watukuy.core.schedule import KeySchedule
 from watukuy.core.state import LaneState, ParkedItem, PartitionState, SnapshotEntry, Validators
 from watukuy.serde import binary, framing
@@ -213,7 +214,7 @@ def encode_item(poller: str, partition: str, identity: str, entry: SnapshotEntry
         "scan": entry.scan,
         "deleted": entry.deleted,
     }
-    return _encode(ITEM, value, f"snapshot entry of {poller}/{partition}")
+    return _encode(ITEM, value, f"snapshot entry of {key_text(poller, partition)}")
 
 
 def encode_parked(item: ParkedItem) -> bytes:
@@ -230,7 +231,7 @@ def encode_parked(item: ParkedItem) -> bytes:
         "subject": item.subject,
         "event": _optional_json(item.event),
     }
-    return _encode(PARKED, value, f"parked item of {item.poller}/{item.partition}")
+    return _encode(PARKED, value, f"parked item of {key_text(item.poller, item.partition)}")
 
 
 def encode_command(command: Command) -> bytes:
@@ -345,7 +346,7 @@ def decode_item(raw: bytes) -> tuple[str, str, SnapshotEntry]:
             scan=value["scan"],
             deleted=value["deleted"],
         )
-        return f"{value['poller']}/{value['partition']}", value["identity"], entry
+        return key_text(value["poller"], value["partition"]), value["identity"], entry
 
     return _decode(ITEM, raw, build)
 
@@ -410,7 +411,7 @@ def _item_by_hand(raw: bytes) -> tuple[str, str, SnapshotEntry] | None:
         return None
     if pos != len(raw):
         return None
-    return f"{poller}/{partition}", identity, SnapshotEntry(item_version, seen, scan, deleted)
+    return key_text(poller, partition), identity, SnapshotEntry(item_version, seen, scan, deleted)
 
 
 def decode_parked(raw: bytes) -> ParkedItem:

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from watukuy.core.errors import StateCorrupted
 from watukuy.core.events import Event
+from watukuy.core.keys import key_text
 from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
 
@@ -101,7 +102,7 @@ class Command:
 
     @property
     def key(self) -> str:
-        return f"{self.poller}/{self.partition}"
+        return key_text(self.poller, self.partition)
 
     @classmethod
     def issue(

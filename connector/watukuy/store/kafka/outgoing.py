@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from watukuy.core.events import Event, canonical_json
+from watukuy.core.keys import key_text
 from watukuy.core.state import ParkedItem, SnapshotEntry
 from watukuy.serde import binary, framing
 from watukuy.serde.events import dlq_schema
@@ -189,7 +190,7 @@ class Outgoing:
         topic = self.event_topics[poller]
         limit = self.max_bytes.get(topic, 1_048_588) - OVERHEAD
         record_key = first.key.encode()
-        source = ("ce_source", f"{self.source}/{poller}/{partition}".encode())
+        source = ("ce_source", (self.source + "/" + key_text(poller, partition)).encode())
         encode, types, encoded = self.encode_event, _CE_TYPE_HEADERS, self._encoded
         time: datetime | None = None
         time_header = ("ce_time", b"")
@@ -241,7 +242,7 @@ class Outgoing:
             "event_id": event_id,
         }
         value = self._letter(letter, topic, headers)
-        return Record(topic, f"{item.poller}/{item.partition}".encode(), value, None, headers)
+        return Record(topic, key_text(item.poller, item.partition).encode(), value, None, headers)
 
     def _oversize(self, event: Event, size: int) -> Record:
         topic = self.layout.dlq(event.poller)

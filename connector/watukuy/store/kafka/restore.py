@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass, field, replace
 
 from watukuy.core.catchup import PublishedEvent, missed, roll_forward
-from watukuy.core.errors import StateCorrupted
+from watukuy.core.keys import KeyId
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
 from watukuy.store.base import Command, NewerRelease
 from watukuy.store.kafka import records
@@ -155,7 +155,7 @@ def command_of(key: bytes, value: bytes) -> Command | None:
 
 
 def _apply_owned(grouped: dict[bytes, Raw], key: bytes, value: bytes | None) -> None:
-    owner = key.rpartition(b"/")[0]
+    owner = records.owner_of(key)
     if value is None:
         of_owner = grouped.get(owner)
         if of_owner is not None:
@@ -169,15 +169,8 @@ def _apply_owned(grouped: dict[bytes, Raw], key: bytes, value: bytes | None) -> 
 
 def _owner(name: str) -> bytes:
     """``poller/partition`` -> the owner part of its item and parked record keys."""
-    poller, _, partition = name.partition("/")
-    return f"{poller}/{records.escape(partition)}".encode()
+    return records.owner_key(KeyId.parse(name))
 
 
 def _last_segments(raw: Raw) -> list[str]:
-    out = []
-    for key in raw:
-        parts = key.decode().split("/")
-        if len(parts) != 3:
-            raise StateCorrupted(f"unreadable record key {key!r}")
-        out.append(records.unescape(parts[2]))
-    return out
+    return [records.last_segment(key) for key in raw]

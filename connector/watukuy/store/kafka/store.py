@@ -23,6 +23,7 @@ from functools import partial
 
 from watukuy.core.errors import ConfigError, Fenced, Retriable, StateCorrupted
 from watukuy.core.events import Event
+from watukuy.core.keys import key_text
 from watukuy.core.observe import Observer, fanout, outcome_kind
 from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
@@ -232,13 +233,15 @@ class KafkaStore:
 
     # -- ownership ----------------------------------------------------------------------------
 
-    def partition_of(self, poller: str, partition: str) -> int:
-        return partition_for(records.key_of(poller, partition), self.layout.partitions)
+    def kafka_partition_of(self, poller: str, partition: str) -> int:
+        """The Kafka partition of ``<prefix>.state`` (and its co-partitioned topics) that holds
+        the key ``(poller, partition)``."""
+        return partition_for(key_text(poller, partition), self.layout.partitions)
 
     def owns(self, poller: str, partition: str) -> bool:
-        return self.partition_of(poller, partition) in self._owned
+        return self.kafka_partition_of(poller, partition) in self._owned
 
-    def owned_partitions(self) -> list[int]:
+    def owned_kafka_partitions(self) -> list[int]:
         return sorted(self._owned)
 
     def watch(self, changed: Callable[[], None]) -> None:
@@ -372,7 +375,7 @@ class KafkaStore:
     # -- the Store protocol -------------------------------------------------------------------
 
     async def load(self, poller: str, partition: str) -> StoredKey | None:
-        key = records.key_of(poller, partition)
+        key = key_text(poller, partition)
         if not self.owns(poller, partition):
             raise Fenced(f"{key}: owned by another instance")
         state = self._states.get(key)
@@ -442,7 +445,7 @@ class KafkaStore:
         return None if outgoing is None else outgoing.unpublishable(event)
 
     async def remove(self, poller: str, partition: str, command: bytes | None = None) -> None:
-        key = records.key_of(poller, partition)
+        key = key_text(poller, partition)
         kafka_partition = self._partition_of_key(key)
         generation = self._owned.get(kafka_partition)
         if generation is None:
@@ -534,12 +537,12 @@ class KafkaStore:
         self.observer.dlq_written(item.poller, item.partition, 1)
 
     async def send_command(self, command: Command) -> None:
-        partition = self.partition_of(command.poller, command.partition)
+        kafka_partition = self.kafka_partition_of(command.poller, command.partition)
         record = Record(
             self.layout.state,
-            records.command_key(command),
+            records.command_key(command.poller, command.partition, command.id),
             records.encode_command(command),
-            partition,
+            kafka_partition,
         )
         future = self._new_future()
         self._running().send_plain(record, self._hop(lambda error: _settle(future, error)))
