@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from watukuy.core.errors import StateCorrupted
+from watukuy.core.commands import Command
+from watukuy.core.errors import NewerRelease, StateCorrupted
 from watukuy.core.poll import fresh_state
 from watukuy.core.poller import define_poller
 from watukuy.core.state import ParkedItem, SnapshotEntry
 from watukuy.serde import framing
 from watukuy.serde import state as serde
-from watukuy.store.base import Command, NewerRelease
 from watukuy.store.kafka import records
 from watukuy.store.kafka.restore import RestoredKeys
 

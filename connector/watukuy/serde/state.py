@@ -30,13 +30,13 @@ from importlib.resources.abc import Traversable
 from typing import Any, TypeVar
 
 from watukuy.core.circuit import Circuit, CircuitState
-from watukuy.core.errors import StateCorrupted
+from watukuy.core.commands import Command
+from watukuy.core.errors import NewerRelease, StateCorrupted
 from watukuy.core.events import canonical_json
 from watukuy.core.keys import key_text
 from watukuy.core.schedule import KeySchedule
 from watukuy.core.state import LaneState, ParkedItem, PartitionState, SnapshotEntry, Validators
 from watukuy.serde import binary, framing
-from watukuy.store.base import Command, NewerRelease
 
 __all__ = [
     "FORMAT_VERSION",
@@ -59,7 +59,7 @@ COMMAND = f"{NAMESPACE}.Command"
 
 FORMAT_VERSION = 1
 """``format_version`` written by this release. A value with a higher one, or with a schema
-fingerprint this release does not know, raises :class:`~watukuy.store.base.NewerRelease`
+fingerprint this release does not know, raises :class:`~watukuy.core.errors.NewerRelease`
 (a ``StateCorrupted``): during a rolling upgrade the store lets such a key wait for an
 instance that reads it instead of failing."""
 

@@ -8,25 +8,18 @@ the Kafka store put several keys' pages in one transaction.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from watukuy.core.errors import StateCorrupted
+from watukuy.core.commands import Command
+from watukuy.core.errors import NewerRelease
 from watukuy.core.events import Event
-from watukuy.core.keys import key_text
 from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
 
-
-class NewerRelease(StateCorrupted):
-    """A stored value was written by a newer release than this one (a rolling upgrade).
-
-    Not corruption: the value is fine, this instance just cannot read it. The key waits
-    for an instance that can (its partition moves there): it is neither polled nor written
-    here, so its newer value survives. A ``StateCorrupted`` for callers that know no better.
-    """
+# Where the engine meets them, beside the interfaces that carry them.
+__all__ = ["Command", "EventFeed", "KeyCommit", "NewerRelease", "Store", "StoredKey"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,34 +75,6 @@ class EventFeed(Protocol):
         it where an operator finds it. ``False``: this feed has no such place."""
 
     async def aclose(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    """An operation addressed to whichever instance owns the key.
-
-    ``op`` names one of :data:`watukuy.core.operations.KEY_OPERATIONS` and ``args`` holds its
-    arguments in their JSON form (:meth:`~watukuy.core.operations.KeyOperation.encode`).
-    """
-
-    id: str
-    op: str
-    poller: str
-    partition: str
-    args: dict[str, object] = field(default_factory=dict)
-    issued_at: float = 0.0
-    record_key: bytes = b""  # where the store keeps it until applied
-
-    @property
-    def key(self) -> str:
-        return key_text(self.poller, self.partition)
-
-    @classmethod
-    def issue(
-        cls, op: str, poller: str, partition: str, args: dict[str, object], now: float
-    ) -> Command:
-        """A new command with a fresh id (the record key's last segment)."""
-        return cls(uuid.uuid4().hex, op, poller, partition, args, now)
 
 
 class Store(Protocol):

@@ -10,13 +10,14 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 
+from watukuy.core.commands import Command
 from watukuy.core.errors import ConfigError
 from watukuy.core.events import Event
 from watukuy.core.keys import key_text
 from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
 from watukuy.store import apply as commit_rule
-from watukuy.store.base import Command, KeyCommit, StoredKey
+from watukuy.store.base import KeyCommit, StoredKey
 
 
 class MemoryStore:

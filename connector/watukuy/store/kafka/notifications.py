@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from watukuy.store.base import Command
+from watukuy.core.commands import Command
 from watukuy.store.kafka.lease import Lease
 from watukuy.store.kafka.restore import RestoredKeys
 

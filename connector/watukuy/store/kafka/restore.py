@@ -21,9 +21,10 @@ import logging
 from dataclasses import dataclass, field, replace
 
 from watukuy.core.catchup import PublishedEvent, missed, roll_forward
+from watukuy.core.commands import Command
+from watukuy.core.errors import NewerRelease
 from watukuy.core.keys import KeyId
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
-from watukuy.store.base import Command, NewerRelease
 from watukuy.store.kafka import records
 
 log = logging.getLogger("watukuy.kafka")

@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 
-from watukuy.core.errors import ConfigError, Fenced, Retriable, StateCorrupted
+from watukuy.core.commands import Command
+from watukuy.core.errors import ConfigError, Fenced, NewerRelease, Retriable, StateCorrupted
 from watukuy.core.events import Event
 from watukuy.core.keys import key_text
 from watukuy.core.observe import Observer, fanout, outcome_kind
@@ -33,7 +34,7 @@ from watukuy.serde.data import DataSchema
 from watukuy.serde.events import EventSchemas, WriterSchema, dlq_schema, encode_event
 from watukuy.serde.registry import ConfluentEventEncoder, registry_client
 from watukuy.store import apply as commit_rule
-from watukuy.store.base import Command, KeyCommit, NewerRelease, StoredKey
+from watukuy.store.base import KeyCommit, StoredKey
 from watukuy.store.kafka import clients, records
 from watukuy.store.kafka.factory import ClientFactory, Clock
 from watukuy.store.kafka.feed import KafkaEventFeed, handlers_config
