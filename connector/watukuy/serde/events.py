@@ -23,9 +23,8 @@ from typing import Any, NoReturn
 import orjson
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
-from watukuy.core.catchup import PublishedEvent
 from watukuy.core.errors import StateCorrupted, WatukuyError
-from watukuy.core.events import Event, canonical_json
+from watukuy.core.events import Event, EventType, canonical_json
 from watukuy.core.keys import key_text
 from watukuy.serde import binary, framing
 from watukuy.serde.data import DataSchema, InvalidData
@@ -380,6 +379,18 @@ def _head() -> Any:
     names = [f["name"] for f in tree["fields"]]
     tree["fields"] = tree["fields"][: names.index("time") + 1]
     return parse_schema(tree)
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedEvent:
+    """What the events topic holds of one event of a key: enough to roll its snapshot forward
+    (see :mod:`watukuy.store.kafka.catchup_rule`)."""
+
+    subject: str
+    type: EventType
+    version: str
+    sequence: int
+    time: float  # seconds since the epoch: the ``now`` of the poll that detected it
 
 
 def published_event(raw: bytes, poller: str, partition: str) -> PublishedEvent:

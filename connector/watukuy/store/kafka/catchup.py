@@ -1,5 +1,5 @@
 """After a partition's keys are restored, on the Kafka thread: the events they published beyond
-their stored state (why a state can miss its own events: :mod:`watukuy.core.catchup`).
+their stored state (why a state can miss its own events: :mod:`.catchup_rule`).
 
 Which records to read. A state misses events only when a transaction's state records lost
 their commit marker while its events kept theirs; that transaction hangs the state partition,

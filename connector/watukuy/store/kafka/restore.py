@@ -12,7 +12,7 @@ key nobody loads is never decoded at all. Commands are decoded as they come: the
 applies each one.
 
 Each key's events published after its state are read too (:mod:`.catchup`): the state is rolled
-forward over them when it is decoded (see :mod:`watukuy.core.catchup` for why).
+forward over them when it is decoded (see :mod:`.catchup_rule` for why).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 
-from watukuy.core.catchup import PublishedEvent, missed, roll_forward
 from watukuy.core.commands import Command
 from watukuy.core.errors import NewerRelease
 from watukuy.core.keys import KeyId
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
 from watukuy.store.kafka import records
+from watukuy.store.kafka.catchup_rule import PublishedEvent, missed, roll_forward
 
 log = logging.getLogger("watukuy.kafka")
 

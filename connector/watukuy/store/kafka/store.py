@@ -301,7 +301,7 @@ class KafkaStore:
 
     def _catch_up(self, keys: RestoredKeys, partition: int, generation: int) -> None:
         """Write at once the picture of each key whose restored state was rolled forward over
-        events it had published (see :mod:`watukuy.core.catchup`): ahead of anything the engine
+        events it had published (see :mod:`.catchup_rule`): ahead of anything the engine
         commits on the partition, so the events stay accounted for after the next restore."""
         io = self._io
         for key in keys.names():
