@@ -101,7 +101,6 @@ COMMANDS = st.builds(
     partition=TEXT,
     args=st.dictionaries(TEXT, JSON, max_size=4),
     issued_at=FLOATS,
-    record_key=st.just(b""),
 )
 
 
@@ -206,15 +205,9 @@ def test_any_parked_item_round_trips(item: ParkedItem) -> None:
     assert serde.decode_parked(serde.encode_parked(item)) == item
 
 
-@given(COMMANDS, st.binary(max_size=40))
-def test_any_command_round_trips(command: Command, key: bytes) -> None:
-    decoded = serde.decode_command(key, serde.encode_command(command))
-    assert decoded == replace(command, record_key=key)
-
-
-def test_record_key_is_not_encoded() -> None:
-    command = Command("c1", "trigger", "p", "k", {}, NOW, record_key=b"cmd/p/k/c1")
-    assert b"cmd/p/k/c1" not in serde.encode_command(command)
+@given(COMMANDS)
+def test_any_command_round_trips(command: Command) -> None:
+    assert serde.decode_command(serde.encode_command(command)) == command
 
 
 def command_op_enum(schema: framing.Schema) -> dict[str, Any]:
@@ -244,9 +237,9 @@ def test_a_v0_command_is_read_with_the_current_schema() -> None:
         "args": '{"from_":"2026-09-01T00:00:00Z"}',
         "issued_at": NOW,
     }
-    decoded = serde.decode_command(b"cmd/k", framing.encode(v0, old))
+    decoded = serde.decode_command(framing.encode(v0, old))
     assert decoded == Command(
-        "c1", "replay", "invoices", "t/42", {"from_": "2026-09-01T00:00:00Z"}, NOW, b"cmd/k"
+        "c1", "replay", "invoices", "t/42", {"from_": "2026-09-01T00:00:00Z"}, NOW
     )
     # ... and the registry reads the argument name that release wrote.
     assert KEY_OPERATIONS["replay"].decode(decoded.args) == {"from_": "2026-09-01T00:00:00Z"}
@@ -319,7 +312,7 @@ def test_a_value_of_another_kind_is_state_corrupted() -> None:
     with pytest.raises(StateCorrupted, match="PartitionState"):
         serde.decode_state(values[serde.ITEM])
     with pytest.raises(StateCorrupted, match="Command"):
-        serde.decode_command(b"k", values[serde.STATE])
+        serde.decode_command(values[serde.STATE])
     with pytest.raises(StateCorrupted, match="SnapshotEntry"):
         serde.decode_item(values[serde.PARKED])
     with pytest.raises(StateCorrupted, match="ParkedItem"):
@@ -359,7 +352,7 @@ def test_command_args_must_be_an_object() -> None:
     value = framing.decode(serde.encode_command(Command("c", "pause", "p", "k")), schema)
     value["args"] = "[1, 2]"
     with pytest.raises(StateCorrupted, match="not a JSON object"):
-        serde.decode_command(b"k", framing.encode(schema, value))
+        serde.decode_command(framing.encode(schema, value))
 
 
 def test_a_newer_format_version_is_refused() -> None:
@@ -378,7 +371,7 @@ def test_a_value_from_a_newer_release_is_told_apart_from_corruption(name: str) -
         serde.STATE: serde.decode_state,
         serde.ITEM: serde.decode_item,
         serde.PARKED: serde.decode_parked,
-        serde.COMMAND: lambda raw: serde.decode_command(b"k", raw),
+        serde.COMMAND: serde.decode_command,
     }[name]
     raw = encoded()[name]
     schema = serde.SCHEMAS.current[name]

@@ -30,7 +30,6 @@ class Command:
     partition: str
     args: dict[str, object] = field(default_factory=dict)
     issued_at: float = 0.0
-    record_key: bytes = b""  # where the store keeps it until applied
 
     @property
     def key(self) -> str:
@@ -40,5 +39,5 @@ class Command:
     def issue(
         cls, op: str, poller: str, partition: str, args: dict[str, object], now: float
     ) -> Command:
-        """A new command with a fresh id (the record key's last segment)."""
+        """A new command with a fresh id."""
         return cls(uuid.uuid4().hex, op, poller, partition, args, now)

@@ -235,7 +235,7 @@ def encode_parked(item: ParkedItem) -> bytes:
 
 
 def encode_command(command: Command) -> bytes:
-    """The command without its ``record_key`` (that is the Kafka record's key)."""
+    """The command's value (where it waits, its record's key, is the store's business)."""
     value = {
         "id": command.id,
         "op": command.op,
@@ -433,8 +433,7 @@ def decode_parked(raw: bytes) -> ParkedItem:
     return _decode(PARKED, raw, build)
 
 
-def decode_command(key: bytes, raw: bytes) -> Command:
-    """The command, with ``record_key=key``."""
+def decode_command(raw: bytes) -> Command:
 
     def build(value: dict[str, Any]) -> Command:
         args = _from_json(value["args"])
@@ -447,7 +446,6 @@ def decode_command(key: bytes, raw: bytes) -> Command:
             partition=value["partition"],
             args=args,
             issued_at=value["issued_at"],
-            record_key=key,
         )
 
     return _decode(COMMAND, raw, build)

@@ -83,7 +83,7 @@ class MemoryStore:
                 for event in entry.events:
                     queue.put_nowait(event)
 
-    async def remove(self, poller: str, partition: str, command: bytes | None = None) -> None:
+    async def remove(self, poller: str, partition: str, command: str | None = None) -> None:
         key = key_text(poller, partition)
         self.states.pop(key, None)
         self.snapshots.pop(key, None)

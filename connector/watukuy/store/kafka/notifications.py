@@ -72,8 +72,9 @@ class Revoked:
 
 @dataclass(frozen=True, slots=True)
 class CommandReceived:
-    partition: int
+    kafka_partition: int
     command: Command
+    record_key: bytes  # where it waits: tombstoned by the commit that applies it
 
 
 @dataclass(frozen=True, slots=True)

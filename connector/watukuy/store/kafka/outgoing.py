@@ -78,7 +78,11 @@ class Outgoing:
         encoded[id(event)] = (event, value)
         return None
 
-    def of(self, commit: KeyCommit, partition: int) -> list[Record]:
+    def of(
+        self, commit: KeyCommit, partition: int, command_records: Sequence[bytes] = ()
+    ) -> list[Record]:
+        """The records of ``commit``; ``command_records``: the record keys of the commands it
+        applies (tombstoned with it)."""
         state = commit.state
         poller, key_name = state.poller, state.partition
         key = records.state_key(poller, key_name)
@@ -117,7 +121,7 @@ class Outgoing:
                     partition,
                 )
             )
-        for command_key in commit.commands:
+        for command_key in command_records:
             out.append(Record(self.layout.state, command_key, None, partition))
         out.append(Record(self.layout.state, key, records.encode_state(state), partition))
         return out

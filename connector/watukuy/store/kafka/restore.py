@@ -149,7 +149,7 @@ def command_of(key: bytes, value: bytes) -> Command | None:
     upgrade reaches this key's partition); this instance goes on with the others.
     """
     try:
-        return records.decode_command(key, value)
+        return records.decode_command(value)
     except NewerRelease as exc:
         log.warning("a command is left for a newer release: %s", exc)
         return None

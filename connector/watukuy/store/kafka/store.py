@@ -91,6 +91,9 @@ class KafkaStore:
         # commit carries them (see _catch_up).
         self._rolled: dict[str, dict[str, SnapshotEntry]] = {}
         self._commands: list[Command] = []
+        # command id -> (Kafka partition, record key), from receipt until a commit applies it
+        # or the partition goes: the engine knows commands by id, their records are ours.
+        self._command_records: dict[str, tuple[int, bytes]] = {}
         self._watchers: list[Callable[[], None]] = []
         self._feeds: list[KafkaEventFeed] = []  # handlers' and subscribers' (see .feed)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -268,8 +271,11 @@ class KafkaStore:
         elif isinstance(notification, Revoked):
             self._revoked(notification)
         elif isinstance(notification, CommandReceived):
-            if notification.partition in self._owned:
-                self._commands.append(notification.command)
+            if notification.kafka_partition in self._owned:
+                command = notification.command
+                where = (notification.kafka_partition, notification.record_key)
+                self._command_records[command.id] = where
+                self._commands.append(command)
         elif isinstance(notification, Crashed):
             self.crashed = notification.error
         for changed in self._watchers:
@@ -296,6 +302,7 @@ class KafkaStore:
         self._raw[partition] = keys
         self._owned[partition] = restored.lease.generation
         self._catch_up(keys, partition, restored.lease.generation)
+        self._command_records.update({c.id: (partition, k) for k, c in keys.commands.items()})
         self._commands.extend(keys.pending_commands())
         self.observer.restore_done(partition, len(keys.states), restored.records, restored.seconds)
 
@@ -352,6 +359,9 @@ class KafkaStore:
         """Drop the picture of every key of ``partitions``, decoded or still raw."""
         for partition in partitions:
             self._raw.pop(partition, None)
+        gone = [i for i, (p, _) in self._command_records.items() if p in partitions]
+        for command_id in gone:
+            del self._command_records[command_id]
         held = self._states.keys() | self._snapshots.keys() | self._newer.keys()
         for key in [k for k in held if self._partition_of_key(k) in partitions]:
             self._states.pop(key, None)
@@ -426,12 +436,14 @@ class KafkaStore:
             leases[partition] = generation
             rolled = self._rolled.get(entry.key)
             written = entry if rolled is None else replace(entry, upserts=rolled | entry.upserts)
-            out.extend(outgoing.of(written, partition))
+            out.extend(outgoing.of(written, partition, self._command_keys(entry)))
         future = self._new_future()
 
         def done(error: BaseException | None) -> None:
             if error is None:
                 for entry in batch:
+                    for command_id in entry.commands:
+                        self._command_records.pop(command_id, None)
                     self._rolled.pop(entry.key, None)
                     self._apply(entry)
                     if entry.parked:
@@ -445,7 +457,17 @@ class KafkaStore:
         outgoing = self._outgoing
         return None if outgoing is None else outgoing.unpublishable(event)
 
-    async def remove(self, poller: str, partition: str, command: bytes | None = None) -> None:
+    def _command_keys(self, entry: KeyCommit) -> list[bytes]:
+        """The record keys of the commands ``entry`` applies: as received, or (one received
+        before this instance started) where every sender writes it."""
+        state = entry.state
+        return [self._command_key(state.poller, state.partition, i) for i in entry.commands]
+
+    def _command_key(self, poller: str, partition: str, command_id: str) -> bytes:
+        where = self._command_records.get(command_id)
+        return records.command_key(poller, partition, command_id) if where is None else where[1]
+
+    async def remove(self, poller: str, partition: str, command: str | None = None) -> None:
         key = key_text(poller, partition)
         kafka_partition = self._partition_of_key(key)
         generation = self._owned.get(kafka_partition)
@@ -456,11 +478,14 @@ class KafkaStore:
             poller, partition, kafka_partition, identities, parked_ids
         )
         if command is not None:
-            out.append(Record(self.layout.state, command, None, kafka_partition))
+            record_key = self._command_key(poller, partition, command)
+            out.append(Record(self.layout.state, record_key, None, kafka_partition))
         future = self._new_future()
 
         def done(error: BaseException | None) -> None:
             if error is None:
+                if command is not None:
+                    self._command_records.pop(command, None)
                 self._states.pop(key, None)
                 self._snapshots.pop(key, None)
                 self._parked.pop(key, None)

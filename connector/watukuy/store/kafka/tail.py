@@ -297,7 +297,7 @@ class Restores:
             lease = self._leases.get(partition)
             command = command_of(key, value) if lease is not None and lease.owned else None
             if command is not None:  # None: a newer release wrote it, and it is left for one
-                self._notify(CommandReceived(partition, command))
+                self._notify(CommandReceived(partition, command, key))
 
     def _check_restored(self, partition: int) -> None:
         restoring = self._restoring[partition]
