@@ -79,7 +79,7 @@ class Outgoing:
         return None
 
     def of(
-        self, commit: KeyCommit, partition: int, command_records: Sequence[bytes] = ()
+        self, commit: KeyCommit, kafka_partition: int, command_records: Sequence[bytes] = ()
     ) -> list[Record]:
         """The records of ``commit``; ``command_records``: the record keys of the commands it
         applies (tombstoned with it)."""
@@ -90,11 +90,14 @@ class Outgoing:
         if commit.events:
             out += self._events(commit.events)
         if commit.upserts:
-            out += self._entries(poller, key_name, commit.upserts, partition)
+            out += self._entries(poller, key_name, commit.upserts, kafka_partition)
         for identity in commit.forget:
             out.append(
                 Record(
-                    self.layout.items, records.item_key(poller, key_name, identity), None, partition
+                    self.layout.items,
+                    records.item_key(poller, key_name, identity),
+                    None,
+                    kafka_partition,
                 )
             )
         parked_limit = self.max_bytes.get(self.layout.parked, 1_048_588) - OVERHEAD
@@ -107,7 +110,7 @@ class Outgoing:
                     self.layout.parked,
                     records.parked_key(poller, key_name, item.id),
                     value,
-                    partition,
+                    kafka_partition,
                 )
             )
             cursor = json.dumps(_lane_cursor(commit, item.lane), default=str)
@@ -118,16 +121,16 @@ class Outgoing:
                     self.layout.parked,
                     records.parked_key(poller, key_name, parked_id),
                     None,
-                    partition,
+                    kafka_partition,
                 )
             )
         for command_key in command_records:
-            out.append(Record(self.layout.state, command_key, None, partition))
-        out.append(Record(self.layout.state, key, records.encode_state(state), partition))
+            out.append(Record(self.layout.state, command_key, None, kafka_partition))
+        out.append(Record(self.layout.state, key, records.encode_state(state), kafka_partition))
         return out
 
     def _entries(
-        self, poller: str, key_name: str, upserts: Mapping[str, SnapshotEntry], partition: int
+        self, poller: str, key_name: str, upserts: Mapping[str, SnapshotEntry], kafka_partition: int
     ) -> list[Record]:
         """The records of one key's snapshot entries. Every entry of a commit shares
         ``poller/partition/`` in its key and ``poller``, ``partition`` in its value: both are
@@ -161,26 +164,30 @@ class Outgoing:
                 if body is not None
                 else encode_item(poller, key_name, identity, entry)
             )
-            out.append(Record(topic, prefix + escape(identity).encode(), value, partition))
+            out.append(Record(topic, prefix + escape(identity).encode(), value, kafka_partition))
         return out
 
     def removal(
         self,
         poller: str,
         key_name: str,
-        partition: int,
+        kafka_partition: int,
         snapshot: Sequence[str],
         parked: Sequence[str],
     ) -> list[Record]:
         out = [
-            Record(self.layout.items, records.item_key(poller, key_name, i), None, partition)
+            Record(self.layout.items, records.item_key(poller, key_name, i), None, kafka_partition)
             for i in snapshot
         ]
         out += [
-            Record(self.layout.parked, records.parked_key(poller, key_name, i), None, partition)
+            Record(
+                self.layout.parked, records.parked_key(poller, key_name, i), None, kafka_partition
+            )
             for i in parked
         ]
-        out.append(Record(self.layout.state, records.state_key(poller, key_name), None, partition))
+        out.append(
+            Record(self.layout.state, records.state_key(poller, key_name), None, kafka_partition)
+        )
         return out
 
     def event(self, event: Event) -> Record:
