@@ -80,7 +80,7 @@ async def apply(
                 f"sent to the owner of {poller_name}/{key} (runners alive: "
                 f"{', '.join(members)}); it applies it once, wherever the key moves"
             )
-        await store.acquire([store.partition_of(poller_name, key)])
+        await store.acquire([store.kafka_partition_of(poller_name, key)])
         stored = await store.load(poller_name, key)
         if stored is None:
             raise ConfigError(f"no stored state for {poller_name}/{key}", "--partition")

@@ -155,7 +155,7 @@ async def restore(bootstrap: str, prefix: str, partitions: int) -> dict[str, Any
     all_owned = asyncio.Event()
 
     def check() -> None:
-        if len(store.owned_partitions()) == partitions:
+        if len(store.owned_kafka_partitions()) == partitions:
             all_owned.set()
 
     store.watch(check)

@@ -35,7 +35,7 @@ class Member(MemoryStore):
         self.group = group
         self.inbox: list[Command] = []
         self.sent: list[Command] = []
-        self.tombstoned: list[bytes] = []
+        self.tombstoned: list[str] = []
         self.send_error: Exception | None = None
 
     def owns(self, poller: str, partition: str) -> bool:
@@ -50,18 +50,7 @@ class Member(MemoryStore):
             raise self.send_error
         self.sent.append(command)
         owner = self.group.members[self.group.owners.get(command.partition, "a")]
-        record = f"cmd/{command.id}".encode()
-        owner.inbox.append(
-            Command(
-                command.id,
-                command.op,
-                command.poller,
-                command.partition,
-                command.args,
-                command.issued_at,
-                record,
-            )
-        )
+        owner.inbox.append(command)  # as the owner's store hands it over
 
     async def commit(self, batch: Sequence[KeyCommit]) -> None:
         await super().commit(batch)
@@ -234,7 +223,7 @@ async def test_a_command_for_an_unlisted_key_lists_at_most_every_few_seconds(
     # while the command waits, not at every retry.
     b = group.engines["b"]
     before = group.listings["b"]
-    group.members["b"].inbox.append(Command("c1", "trigger", "invoices", "t_gone", {}, 0.0, b"x"))
+    group.members["b"].inbox.append(Command("c1", "trigger", "invoices", "t_gone", {}, 0.0))
 
     for _ in range(11):
         await b.tick()

@@ -55,7 +55,7 @@ async def wait_owned(store: KafkaStore, count: int) -> None:
     owned = asyncio.Event()
 
     def check() -> None:
-        if len(store.owned_partitions()) == count:
+        if len(store.owned_kafka_partitions()) == count:
             owned.set()
 
     store.watch(check)

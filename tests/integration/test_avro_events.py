@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +86,7 @@ async def test_every_event_type_round_trips_through_kafka(
     engine = env.make_engine(poller, store=store)
     await engine.__aenter__()
     await wait_owned(store, 4)
+    env.clock.advance(0.123_456)  # a time with microseconds, which Avro's millis drop
     sent = await _every_event_type(env, engine)
     await engine.close()
 
@@ -106,6 +109,11 @@ async def test_every_event_type_round_trips_through_kafka(
     assert first["content-type"] == b"application/avro"
     event = next(e for e in received if e.id == first["ce_id"].decode())
     assert first["ce_subject"] == event.subject.encode()
+    # ce_time is the Avro time field's precision (milliseconds): the same time, to the letter.
+    for record, decoded in zip(records, received, strict=True):
+        header = record.headers["ce_time"].decode()
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", header), header
+        assert datetime.fromisoformat(header.replace("Z", "+00:00")) == decoded.time
     if with_schema:
         assert isinstance(next(e for e in received if e.type == "created").data, dict)
 

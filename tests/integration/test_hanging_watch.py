@@ -15,9 +15,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.kafka_support import delete_prefix, open_transaction, unique_prefix
 from tests.unit.clock import ManualClock
-from watukuy.core.hanging import HANGING_MARGIN
 from watukuy.core.observe import Observer
 from watukuy.store.kafka.hanging import HangingTransactions
+from watukuy.store.kafka.hanging_rule import HANGING_MARGIN
 
 TIMEOUT = 5.0  # the runners' transaction timeout
 

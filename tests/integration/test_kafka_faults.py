@@ -143,7 +143,7 @@ async def _owned_again(store: Store, restores_before: int) -> None:
     again = asyncio.Event()
 
     def check() -> None:
-        owned = len(store.store.owned_partitions()) == PARTITIONS
+        owned = len(store.store.owned_kafka_partitions()) == PARTITIONS
         if owned and store.seen.restores >= restores_before + PARTITIONS:
             again.set()
 

@@ -38,9 +38,9 @@ from integration.demo import Simulator
 from tests.integration.kafka_support import latest_values, open_transaction, read_to_end
 from tests.integration.runners import ROOT, Runner, assignments, free_port, runner_env, wait_for
 from tests.runbooks_doc import KEEPS_RUNNING, Block, blocks, run_blocks
+from watukuy.core.keys import key_text
 from watukuy.serde.consumer import SchemaTopicResolver, event_decoder
 from watukuy.store.kafka.partitioner import partition_for
-from watukuy.store.kafka.records import key_of
 from watukuy.store.kafka.topics import TopicLayout, ensure_topics
 
 TENANTS, ITEMS = 6, 4
@@ -463,13 +463,13 @@ def test_a_hanging_transaction_ends_as_its_runbook_says(
 ) -> None:
     bootstrap = kafka_bootstrap
     tenants = [t["id"] for t in simulator.tenants]
-    stuck = partition_for(key_of("invoices", tenants[0]), PARTITIONS)
-    waiting = [t for t in tenants if partition_for(key_of("invoices", t), PARTITIONS) == stuck]
+    stuck = partition_for(key_text("invoices", tenants[0]), PARTITIONS)
+    waiting = [t for t in tenants if partition_for(key_text("invoices", t), PARTITIONS) == stuck]
     topic = f"{prefix}.state"
     # The runner's topics, made as it makes them, so that the transaction is there before it.
     admin = AdminClient({"bootstrap.servers": bootstrap})
     ensure_topics(admin, TopicLayout(prefix, PARTITIONS, 1), [("invoices", None)])
-    producer = open_transaction(bootstrap, topic, stuck, key_of("invoices", tenants[0]).encode())
+    producer = open_transaction(bootstrap, topic, stuck, key_text("invoices", tenants[0]).encode())
     try:
         start, written = stable_and_written(bootstrap, topic, stuck)
         assert start < written

@@ -1,5 +1,9 @@
 """The Store contract, run against both stores: ``MemoryStore`` and ``KafkaStore`` on the broker.
 
+One section per interface of :mod:`watukuy.store.base`: ``KeyStates``, ``Commands``,
+``Ownership`` (``Lifecycle`` is what the harness does; ``EventFeeds`` has its own suites,
+tests/engine for the memory store's and tests/integration/test_handlers_kafka.py for Kafka's).
+
 Each test speaks only the ``Store`` protocol. A *restore* is a second store instance over
 the same durable state: for Kafka a fresh ``KafkaStore`` on the same topics (the first one
 closed), reading every record back; for the memory store the same object, which is all a
@@ -177,7 +181,7 @@ async def load(store: Store, key: str) -> Any:
     return await store.load(POLLER.name, key)
 
 
-# -- the contract ---------------------------------------------------------------------------
+# -- KeyStates: load, commit, remove, partitions, states_of ----------------------------------
 
 
 async def test_a_restore_sees_exactly_what_was_committed(harness: Harness) -> None:
@@ -282,6 +286,9 @@ async def test_a_removed_key_stays_removed_and_its_records_are_tombstones(
         assert after == {}
 
 
+# -- Commands: send_command, take_commands, and the commit or remove that applies one ---------
+
+
 async def test_commands_are_handed_over_until_a_commit_applies_them(harness: Harness) -> None:
     store = await harness.open()
     await store.commit([KeyCommit(state=state(KEY))])
@@ -303,10 +310,28 @@ async def test_commands_are_handed_over_until_a_commit_applies_them(harness: Har
     # restore, once.
     stored = await load(store, KEY)
     applied = received[0]
-    await store.commit([KeyCommit(state=stored.state, commands=[applied.record_key])])
+    await store.commit([KeyCommit(state=stored.state, commands=[applied.id])])
     store = await harness.open()
     again = await _commands(store, 1)
     assert [(c.op, c.id, c.args) for c in again] == [("resume", resume.id, {})]
+    assert store.take_commands() == []
+
+
+async def test_a_remove_command_is_gone_with_its_key(harness: Harness) -> None:
+    store = await harness.open()
+    await store.commit([KeyCommit(state=state(KEY)), KeyCommit(state=state(OTHER))])
+    remove = Command.issue("remove", POLLER.name, KEY, {}, NOW)
+    if harness.name == "memory":
+        await store.remove(POLLER.name, KEY, remove.id)  # nothing waits for it: still fine
+        assert await store.partitions(POLLER.name) == [OTHER]
+        return
+    await store.send_command(remove)
+    (received,) = await _commands(store, 1)
+    await store.remove(POLLER.name, KEY, received.id)
+
+    store = await harness.open()
+    assert await load(store, KEY) is None
+    await asyncio.sleep(0.5)  # a command left over would be handed over by now
     assert store.take_commands() == []
 
 
@@ -317,6 +342,16 @@ async def _commands(store: Store, count: int) -> list[Command]:
             got += store.take_commands()
             await asyncio.sleep(0.05)
     return sorted(got, key=lambda c: c.issued_at)
+
+
+# -- Ownership: owns, and the epoch a takeover moves on ---------------------------------------
+
+
+async def test_an_owner_owns_every_key_it_holds(harness: Harness) -> None:
+    store = await harness.open()  # both harnesses hold every key (Kafka: both partitions)
+    changes: list[None] = []
+    store.watch(lambda: changes.append(None))
+    assert store.owns(POLLER.name, KEY) and store.owns(POLLER.name, OTHER)
 
 
 async def test_a_restore_takes_over_with_a_new_epoch_on_kafka(harness: Harness) -> None:

@@ -1,5 +1,6 @@
-"""A key's state caught up with the events it had already published (watukuy.core.catchup), and
-the restored keys that roll forward over them (watukuy.store.kafka.restore)."""
+"""A key's state caught up with the events it had already published
+(watukuy.store.kafka.catchup_rule), and the restored keys that roll forward over them
+(watukuy.store.kafka.restore)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from watukuy.core.catchup import PublishedEvent, missed, roll_forward
 from watukuy.core.changes import detect
 from watukuy.core.poll import fresh_state
 from watukuy.core.poller import define_poller
 from watukuy.core.state import SnapshotEntry
 from watukuy.store.kafka import records
+from watukuy.store.kafka.catchup_rule import PublishedEvent, missed, roll_forward
 from watukuy.store.kafka.restore import RestoredKeys
 
 pytestmark = pytest.mark.unit

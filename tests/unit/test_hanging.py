@@ -1,10 +1,17 @@
-"""Hanging transactions told from live ones by the last stable offset (watukuy.core.hanging)."""
+"""Hanging transactions told from live ones by the last stable offset
+(watukuy.store.kafka.hanging_rule)."""
 
 from __future__ import annotations
 
 import pytest
 
-from watukuy.core.hanging import REPORT_EVERY, HangingTransaction, HangingWatch, Seen, abort_command
+from watukuy.store.kafka.hanging_rule import (
+    REPORT_EVERY,
+    HangingTransaction,
+    HangingWatch,
+    Seen,
+    abort_command,
+)
 
 AFTER = 70.0  # a 10 s transaction timeout and the margin
 P = ("w.events.invoices", 4)

@@ -46,13 +46,14 @@ def reference(commit: KeyCommit, partition: int) -> list[Record]:
     poller, key_name = state.poller, state.partition
     out: list[Record] = []
     for event in commit.events:
+        millis = event.time.isoformat(timespec="milliseconds")  # Avro's precision
         headers = [
             ("ce_specversion", b"1.0"),
             ("ce_id", event.id.encode()),
             ("ce_type", f"watukuy.{event.type}".encode()),
             ("ce_source", f"{SOURCE}/{event.poller}/{event.partition}".encode()),
             ("ce_subject", event.subject.encode()),
-            ("ce_time", event.time.isoformat().replace("+00:00", "Z").encode()),
+            ("ce_time", millis.replace("+00:00", "Z").encode()),
             ("content-type", b"application/avro"),
         ]
         topic = TOPICS[event.poller]

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from watukuy.core.commands import Command
+from watukuy.core.errors import NewerRelease, StateCorrupted
 from watukuy.core.poll import fresh_state
 from watukuy.core.poller import define_poller
 from watukuy.core.state import ParkedItem, SnapshotEntry
 from watukuy.serde import framing
 from watukuy.serde import state as serde
-from watukuy.store.base import Command, NewerRelease
 from watukuy.store.kafka import records
 from watukuy.store.kafka.restore import RestoredKeys
 
@@ -96,12 +97,27 @@ def test_commands_are_decoded_as_they_come_and_a_newer_one_is_left_alone() -> No
     first = Command("c1", "pause", "p", KEY, issued_at=2.0)
     second = Command("c2", "resume", "p", KEY, issued_at=1.0)
     for command in (first, second):
-        key = records.command_key(command)
+        key = records.command_key(command.poller, command.partition, command.id)
         keys.apply_state(key, records.encode_command(command))
     later = Command("c3", "trigger", "p", KEY, issued_at=3.0)
     keys.apply_state(
-        records.command_key(later), newer(records.encode_command(later), serde.COMMAND)
+        records.command_key("p", KEY, later.id), newer(records.encode_command(later), serde.COMMAND)
     )
-    keys.apply_state(records.command_key(first), None)  # applied by its owner meanwhile
+    # applied by its owner meanwhile
+    keys.apply_state(records.command_key("p", KEY, first.id), None)
     assert [c.id for c in keys.pending_commands()] == ["c2"]
     assert keys.names() == []  # commands are not keys
+
+
+def test_record_keys_keep_their_wire_layout_for_a_child_partition() -> None:
+    """The layout written before the key type existed, byte for byte: a partition holding
+    ``/`` (a child stream's ``tenant/parent``) is escaped after the poller's name."""
+    assert records.state_key("p", "t/parent") == b"p/t/parent"
+    assert records.item_key("p", "t/parent", "a/%") == b"p/t%2Fparent/a%2F%25"
+    assert records.parked_key("p", "t/parent", "x") == b"p/t%2Fparent/x"
+    assert records.command_key("p", "t/parent", "c1") == b"cmd/p/t%2Fparent/c1"
+    item = records.item_key("p", "t/parent", "a/%")
+    assert records.owner_of(item) == b"p/t%2Fparent"
+    assert records.last_segment(item) == "a/%"
+    with pytest.raises(StateCorrupted):
+        records.last_segment(b"p/t/parent/a")  # an unescaped partition: not this layout

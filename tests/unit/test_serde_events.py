@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from watukuy.core.catchup import PublishedEvent
 from watukuy.core.errors import ConfigError
 from watukuy.core.events import Event, canonical_json
 from watukuy.serde import framing
@@ -20,6 +19,7 @@ from watukuy.serde.consumer import decode_events, event_decoder
 from watukuy.serde.data import DataSchema, InvalidData
 from watukuy.serde.events import (
     EventSchemas,
+    PublishedEvent,
     SchemaNotFound,
     UndecodableEvent,
     decode_event,

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watukuy.core.circuit import Circuit, CircuitState
-from watukuy.core.errors import StateCorrupted
+from watukuy.core.commands import Command
+from watukuy.core.errors import NewerRelease, StateCorrupted
 from watukuy.core.operations import KEY_OPERATIONS
 from watukuy.core.poll import fresh_state
 from watukuy.core.poller import define_poller
@@ -19,7 +20,6 @@ from watukuy.core.schedule import KeySchedule
 from watukuy.core.state import LaneState, ParkedItem, PartitionState, SnapshotEntry, Validators
 from watukuy.serde import framing
 from watukuy.serde import state as serde
-from watukuy.store import base
 
 pytestmark = pytest.mark.unit
 
@@ -94,14 +94,13 @@ PARKED = st.builds(
     event=st.none() | st.dictionaries(TEXT, JSON, max_size=4),
 )
 COMMANDS = st.builds(
-    base.Command,
+    Command,
     id=TEXT,
     op=st.sampled_from(sorted(KEY_OPERATIONS)),
     poller=TEXT,
     partition=TEXT,
     args=st.dictionaries(TEXT, JSON, max_size=4),
     issued_at=FLOATS,
-    record_key=st.just(b""),
 )
 
 
@@ -206,15 +205,9 @@ def test_any_parked_item_round_trips(item: ParkedItem) -> None:
     assert serde.decode_parked(serde.encode_parked(item)) == item
 
 
-@given(COMMANDS, st.binary(max_size=40))
-def test_any_command_round_trips(command: base.Command, key: bytes) -> None:
-    decoded = serde.decode_command(key, serde.encode_command(command))
-    assert decoded == replace(command, record_key=key)
-
-
-def test_record_key_is_not_encoded() -> None:
-    command = base.Command("c1", "trigger", "p", "k", {}, NOW, record_key=b"cmd/p/k/c1")
-    assert b"cmd/p/k/c1" not in serde.encode_command(command)
+@given(COMMANDS)
+def test_any_command_round_trips(command: Command) -> None:
+    assert serde.decode_command(serde.encode_command(command)) == command
 
 
 def command_op_enum(schema: framing.Schema) -> dict[str, Any]:
@@ -244,9 +237,9 @@ def test_a_v0_command_is_read_with_the_current_schema() -> None:
         "args": '{"from_":"2026-09-01T00:00:00Z"}',
         "issued_at": NOW,
     }
-    decoded = serde.decode_command(b"cmd/k", framing.encode(v0, old))
-    assert decoded == base.Command(
-        "c1", "replay", "invoices", "t/42", {"from_": "2026-09-01T00:00:00Z"}, NOW, b"cmd/k"
+    decoded = serde.decode_command(framing.encode(v0, old))
+    assert decoded == Command(
+        "c1", "replay", "invoices", "t/42", {"from_": "2026-09-01T00:00:00Z"}, NOW
     )
     # ... and the registry reads the argument name that release wrote.
     assert KEY_OPERATIONS["replay"].decode(decoded.args) == {"from_": "2026-09-01T00:00:00Z"}
@@ -254,7 +247,7 @@ def test_a_v0_command_is_read_with_the_current_schema() -> None:
 
 def test_encoding_what_the_schema_refuses_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="cannot encode command 'explode'"):
-        serde.encode_command(base.Command("c1", "explode", "p", "k"))
+        serde.encode_command(Command("c1", "explode", "p", "k"))
     with pytest.raises(ValueError, match="PartitionState"):
         serde.encode_state(replace(typical_state(), paused="bogus"))  # type: ignore[arg-type]
 
@@ -269,7 +262,7 @@ def encoded() -> dict[str, bytes]:
         serde.PARKED: serde.encode_parked(
             ParkedItem("x", "p", "k", "invalid", {"id": 1}, "bad", 1, NOW)
         ),
-        serde.COMMAND: serde.encode_command(base.Command("c", "pause", "p", "k")),
+        serde.COMMAND: serde.encode_command(Command("c", "pause", "p", "k")),
     }
 
 
@@ -319,7 +312,7 @@ def test_a_value_of_another_kind_is_state_corrupted() -> None:
     with pytest.raises(StateCorrupted, match="PartitionState"):
         serde.decode_state(values[serde.ITEM])
     with pytest.raises(StateCorrupted, match="Command"):
-        serde.decode_command(b"k", values[serde.STATE])
+        serde.decode_command(values[serde.STATE])
     with pytest.raises(StateCorrupted, match="SnapshotEntry"):
         serde.decode_item(values[serde.PARKED])
     with pytest.raises(StateCorrupted, match="ParkedItem"):
@@ -356,10 +349,10 @@ def test_bad_embedded_json_is_state_corrupted() -> None:
 
 def test_command_args_must_be_an_object() -> None:
     schema = serde.SCHEMAS.current[serde.COMMAND]
-    value = framing.decode(serde.encode_command(base.Command("c", "pause", "p", "k")), schema)
+    value = framing.decode(serde.encode_command(Command("c", "pause", "p", "k")), schema)
     value["args"] = "[1, 2]"
     with pytest.raises(StateCorrupted, match="not a JSON object"):
-        serde.decode_command(b"k", framing.encode(schema, value))
+        serde.decode_command(framing.encode(schema, value))
 
 
 def test_a_newer_format_version_is_refused() -> None:
@@ -378,26 +371,24 @@ def test_a_value_from_a_newer_release_is_told_apart_from_corruption(name: str) -
         serde.STATE: serde.decode_state,
         serde.ITEM: serde.decode_item,
         serde.PARKED: serde.decode_parked,
-        serde.COMMAND: lambda raw: serde.decode_command(b"k", raw),
+        serde.COMMAND: serde.decode_command,
     }[name]
     raw = encoded()[name]
     schema = serde.SCHEMAS.current[name]
     value = framing.decode(raw, schema)
     value["format_version"] = serde.FORMAT_VERSION + 1
     newer = framing.encode(schema, value)
-    with pytest.raises(
-        base.NewerRelease, match=f"format_version {serde.FORMAT_VERSION + 1} is newer"
-    ):
+    with pytest.raises(NewerRelease, match=f"format_version {serde.FORMAT_VERSION + 1} is newer"):
         decode(newer)
     # A later release that changed the schema: a fingerprint this release has never seen.
-    with pytest.raises(base.NewerRelease, match="no known schema has fingerprint"):
+    with pytest.raises(NewerRelease, match="no known schema has fingerprint"):
         decode(raw[:2] + b"\x01" * 8 + raw[10:])
     # Not newer, just wrong: another kind of value, or a broken body.
     other = serde.ITEM if name != serde.ITEM else serde.STATE
     for broken in (encoded()[other], raw[:-3], b"not avro"):
         with pytest.raises(StateCorrupted) as caught:
             decode(broken)
-        assert not isinstance(caught.value, base.NewerRelease), broken
+        assert not isinstance(caught.value, NewerRelease), broken
     assert decode(raw) is not None  # the value as this release wrote it still reads
 
 

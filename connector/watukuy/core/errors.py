@@ -23,6 +23,15 @@ class StateCorrupted(WatukuyError):
     """Stored state cannot be read: wipe the local copy and restore it."""
 
 
+class NewerRelease(StateCorrupted):
+    """A stored value was written by a newer release than this one (a rolling upgrade).
+
+    Not corruption: the value is fine, this instance just cannot read it. The key waits
+    for an instance that can (its partition moves there): it is neither polled nor written
+    here, so its newer value survives. A ``StateCorrupted`` for callers that know no better.
+    """
+
+
 class Retriable(WatukuyError):
     """A passing fault (network, broker, vendor): try again later."""
 

@@ -185,11 +185,11 @@ class Observer:
 
     def state_caught_up(self, poller: str, partition: str, events: int) -> None:
         """A restore found ``events`` published events the key's stored state had lost, and
-        rolled the state forward over them (see :mod:`watukuy.core.catchup`)."""
+        rolled the state forward over them (see :mod:`watukuy.store.kafka.catchup_rule`)."""
 
     def transactions_hanging(self, topic: str, partitions: tuple[int, ...]) -> None:
         """The partitions of ``topic`` where a transaction hangs, as of now (none: an empty
-        tuple); see :mod:`watukuy.core.hanging`."""
+        tuple); see :mod:`watukuy.store.kafka.hanging_rule`."""
 
 
 ErrorSink = Callable[[Observer, str, Exception], None]

@@ -104,7 +104,7 @@ class Operations:
         poller: str,
         key: str,
         values: Mapping[str, Any],
-        command: bytes | None = None,
+        command: str | None = None,
     ) -> Any:
         with log_context(poller=poller, partition=key):
             if op.effect is Effect.RETRY:
@@ -141,17 +141,17 @@ class Operations:
         definition = self._roster.poller(command.poller)
         self.check_target(op, command.poller)
         if op.effect is Effect.REMOVE:
-            await self._roster.remove(command.poller, command.partition, command.record_key)
+            await self._roster.remove(command.poller, command.partition, command.id)
             return
         key = command.partition if definition.partitioned else ""
         # Sent for a key the sender listed: if this listing lacks it yet, list again now.
         await self._roster.list_for_command(command.poller, key)
-        await self.apply(op, command.poller, key, values, command.record_key)
+        await self.apply(op, command.poller, key, values, command.id)
 
     # -- retry --------------------------------------------------------------------------------
 
     async def _retry(
-        self, poller: str, key: str, ids: list[str], command: bytes | None
+        self, poller: str, key: str, ids: list[str], command: str | None
     ) -> builtins.list[str]:
         """Re-deliver parked items; those that now succeed are removed. Returns their ids.
 

@@ -364,7 +364,7 @@ class Roster:
             raise ConfigError(f"poller '{name}' has no partitions; omit partition=", "partition")
         return partition or ""
 
-    async def remove(self, name: str, key: str, command: bytes | None = None) -> None:
+    async def remove(self, name: str, key: str, command: str | None = None) -> None:
         """Delete every record of the key; it comes back fresh only if listed again."""
         self.poller(name)
         if not self.store.owns(name, key):

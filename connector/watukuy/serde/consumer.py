@@ -24,6 +24,7 @@ from confluent_kafka import (
 
 from watukuy.core.errors import ConfigError, Retriable
 from watukuy.core.events import Event
+from watukuy.core.keys import KeyId
 from watukuy.serde import framing
 from watukuy.serde.events import Resolve, SchemaNotFound, UndecodableEvent, decode_event
 
@@ -92,7 +93,7 @@ def decode_events(
             continue
         if partition_key is not None:
             key = record.key()
-            if key is None or key.decode(errors="replace").partition("/")[2] != partition_key:
+            if key is None or _partition_of(key) != partition_key:
                 continue
         try:
             yield decoder(value)
@@ -100,6 +101,14 @@ def decode_events(
             if not skip_undecodable:
                 raise
             log.warning("skipping an undecodable record: %s", exc)
+
+
+def _partition_of(record_key: bytes) -> str | None:
+    """The partition of an event's record key; ``None`` for one that is not a key."""
+    try:
+        return KeyId.parse_bytes(record_key).partition
+    except ValueError:
+        return None
 
 
 def consumer_config(kafka: str | Mapping[str, Any], **extra: Any) -> dict[str, Any]:

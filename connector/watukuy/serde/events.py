@@ -23,9 +23,9 @@ from typing import Any, NoReturn
 import orjson
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
-from watukuy.core.catchup import PublishedEvent
 from watukuy.core.errors import StateCorrupted, WatukuyError
-from watukuy.core.events import Event, canonical_json
+from watukuy.core.events import Event, EventType, canonical_json
+from watukuy.core.keys import key_text
 from watukuy.serde import binary, framing
 from watukuy.serde.data import DataSchema, InvalidData
 
@@ -381,6 +381,18 @@ def _head() -> Any:
     return parse_schema(tree)
 
 
+@dataclass(frozen=True, slots=True)
+class PublishedEvent:
+    """What the events topic holds of one event of a key: enough to roll its snapshot forward
+    (see :mod:`watukuy.store.kafka.catchup_rule`)."""
+
+    subject: str
+    type: EventType
+    version: str
+    sequence: int
+    time: float  # seconds since the epoch: the ``now`` of the poll that detected it
+
+
 def published_event(raw: bytes, poller: str, partition: str) -> PublishedEvent:
     """What a restore needs of one event of ``poller/partition``, in either encoding, read
     without its writer schema (a restore must not wait on the schemas topic or a registry).
@@ -399,7 +411,7 @@ def published_event(raw: bytes, poller: str, partition: str) -> PublishedEvent:
     except Exception as exc:  # fastavro raises many types for a bad body
         raise UndecodableEvent(f"unreadable event head: {type(exc).__name__}: {exc}") from None
     if not isinstance(head, dict) or (head["poller"], head["partition"]) != (poller, partition):
-        raise UndecodableEvent(f"not an event of {poller}/{partition}")
+        raise UndecodableEvent(f"not an event of {key_text(poller, partition)}")
     return PublishedEvent(
         head["subject"], head["type"], head["version"], head["sequence"], head["time"].timestamp()
     )

@@ -30,12 +30,13 @@ from importlib.resources.abc import Traversable
 from typing import Any, TypeVar
 
 from watukuy.core.circuit import Circuit, CircuitState
-from watukuy.core.errors import StateCorrupted
+from watukuy.core.commands import Command
+from watukuy.core.errors import NewerRelease, StateCorrupted
 from watukuy.core.events import canonical_json
+from watukuy.core.keys import key_text
 from watukuy.core.schedule import KeySchedule
 from watukuy.core.state import LaneState, ParkedItem, PartitionState, SnapshotEntry, Validators
 from watukuy.serde import binary, framing
-from watukuy.store.base import Command, NewerRelease
 
 __all__ = [
     "FORMAT_VERSION",
@@ -58,7 +59,7 @@ COMMAND = f"{NAMESPACE}.Command"
 
 FORMAT_VERSION = 1
 """``format_version`` written by this release. A value with a higher one, or with a schema
-fingerprint this release does not know, raises :class:`~watukuy.store.base.NewerRelease`
+fingerprint this release does not know, raises :class:`~watukuy.core.errors.NewerRelease`
 (a ``StateCorrupted``): during a rolling upgrade the store lets such a key wait for an
 instance that reads it instead of failing."""
 
@@ -213,7 +214,7 @@ def encode_item(poller: str, partition: str, identity: str, entry: SnapshotEntry
         "scan": entry.scan,
         "deleted": entry.deleted,
     }
-    return _encode(ITEM, value, f"snapshot entry of {poller}/{partition}")
+    return _encode(ITEM, value, f"snapshot entry of {key_text(poller, partition)}")
 
 
 def encode_parked(item: ParkedItem) -> bytes:
@@ -230,11 +231,11 @@ def encode_parked(item: ParkedItem) -> bytes:
         "subject": item.subject,
         "event": _optional_json(item.event),
     }
-    return _encode(PARKED, value, f"parked item of {item.poller}/{item.partition}")
+    return _encode(PARKED, value, f"parked item of {key_text(item.poller, item.partition)}")
 
 
 def encode_command(command: Command) -> bytes:
-    """The command without its ``record_key`` (that is the Kafka record's key)."""
+    """The command's value (where it waits, its record's key, is the store's business)."""
     value = {
         "id": command.id,
         "op": command.op,
@@ -345,7 +346,7 @@ def decode_item(raw: bytes) -> tuple[str, str, SnapshotEntry]:
             scan=value["scan"],
             deleted=value["deleted"],
         )
-        return f"{value['poller']}/{value['partition']}", value["identity"], entry
+        return key_text(value["poller"], value["partition"]), value["identity"], entry
 
     return _decode(ITEM, raw, build)
 
@@ -410,7 +411,7 @@ def _item_by_hand(raw: bytes) -> tuple[str, str, SnapshotEntry] | None:
         return None
     if pos != len(raw):
         return None
-    return f"{poller}/{partition}", identity, SnapshotEntry(item_version, seen, scan, deleted)
+    return key_text(poller, partition), identity, SnapshotEntry(item_version, seen, scan, deleted)
 
 
 def decode_parked(raw: bytes) -> ParkedItem:
@@ -432,8 +433,7 @@ def decode_parked(raw: bytes) -> ParkedItem:
     return _decode(PARKED, raw, build)
 
 
-def decode_command(key: bytes, raw: bytes) -> Command:
-    """The command, with ``record_key=key``."""
+def decode_command(raw: bytes) -> Command:
 
     def build(value: dict[str, Any]) -> Command:
         args = _from_json(value["args"])
@@ -446,7 +446,6 @@ def decode_command(key: bytes, raw: bytes) -> Command:
             partition=value["partition"],
             args=args,
             issued_at=value["issued_at"],
-            record_key=key,
         )
 
     return _decode(COMMAND, raw, build)

@@ -1,31 +1,44 @@
-"""The Store interface: what the engine needs from wherever state lives.
+"""The store's interfaces: what the engine needs from wherever state lives.
+
+Each caller sees only the seam it uses: :class:`KeyStates` (the keys' committed state),
+:class:`Ownership` (which keys this instance may write), :class:`Commands` (operations for
+another instance's keys), :class:`EventFeeds` (committed events, for handlers and subscribers)
+and :class:`Lifecycle`. :class:`Store` is their union, what the engine is built with. They
+carry keys, values and ids: how an implementation lays them out (the Kafka store's record
+keys) stays inside it.
 
 The one rule every implementation keeps: a :class:`KeyCommit` (a poll's page, or an
-operation) is committed whole or not at all — events, the key's new state, snapshot changes
-and parked records together. A batch of commits is one atomic unit too, which is what lets
-the Kafka store put several keys' pages in one transaction.
+operation) is committed whole or not at all — events, the key's new state, snapshot changes,
+parked records and the commands it applies together. A batch of commits is one atomic unit
+too, which is what lets the Kafka store put several keys' pages in one transaction.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from watukuy.core.errors import StateCorrupted
+from watukuy.core.commands import Command
+from watukuy.core.errors import NewerRelease
 from watukuy.core.events import Event
 from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
 
-
-class NewerRelease(StateCorrupted):
-    """A stored value was written by a newer release than this one (a rolling upgrade).
-
-    Not corruption: the value is fine, this instance just cannot read it. The key waits
-    for an instance that can (its partition moves there): it is neither polled nor written
-    here, so its newer value survives. A ``StateCorrupted`` for callers that know no better.
-    """
+# Where the engine meets them, beside the interfaces that carry them.
+__all__ = [
+    "Command",
+    "Commands",
+    "EventFeed",
+    "EventFeeds",
+    "KeyCommit",
+    "KeyStates",
+    "Lifecycle",
+    "NewerRelease",
+    "Ownership",
+    "Store",
+    "StoredKey",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +57,7 @@ class KeyCommit:
     parked: Sequence[ParkedItem] = ()
     unpark: Sequence[str] = ()
     fenced: bool = True
-    commands: Sequence[bytes] = ()  # command records this commit applies (tombstoned with it)
+    commands: Sequence[str] = ()  # ids of the commands this commit applies (gone with it)
 
     @property
     def key(self) -> str:
@@ -83,35 +96,7 @@ class EventFeed(Protocol):
     async def aclose(self) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Command:
-    """An operation addressed to whichever instance owns the key.
-
-    ``op`` names one of :data:`watukuy.core.operations.KEY_OPERATIONS` and ``args`` holds its
-    arguments in their JSON form (:meth:`~watukuy.core.operations.KeyOperation.encode`).
-    """
-
-    id: str
-    op: str
-    poller: str
-    partition: str
-    args: dict[str, object] = field(default_factory=dict)
-    issued_at: float = 0.0
-    record_key: bytes = b""  # where the store keeps it until applied
-
-    @property
-    def key(self) -> str:
-        return f"{self.poller}/{self.partition}"
-
-    @classmethod
-    def issue(
-        cls, op: str, poller: str, partition: str, args: dict[str, object], now: float
-    ) -> Command:
-        """A new command with a fresh id (the record key's last segment)."""
-        return cls(uuid.uuid4().hex, op, poller, partition, args, now)
-
-
-class Store(Protocol):
+class Lifecycle(Protocol):
     def bind(self, pollers: Mapping[str, Poller]) -> None:
         """Learn the pollers before ``start`` (event topics, schemas)."""
 
@@ -119,21 +104,13 @@ class Store(Protocol):
         """Learn a poller added (or redefined) at run time: before ``start`` like ``bind``;
         once started, make what it needs exist (its events and DLQ topics, its schema)."""
 
-    def owns(self, poller: str, partition: str) -> bool:
-        """Whether this instance may poll and commit the key now."""
-
-    def watch(self, changed: Callable[[], None]) -> None:
-        """Call ``changed`` (on the event loop) whenever ownership or pending commands change."""
-
-    def take_commands(self) -> list[Command]:
-        """Commands received for owned keys since the last call."""
-
-    async def send_command(self, command: Command) -> None:
-        """Hand an operation to the key's owner (another instance)."""
-
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
+
+
+class KeyStates(Protocol):
+    """The committed state of the keys this instance owns."""
 
     async def load(self, poller: str, partition: str) -> StoredKey | None:
         """The key's committed state, or ``None`` if it was never stored (or was removed)."""
@@ -147,10 +124,10 @@ class Store(Protocol):
         Asked before the event takes a sequence number: one it refuses is parked instead, so
         the numbers stay gap-free."""
 
-    async def remove(self, poller: str, partition: str, command: bytes | None = None) -> None:
+    async def remove(self, poller: str, partition: str, command: str | None = None) -> None:
         """Delete every record of the key: state, snapshot, parked, validators, sequence.
 
-        ``command`` is the record of a remove command, tombstoned with the key."""
+        ``command`` is the id of a remove command, gone with the key."""
 
     async def partitions(self, poller: str) -> list[str]:
         """Keys of ``poller`` that have stored state."""
@@ -158,5 +135,31 @@ class Store(Protocol):
     def states_of(self, poller: str) -> list[PartitionState]:
         """The committed state of every key of ``poller`` this instance owns and has stored."""
 
+
+class Ownership(Protocol):
+    def owns(self, poller: str, partition: str) -> bool:
+        """Whether this instance may poll and commit the key now."""
+
+    def watch(self, changed: Callable[[], None]) -> None:
+        """Call ``changed`` (on the event loop) whenever ownership or pending commands change."""
+
+
+class Commands(Protocol):
+    """Operations addressed to a key's owner, wherever it runs."""
+
+    def take_commands(self) -> list[Command]:
+        """Commands received for owned keys since the last call. Each stays pending (handed
+        over again after a restart or a move) until a commit names its id in
+        :attr:`KeyCommit.commands`, or a ``remove`` in ``command``."""
+
+    async def send_command(self, command: Command) -> None:
+        """Hand an operation to the key's owner (another instance)."""
+
+
+class EventFeeds(Protocol):
     def events(self, poller: str) -> EventFeed:
         """Events of ``poller`` committed from the moment this returns, in commit order."""
+
+
+class Store(Lifecycle, KeyStates, Ownership, Commands, EventFeeds, Protocol):
+    """Every seam at once: what the engine is built with."""

@@ -10,12 +10,14 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 
+from watukuy.core.commands import Command
 from watukuy.core.errors import ConfigError
 from watukuy.core.events import Event
+from watukuy.core.keys import key_text
 from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
 from watukuy.store import apply as commit_rule
-from watukuy.store.base import Command, KeyCommit, StoredKey
+from watukuy.store.base import KeyCommit, StoredKey
 
 
 class MemoryStore:
@@ -52,7 +54,7 @@ class MemoryStore:
         return None
 
     async def load(self, poller: str, partition: str) -> StoredKey | None:
-        key = f"{poller}/{partition}"
+        key = key_text(poller, partition)
         state = self.states.get(key)
         if state is None:
             return None
@@ -81,8 +83,8 @@ class MemoryStore:
                 for event in entry.events:
                     queue.put_nowait(event)
 
-    async def remove(self, poller: str, partition: str, command: bytes | None = None) -> None:
-        key = f"{poller}/{partition}"
+    async def remove(self, poller: str, partition: str, command: str | None = None) -> None:
+        key = key_text(poller, partition)
         self.states.pop(key, None)
         self.snapshots.pop(key, None)
         self.parked.pop(key, None)

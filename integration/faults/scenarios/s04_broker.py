@@ -12,7 +12,7 @@ operator (``integration/faults/hanging.py``): it aborts a transaction idle far l
 may stay open, and lists each abort in the result's notes. If the coordinator was committing,
 the abort drops that partition's share of a committed transaction: on the state and items
 partitions, the keys' restore rolls them forward over the events they had published
-(``watukuy.core.catchup``), and the verifier checks that none is published twice.
+(``watukuy.store.kafka.catchup_rule``), and the verifier checks that none is published twice.
 
 The scenario runs its own broker (a directory and ports of its own, ``PrivateBroker``), never
 the shared one in ``.watukuy/broker`` that other tests use. Full profile: 10 outages,

@@ -1,5 +1,5 @@
 """After a partition's keys are restored, on the Kafka thread: the events they published beyond
-their stored state (why a state can miss its own events: :mod:`watukuy.core.catchup`).
+their stored state (why a state can miss its own events: :mod:`.catchup_rule`).
 
 Which records to read. A state misses events only when a transaction's state records lost
 their commit marker while its events kept theirs; that transaction hangs the state partition,
@@ -31,6 +31,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from watukuy.core.errors import Retriable
+from watukuy.core.keys import KeyId
 from watukuy.serde.events import UndecodableEvent, published_event
 from watukuy.store.kafka.factory import Clock
 from watukuy.store.kafka.partitioner import partition_for
@@ -162,13 +163,15 @@ class EventsCatchUp:
         since = max(keys.stamps.values()) - SLACK_MS
         wanted: set[TopicPart] = set()
         for key in keys.stamps:
-            name = key.decode(errors="replace")
-            poller, _, partition = name.partition("/")
-            topic = self._events_of(poller)
+            try:
+                key_id = KeyId.parse_bytes(key)
+            except ValueError:  # not a key's state record: no events of its own
+                continue
+            topic = self._events_of(key_id.poller)
             if topic is None:
                 continue
-            catching.names[key] = (poller, partition)
-            wanted.add((topic[0], partition_for(name, topic[1])))
+            catching.names[key] = (key_id.poller, key_id.partition)
+            wanted.add((topic[0], partition_for(key_id.text, topic[1])))
         if not wanted:
             return {}
         try:

@@ -5,7 +5,7 @@ an events or DLQ partition, or on a state partition that nobody is restoring, st
 read_committed readers of that partition, and no restore ever meets it. So every
 :data:`WATCH_EVERY` seconds each runner asks the cluster for the last stable offset and the
 end of every partition of the internal, events and DLQ topics (one ListOffsets request per
-broker and isolation level), and :class:`watukuy.core.hanging.HangingWatch` tells which hang.
+broker and isolation level), and :class:`.hanging_rule.HangingWatch` tells which hang.
 Each one found is logged as an ERROR naming the abort that ends it (again every few minutes)
 and counted per topic in ``watukuy_hanging_transactions``.
 """
@@ -21,9 +21,15 @@ from typing import Any
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # documented, not in its __all__
 
-from watukuy.core.hanging import HANGING_MARGIN, HangingWatch, Round, Seen, abort_command
 from watukuy.core.observe import Observer
 from watukuy.store.kafka import clients
+from watukuy.store.kafka.hanging_rule import (
+    HANGING_MARGIN,
+    HangingWatch,
+    Round,
+    Seen,
+    abort_command,
+)
 
 __all__ = ["WATCH_EVERY", "HangingTransactions"]
 

@@ -166,24 +166,10 @@ class KafkaIO:
         settings, clients, clock = self.settings, self._clients, self._clock
         producer = new_producer(settings, clients)
         tail = tail_consumer(settings, clients)
-        # Never assigned: their offset queries do not queue behind the tail's fetches.
-        stable = tail_consumer(settings, clients)
-        written = tail_consumer(settings, clients, committed=False)
-        events = tail_consumer(settings, clients)  # reads restores' events (see .catchup)
+        restores = self._restores(tail)
         group = group_consumer(settings, clients) if settings.use_group else None
-        self._consumers = [c for c in (group, tail, stable, written, events) if c is not None]
-        restores = Restores(
-            settings.layout,
-            self._leases,
-            self._notify,
-            clock,
-            tail=tail,
-            stable=stable,
-            written=written,
-            catchup=EventsCatchUp(events, stable, self._events_of, clock),
-            transaction_timeout=settings.transaction_timeout,
-            bootstrap=bootstrap_of(settings.kafka),
-        )
+        if group is not None:
+            self._consumers.insert(0, group)
         membership: Membership | None = None
 
         def rejoin() -> None:
@@ -224,6 +210,28 @@ class KafkaIO:
         )
         membership.subscribe()
         return _Parts(restores, transactions, membership)
+
+    def _restores(self, tail: Consumer) -> Restores:
+        """What restores assigned partitions, reading through ``tail`` and consumers of its
+        own (``self._consumers`` then holds them all)."""
+        settings, clients, clock = self.settings, self._clients, self._clock
+        # Never assigned: their offset queries do not queue behind the tail's fetches.
+        stable = tail_consumer(settings, clients)
+        written = tail_consumer(settings, clients, committed=False)
+        events = tail_consumer(settings, clients)  # reads restores' events (see .catchup)
+        self._consumers = [tail, stable, written, events]
+        return Restores(
+            settings.layout,
+            self._leases,
+            self._notify,
+            clock,
+            tail=tail,
+            stable=stable,
+            written=written,
+            catchup=EventsCatchUp(events, stable, self._events_of, clock),
+            transaction_timeout=settings.transaction_timeout,
+            bootstrap=bootstrap_of(settings.kafka),
+        )
 
     def _pump(self, parts: _Parts) -> None:
         restores, transactions, membership = parts.restores, parts.transactions, parts.membership

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from watukuy.store.base import Command
+from watukuy.core.commands import Command
 from watukuy.store.kafka.lease import Lease
 from watukuy.store.kafka.restore import RestoredKeys
 
@@ -72,8 +72,9 @@ class Revoked:
 
 @dataclass(frozen=True, slots=True)
 class CommandReceived:
-    partition: int
+    kafka_partition: int
     command: Command
+    record_key: bytes  # where it waits: tombstoned by the commit that applies it
 
 
 @dataclass(frozen=True, slots=True)

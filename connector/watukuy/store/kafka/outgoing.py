@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from watukuy.core.events import Event, canonical_json
+from watukuy.core.keys import key_text
 from watukuy.core.state import ParkedItem, SnapshotEntry
 from watukuy.serde import binary, framing
 from watukuy.serde.events import dlq_schema
@@ -77,7 +78,11 @@ class Outgoing:
         encoded[id(event)] = (event, value)
         return None
 
-    def of(self, commit: KeyCommit, partition: int) -> list[Record]:
+    def of(
+        self, commit: KeyCommit, kafka_partition: int, command_records: Sequence[bytes] = ()
+    ) -> list[Record]:
+        """The records of ``commit``; ``command_records``: the record keys of the commands it
+        applies (tombstoned with it)."""
         state = commit.state
         poller, key_name = state.poller, state.partition
         key = records.state_key(poller, key_name)
@@ -85,11 +90,14 @@ class Outgoing:
         if commit.events:
             out += self._events(commit.events)
         if commit.upserts:
-            out += self._entries(poller, key_name, commit.upserts, partition)
+            out += self._entries(poller, key_name, commit.upserts, kafka_partition)
         for identity in commit.forget:
             out.append(
                 Record(
-                    self.layout.items, records.item_key(poller, key_name, identity), None, partition
+                    self.layout.items,
+                    records.item_key(poller, key_name, identity),
+                    None,
+                    kafka_partition,
                 )
             )
         parked_limit = self.max_bytes.get(self.layout.parked, 1_048_588) - OVERHEAD
@@ -102,7 +110,7 @@ class Outgoing:
                     self.layout.parked,
                     records.parked_key(poller, key_name, item.id),
                     value,
-                    partition,
+                    kafka_partition,
                 )
             )
             cursor = json.dumps(_lane_cursor(commit, item.lane), default=str)
@@ -113,16 +121,16 @@ class Outgoing:
                     self.layout.parked,
                     records.parked_key(poller, key_name, parked_id),
                     None,
-                    partition,
+                    kafka_partition,
                 )
             )
-        for command_key in commit.commands:
-            out.append(Record(self.layout.state, command_key, None, partition))
-        out.append(Record(self.layout.state, key, records.encode_state(state), partition))
+        for command_key in command_records:
+            out.append(Record(self.layout.state, command_key, None, kafka_partition))
+        out.append(Record(self.layout.state, key, records.encode_state(state), kafka_partition))
         return out
 
     def _entries(
-        self, poller: str, key_name: str, upserts: Mapping[str, SnapshotEntry], partition: int
+        self, poller: str, key_name: str, upserts: Mapping[str, SnapshotEntry], kafka_partition: int
     ) -> list[Record]:
         """The records of one key's snapshot entries. Every entry of a commit shares
         ``poller/partition/`` in its key and ``poller``, ``partition`` in its value: both are
@@ -156,26 +164,30 @@ class Outgoing:
                 if body is not None
                 else encode_item(poller, key_name, identity, entry)
             )
-            out.append(Record(topic, prefix + escape(identity).encode(), value, partition))
+            out.append(Record(topic, prefix + escape(identity).encode(), value, kafka_partition))
         return out
 
     def removal(
         self,
         poller: str,
         key_name: str,
-        partition: int,
+        kafka_partition: int,
         snapshot: Sequence[str],
         parked: Sequence[str],
     ) -> list[Record]:
         out = [
-            Record(self.layout.items, records.item_key(poller, key_name, i), None, partition)
+            Record(self.layout.items, records.item_key(poller, key_name, i), None, kafka_partition)
             for i in snapshot
         ]
         out += [
-            Record(self.layout.parked, records.parked_key(poller, key_name, i), None, partition)
+            Record(
+                self.layout.parked, records.parked_key(poller, key_name, i), None, kafka_partition
+            )
             for i in parked
         ]
-        out.append(Record(self.layout.state, records.state_key(poller, key_name), None, partition))
+        out.append(
+            Record(self.layout.state, records.state_key(poller, key_name), None, kafka_partition)
+        )
         return out
 
     def event(self, event: Event) -> Record:
@@ -189,7 +201,7 @@ class Outgoing:
         topic = self.event_topics[poller]
         limit = self.max_bytes.get(topic, 1_048_588) - OVERHEAD
         record_key = first.key.encode()
-        source = ("ce_source", f"{self.source}/{poller}/{partition}".encode())
+        source = ("ce_source", (self.source + "/" + key_text(poller, partition)).encode())
         encode, types, encoded = self.encode_event, _CE_TYPE_HEADERS, self._encoded
         time: datetime | None = None
         time_header = ("ce_time", b"")
@@ -205,7 +217,7 @@ class Outgoing:
                 continue
             if event.time is not time:
                 time = event.time
-                time_header = ("ce_time", time.isoformat().replace("+00:00", "Z").encode())
+                time_header = ("ce_time", ce_time(time))
             headers = [
                 _SPEC_VERSION,
                 ("ce_id", event.id.encode()),
@@ -241,7 +253,7 @@ class Outgoing:
             "event_id": event_id,
         }
         value = self._letter(letter, topic, headers)
-        return Record(topic, f"{item.poller}/{item.partition}".encode(), value, None, headers)
+        return Record(topic, key_text(item.poller, item.partition).encode(), value, None, headers)
 
     def _oversize(self, event: Event, size: int) -> Record:
         topic = self.layout.dlq(event.poller)
@@ -288,6 +300,13 @@ class Outgoing:
             ]
         headers.append(("content-type", CONTENT_TYPE))
         return framing.encode(self.dlq_schema, letter)
+
+
+def ce_time(time: datetime) -> bytes:
+    """The ``ce_time`` header: the event's time at the precision of its Avro ``time`` field
+    (``timestamp-millis``, which drops the microseconds), so that a consumer comparing the
+    two sees one time."""
+    return time.isoformat(timespec="milliseconds").replace("+00:00", "Z").encode()
 
 
 def _cut(item: ParkedItem) -> ParkedItem:

@@ -13,6 +13,8 @@ a later release reads them through schema resolution. A record that cannot be de
 
 from __future__ import annotations
 
+from watukuy.core.errors import StateCorrupted
+from watukuy.core.keys import KeyId, key_text
 from watukuy.serde.state import (
     decode_command,
     decode_item,
@@ -23,7 +25,6 @@ from watukuy.serde.state import (
     encode_parked,
     encode_state,
 )
-from watukuy.store.base import Command
 
 __all__ = [
     "decode_command",
@@ -37,6 +38,7 @@ __all__ = [
 ]
 
 COMMAND_PREFIX = "cmd/"
+_SEPARATOR = b"/"  # between the owner part of a record key and its last segment
 # A command's ``op`` is one of watukuy.core.operations.KEY_OPERATIONS (the Avro enum of
 # schemas/state/command.avsc lists the same names; a test keeps them equal) and its ``args``
 # are that operation's JSON form: the engine decodes them with the registry when it applies.
@@ -50,26 +52,52 @@ def unescape(segment: str) -> str:
     return segment.replace("%2F", "/").replace("%25", "%")
 
 
-def key_of(poller: str, partition: str) -> str:
-    """The store key and the co-partitioning hash input."""
-    return f"{poller}/{partition}"
-
-
 def state_key(poller: str, partition: str) -> bytes:
-    return key_of(poller, partition).encode()
+    """A key's state record key: its text form, as is (also the co-partitioning hash input)."""
+    return key_text(poller, partition).encode()
+
+
+def owner_key(key: KeyId) -> bytes:
+    """What the key's item, parked and command record keys hold of it: its text form with the
+    partition escaped, so the segments after it stay apart even in a child's partition."""
+    return key_text(key.poller, escape(key.partition)).encode()
 
 
 def item_key(poller: str, partition: str, identity: str) -> bytes:
-    return f"{poller}/{escape(partition)}/{escape(identity)}".encode()
+    return _below(owner_key(KeyId(poller, partition)), identity)
 
 
 def parked_key(poller: str, partition: str, parked_id: str) -> bytes:
-    return f"{poller}/{escape(partition)}/{escape(parked_id)}".encode()
+    return _below(owner_key(KeyId(poller, partition)), parked_id)
 
 
-def command_key(command: Command) -> bytes:
-    return f"{COMMAND_PREFIX}{command.poller}/{escape(command.partition)}/{command.id}".encode()
+def command_key(poller: str, partition: str, command_id: str) -> bytes:
+    """Where a command waits for the key's owner: ``cmd/`` + its owner part + its id (a uuid's
+    hex, written unescaped)."""
+    owner = owner_key(KeyId(poller, partition))
+    return COMMAND_PREFIX.encode() + owner + _SEPARATOR + command_id.encode()
 
 
 def is_command(record_key: bytes | None) -> bool:
     return record_key is not None and record_key.startswith(COMMAND_PREFIX.encode())
+
+
+def owner_of(record_key: bytes) -> bytes:
+    """The owner part of an item or parked record key (what :func:`owner_key` wrote)."""
+    return record_key.rpartition(_SEPARATOR)[0]
+
+
+def last_segment(record_key: bytes) -> str:
+    """The identity or parked id of an item or parked record key, unescaped.
+
+    Every segment after the poller's name is escaped, so the owner part holds exactly one
+    separator; anything else is not a record key this layout wrote.
+    """
+    owner, separator, segment = record_key.rpartition(_SEPARATOR)
+    if not separator or owner.count(_SEPARATOR) != 1:
+        raise StateCorrupted(f"unreadable record key {record_key!r}")
+    return unescape(segment.decode())
+
+
+def _below(owner: bytes, segment: str) -> bytes:
+    return owner + _SEPARATOR + escape(segment).encode()

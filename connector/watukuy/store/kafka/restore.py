@@ -12,7 +12,7 @@ key nobody loads is never decoded at all. Commands are decoded as they come: the
 applies each one.
 
 Each key's events published after its state are read too (:mod:`.catchup`): the state is rolled
-forward over them when it is decoded (see :mod:`watukuy.core.catchup` for why).
+forward over them when it is decoded (see :mod:`.catchup_rule` for why).
 """
 
 from __future__ import annotations
@@ -20,11 +20,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 
-from watukuy.core.catchup import PublishedEvent, missed, roll_forward
-from watukuy.core.errors import StateCorrupted
+from watukuy.core.commands import Command
+from watukuy.core.errors import NewerRelease
+from watukuy.core.keys import KeyId
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
-from watukuy.store.base import Command, NewerRelease
 from watukuy.store.kafka import records
+from watukuy.store.kafka.catchup_rule import PublishedEvent, missed, roll_forward
 
 log = logging.getLogger("watukuy.kafka")
 
@@ -148,14 +149,14 @@ def command_of(key: bytes, value: bytes) -> Command | None:
     upgrade reaches this key's partition); this instance goes on with the others.
     """
     try:
-        return records.decode_command(key, value)
+        return records.decode_command(value)
     except NewerRelease as exc:
         log.warning("a command is left for a newer release: %s", exc)
         return None
 
 
 def _apply_owned(grouped: dict[bytes, Raw], key: bytes, value: bytes | None) -> None:
-    owner = key.rpartition(b"/")[0]
+    owner = records.owner_of(key)
     if value is None:
         of_owner = grouped.get(owner)
         if of_owner is not None:
@@ -169,15 +170,8 @@ def _apply_owned(grouped: dict[bytes, Raw], key: bytes, value: bytes | None) -> 
 
 def _owner(name: str) -> bytes:
     """``poller/partition`` -> the owner part of its item and parked record keys."""
-    poller, _, partition = name.partition("/")
-    return f"{poller}/{records.escape(partition)}".encode()
+    return records.owner_key(KeyId.parse(name))
 
 
 def _last_segments(raw: Raw) -> list[str]:
-    out = []
-    for key in raw:
-        parts = key.decode().split("/")
-        if len(parts) != 3:
-            raise StateCorrupted(f"unreadable record key {key!r}")
-        out.append(records.unescape(parts[2]))
-    return out
+    return [records.last_segment(key) for key in raw]

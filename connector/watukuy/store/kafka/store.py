@@ -1,10 +1,10 @@
 """``KafkaStore``: the Store on Kafka, as seen from the event loop.
 
-The store keeps, for the keys this instance owns, the committed picture it restored (state,
-snapshot, parked) and applies each commit to it once Kafka has accepted the transaction. The
-Kafka thread (:mod:`.io`) owns the clients; this side builds records, checks ownership and
-epochs before anything is sent, and turns the thread's notifications into ownership changes
-and commands for the engine.
+A thin facade over three parts: the Kafka thread (:mod:`.io`) owns the clients; the view of
+the owned keys (:mod:`.view`) holds the committed picture restored and applies each commit to
+it once Kafka has accepted the transaction; the event codec (:mod:`.codec`) knows each
+poller's topics and envelopes. This side turns engine calls into records (:mod:`.outgoing`)
+and commit requests, and the thread's notifications into ownership changes and commands.
 
 Fencing has three layers: a key whose partition is not owned is refused here; a request made
 under a lease generation that has since been revoked is refused by the thread; and every
@@ -18,22 +18,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from functools import partial
 
-from watukuy.core.errors import ConfigError, Fenced, Retriable, StateCorrupted
+from watukuy.core.commands import Command
+from watukuy.core.errors import ConfigError, Fenced, NewerRelease, Retriable, StateCorrupted
 from watukuy.core.events import Event
+from watukuy.core.keys import key_text
 from watukuy.core.observe import Observer, fanout, outcome_kind
 from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
-from watukuy.serde import state as state_schemas
-from watukuy.serde.consumer import Decoder, SchemaTopicResolver, event_decoder
-from watukuy.serde.data import DataSchema
-from watukuy.serde.events import EventSchemas, WriterSchema, dlq_schema, encode_event
-from watukuy.serde.registry import ConfluentEventEncoder, registry_client
-from watukuy.store import apply as commit_rule
-from watukuy.store.base import Command, KeyCommit, NewerRelease, StoredKey
+from watukuy.store.base import KeyCommit, StoredKey
 from watukuy.store.kafka import clients, records
+from watukuy.store.kafka.codec import EventCodec
 from watukuy.store.kafka.factory import ClientFactory, Clock
 from watukuy.store.kafka.feed import KafkaEventFeed, handlers_config
 from watukuy.store.kafka.io import (
@@ -49,10 +45,10 @@ from watukuy.store.kafka.io import (
     Transacted,
 )
 from watukuy.store.kafka.outgoing import Outgoing
-from watukuy.store.kafka.partitioner import partition_for
 from watukuy.store.kafka.restore import RestoredKeys
 from watukuy.store.kafka.settings import KafkaSettings
 from watukuy.store.kafka.topics import BrokerUnavailable, TopicInfo, ensure_topics
+from watukuy.store.kafka.view import OwnedKeys
 
 __all__ = ["KafkaSettings", "KafkaStore"]
 
@@ -77,30 +73,20 @@ class KafkaStore:
         self.observer: Observer = fanout(observers, on_error=_observer_failed)
         self.layout = settings.layout
         self._pollers: dict[str, Poller] = {}
-        self._owned: dict[int, int] = {}  # Kafka partition -> lease generation
-        # The committed picture of owned keys: states decoded at restore, snapshot and parked
-        # items once the key is loaded (until then they stay raw in ``_raw``, see .restore).
-        self._states: dict[str, PartitionState] = {}
-        self._snapshots: dict[str, dict[str, SnapshotEntry]] = {}
-        self._parked: dict[str, dict[str, ParkedItem]] = {}
-        self._raw: dict[int, RestoredKeys] = {}  # Kafka partition -> what it restored
-        self._newer: dict[str, str] = {}  # key -> why it waits for a newer release
-        # key -> snapshot entries rolled forward at restore whose write failed: the key's next
-        # commit carries them (see _catch_up).
-        self._rolled: dict[str, dict[str, SnapshotEntry]] = {}
+        self._view = OwnedKeys(self.layout.partitions)
+        self._codec = EventCodec(settings)
         self._commands: list[Command] = []
         self._watchers: list[Callable[[], None]] = []
         self._feeds: list[KafkaEventFeed] = []  # handlers' and subscribers' (see .feed)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._io: KafkaIO | None = None
         self._outgoing: Outgoing | None = None
-        self.topics: dict[str, TopicInfo] = {}
         self.crashed: BaseException | None = None
-        # What each poller's events need, filled per poller (at start, or when one is added).
-        self._event_topics: dict[str, str] = {}
-        self._max_bytes: dict[str, int] = {}  # topic -> max.message.bytes
-        self._schemas = EventSchemas()
-        self._registry_encoders: dict[str, ConfluentEventEncoder] = {}
+
+    @property
+    def topics(self) -> dict[str, TopicInfo]:
+        """Every topic this store made sure of, by name."""
+        return self._codec.topics
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -111,18 +97,19 @@ class KafkaStore:
         self._loop = asyncio.get_running_loop()
         pollers = list(self._pollers.values())
         await self._ensure_topics(pollers)
+        codec = self._codec
         for poller in pollers:
-            self._declare(poller)
-        await asyncio.to_thread(self._register, pollers)
+            codec.declare(poller)
+        await asyncio.to_thread(codec.register, pollers)
         self._outgoing = Outgoing(
-            self.layout, self._event_topics, self._max_bytes, "watukuy", self._encode
+            self.layout, codec.event_topics, codec.max_bytes, "watukuy", codec.encode
         )
         io = KafkaIO(
             self.settings,
             self._from_thread,
             clients=self._clients,
             clock=self._clock,
-            events_of=self._events_of,
+            events_of=codec.events_of,
         )
         io.start()
         await asyncio.to_thread(io.ready.wait)
@@ -131,9 +118,7 @@ class KafkaStore:
                 io.startup_error
             )
         self._io = io
-        texts = {**self._schemas.published(), dlq_schema().fingerprint_hex: dlq_schema().text}
-        texts |= {s.fingerprint_hex: s.canonical for s in state_schemas.SCHEMAS.current.values()}
-        await self._publish_schemas(texts)
+        await self._publish_schemas(codec.schema_texts())
         for feed in self._feeds:
             feed.start(self._loop)
 
@@ -146,8 +131,8 @@ class KafkaStore:
         if self._io is None:
             return
         await self._ensure_topics([poller])
-        writer = self._declare(poller)
-        await asyncio.to_thread(self._register, [poller])
+        writer = self._codec.declare(poller)
+        await asyncio.to_thread(self._codec.register, [poller])
         await self._publish_schemas({writer.fingerprint_hex: writer.text})
 
     async def _ensure_topics(self, pollers: Sequence[Poller]) -> None:
@@ -167,34 +152,7 @@ class KafkaStore:
             raise clients.unreachable(kafka, timeout) from exc
         finally:
             clients.drain_logs(admin)  # why it could not connect, if it could not
-        self.topics.update(infos)
-        self._max_bytes.update({name: info.max_message_bytes for name, info in infos.items()})
-
-    def _declare(self, poller: Poller) -> WriterSchema:
-        """Where ``poller``'s events go and with which envelope; returns that envelope."""
-        name = poller.name
-        self._event_topics[name] = self.layout.events(name, poller.topic)
-        data = None if poller.schema is None else DataSchema.load(poller.schema, f"poller '{name}'")
-        return self._schemas.add(name, data)
-
-    def _register(self, pollers: Sequence[Poller]) -> None:
-        """Registry mode: register each envelope now, so a bad registry fails here, not at the
-        first commit (blocking I/O: called in a thread)."""
-        url = self.settings.registry_url
-        if url is None:
-            return
-        client = registry_client(url, self.settings.registry_auth)
-        for poller in pollers:
-            encoder = ConfluentEventEncoder(client, self._event_topics[poller.name])
-            encoder.schema_id(self._schemas.writer(poller.name))
-            self._registry_encoders[poller.name] = encoder
-
-    def _encode(self, event: Event) -> bytes:
-        """Items were checked against their data schema when polled, hence ``validated``."""
-        encoder = self._registry_encoders.get(event.poller)
-        if encoder is not None:
-            return encoder.encode(event, self._schemas, validated=True)
-        return encode_event(event, self._schemas, validated=True)
+        self._codec.learned(infos)
 
     async def _publish_schemas(self, texts: dict[str, str]) -> None:
         """Writer schemas, keyed by fingerprint: consumers without a registry resolve here.
@@ -216,13 +174,14 @@ class KafkaStore:
         if io is not None:
             await asyncio.to_thread(io.stop)
 
-    async def acquire(self, partitions: Sequence[int]) -> None:
-        """Without a group (the CLI): own ``partitions`` once restored. Bound it by a timeout."""
-        wanted = set(partitions)
+    async def acquire(self, kafka_partitions: Sequence[int]) -> None:
+        """Without a group (the CLI): own ``kafka_partitions`` once restored. Bound it by a
+        timeout."""
+        wanted = set(kafka_partitions)
         restored = asyncio.Event()
 
         def check() -> None:
-            if wanted <= set(self._owned):
+            if wanted <= set(self._view.owned):
                 restored.set()
 
         self.watch(check)
@@ -232,14 +191,16 @@ class KafkaStore:
 
     # -- ownership ----------------------------------------------------------------------------
 
-    def partition_of(self, poller: str, partition: str) -> int:
-        return partition_for(records.key_of(poller, partition), self.layout.partitions)
+    def kafka_partition_of(self, poller: str, partition: str) -> int:
+        """The Kafka partition of ``<prefix>.state`` (and its co-partitioned topics) that holds
+        the key ``(poller, partition)``."""
+        return self._view.kafka_partition_of(key_text(poller, partition))
 
     def owns(self, poller: str, partition: str) -> bool:
-        return self.partition_of(poller, partition) in self._owned
+        return self._view.owns(poller, partition)
 
-    def owned_partitions(self) -> list[int]:
-        return sorted(self._owned)
+    def owned_kafka_partitions(self) -> list[int]:
+        return sorted(self._view.owned)
 
     def watch(self, changed: Callable[[], None]) -> None:
         self._watchers.append(changed)
@@ -262,51 +223,45 @@ class KafkaStore:
         elif isinstance(notification, Restored):
             self._restored(notification)
         elif isinstance(notification, Revoked):
-            self._revoked(notification)
+            self.observer.leases_lost(notification.partitions, notification.lost)
+            self._view.revoke(notification.partitions)
         elif isinstance(notification, CommandReceived):
-            if notification.partition in self._owned:
-                self._commands.append(notification.command)
+            received = notification.command
+            if self._view.received(notification.kafka_partition, received, notification.record_key):
+                self._commands.append(received)
         elif isinstance(notification, Crashed):
             self.crashed = notification.error
         for changed in self._watchers:
             changed()
 
     def _restored(self, restored: Restored) -> None:
-        """Take a restored partition in: each key's state is decoded now (one per key), its
-        snapshot and parked items when the key is loaded."""
-        partition = restored.lease.partition
+        """Take a restored partition in (see :meth:`OwnedKeys.take_in`), catch up the keys
+        that need it, and hand over the commands waiting for its keys."""
+        kafka_partition, generation = restored.lease.partition, restored.lease.generation
         keys = restored.keys
-        self._forget({partition})  # whatever an earlier lease of it left: this is the picture
-        for key in keys.names():
-            try:
-                state = keys.state(key)
-            except NewerRelease as exc:
-                # Told by the engine when it loads the key (rate-limited): it waits there.
-                self._newer[key] = str(exc)
-                continue
-            except StateCorrupted as exc:
-                self.crashed = exc  # as when the thread could not read it: the store stops
-                return
-            # A takeover: whatever still holds the previous epoch can no longer commit.
-            self._states[key] = replace(state, epoch=state.epoch + 1)
-        self._raw[partition] = keys
-        self._owned[partition] = restored.lease.generation
-        self._catch_up(keys, partition, restored.lease.generation)
+        try:
+            self._view.take_in(kafka_partition, generation, keys)
+        except StateCorrupted as exc:
+            self.crashed = exc  # as when the thread could not read it: the store stops
+            return
+        self._catch_up(keys, kafka_partition, generation)
         self._commands.extend(keys.pending_commands())
-        self.observer.restore_done(partition, len(keys.states), restored.records, restored.seconds)
+        self.observer.restore_done(
+            kafka_partition, len(keys.states), restored.records, restored.seconds
+        )
 
-    def _catch_up(self, keys: RestoredKeys, partition: int, generation: int) -> None:
+    def _catch_up(self, keys: RestoredKeys, kafka_partition: int, generation: int) -> None:
         """Write at once the picture of each key whose restored state was rolled forward over
-        events it had published (see :mod:`watukuy.core.catchup`): ahead of anything the engine
+        events it had published (see :mod:`.catchup_rule`): ahead of anything the engine
         commits on the partition, so the events stay accounted for after the next restore."""
         io = self._io
         for key in keys.names():
             missed = keys.missed(key)
-            state = self._states.get(key)
+            state = self._view.state(key)
             if not missed or state is None or io is None:  # None: closing; the next owner will
                 continue
             try:
-                snapshot, _ = self._taken(key)  # rolled forward as it is taken
+                snapshot, _ = self._view.taken(key)  # rolled forward as it is taken
             except (NewerRelease, StateCorrupted) as exc:
                 log.warning("%s: cannot roll its snapshot forward: %s", key, exc)
                 continue
@@ -322,114 +277,48 @@ class KafkaStore:
             )
             self.observer.state_caught_up(state.poller, state.partition, len(missed))
             upserts = {event.subject: snapshot[event.subject] for event in missed}
-            out = self._require_outgoing().of(KeyCommit(state=state, upserts=upserts), partition)
+            commit = KeyCommit(state=state, upserts=upserts)
+            out = self._require_outgoing().of(commit, kafka_partition)
             done = partial(self._caught_up, key, upserts)
-            io.submit(CommitRequest(out, {partition: generation}, self._hop(done)))
+            io.submit(CommitRequest(out, {kafka_partition: generation}, self._hop(done)))
 
     def _caught_up(
         self, key: str, upserts: dict[str, SnapshotEntry], error: BaseException | None
     ) -> None:
-        if error is not None and key in self._states:
+        if error is not None and self._view.roll_later(key, upserts):
             log.warning(
                 "%s: writing its rolled-forward snapshot failed (%s); its next commit carries it",
                 key,
                 error,
             )
-            self._rolled[key] = upserts
-
-    def _revoked(self, revoked: Revoked) -> None:
-        self.observer.leases_lost(revoked.partitions, revoked.lost)
-        gone = set(revoked.partitions)
-        for partition in gone:
-            self._owned.pop(partition, None)
-        self._forget(gone)
-
-    def _forget(self, partitions: set[int]) -> None:
-        """Drop the picture of every key of ``partitions``, decoded or still raw."""
-        for partition in partitions:
-            self._raw.pop(partition, None)
-        held = self._states.keys() | self._snapshots.keys() | self._newer.keys()
-        for key in [k for k in held if self._partition_of_key(k) in partitions]:
-            self._states.pop(key, None)
-            self._snapshots.pop(key, None)
-            self._parked.pop(key, None)
-            self._newer.pop(key, None)
-            self._rolled.pop(key, None)
 
     def _transacted(self, done: Transacted) -> None:
         kind = None if done.error is None else outcome_kind(done.error)
         self.observer.transaction_done(done.error is None, done.seconds, done.records, kind)
 
-    def _partition_of_key(self, key: str) -> int:
-        return partition_for(key, self.layout.partitions)
-
-    def _events_of(self, poller: str) -> tuple[str, int] | None:
-        """(Called on the Kafka thread.) ``poller``'s events topic and its partition count."""
-        topic = self._event_topics.get(poller)
-        info = None if topic is None else self.topics.get(topic)
-        return None if info is None else (info.name, info.partitions)
-
-    # -- the Store protocol -------------------------------------------------------------------
+    # -- keys' state --------------------------------------------------------------------------
 
     async def load(self, poller: str, partition: str) -> StoredKey | None:
-        key = records.key_of(poller, partition)
         if not self.owns(poller, partition):
-            raise Fenced(f"{key}: owned by another instance")
-        state = self._states.get(key)
-        if state is None:
-            self._refuse_newer(key)
-            return None
-        snapshot, parked = self._taken(key)
-        return StoredKey(state=state, snapshot=dict(snapshot), parked=dict(parked))
-
-    def _taken(self, key: str) -> tuple[dict[str, SnapshotEntry], dict[str, ParkedItem]]:
-        """The key's snapshot and parked items, decoded from the restore on first use.
-
-        ``NewerRelease`` if one of them comes from a newer release: the key then waits like
-        one whose state does (it is no longer loaded, polled or written here).
-        """
-        loaded = self._snapshots.get(key)
-        if loaded is not None:
-            return loaded, self._parked.get(key, {})
-        self._refuse_newer(key)
-        raw = self._raw.get(self._partition_of_key(key))
-        try:
-            snapshot, parked = ({}, {}) if raw is None else raw.take(key)
-        except NewerRelease as exc:
-            self._newer[key] = str(exc)
-            self._states.pop(key, None)
-            raise
-        self._snapshots[key] = snapshot
-        self._parked[key] = parked
-        return snapshot, parked
-
-    def _refuse_newer(self, key: str) -> None:
-        reason = self._newer.get(key)
-        if reason is not None:
-            raise NewerRelease(reason)
+            raise Fenced(f"{key_text(poller, partition)}: owned by another instance")
+        return self._view.load(key_text(poller, partition))
 
     async def commit(self, batch: Sequence[KeyCommit]) -> None:
         outgoing = self._require_outgoing()
         leases: dict[int, int] = {}
         out: list[Record] = []
         for entry in batch:
-            partition = self._partition_of_key(entry.key)
-            generation = self._owned.get(partition)
-            if generation is None:
-                raise Fenced(f"{entry.key}: owned by another instance")
-            self._taken(entry.key)  # NewerRelease: its newer value must survive this instance
-            commit_rule.check_epoch(entry, self._states.get(entry.key))
-            leases[partition] = generation
-            rolled = self._rolled.get(entry.key)
-            written = entry if rolled is None else replace(entry, upserts=rolled | entry.upserts)
-            out.extend(outgoing.of(written, partition))
+            checked = self._view.check(entry)
+            leases[checked.kafka_partition] = checked.generation
+            out.extend(
+                outgoing.of(checked.written, checked.kafka_partition, checked.command_records)
+            )
         future = self._new_future()
 
         def done(error: BaseException | None) -> None:
             if error is None:
                 for entry in batch:
-                    self._rolled.pop(entry.key, None)
-                    self._apply(entry)
+                    self._view.applied(entry)
                     if entry.parked:
                         state = entry.state
                         self.observer.dlq_written(state.poller, state.partition, len(entry.parked))
@@ -441,56 +330,42 @@ class KafkaStore:
         outgoing = self._outgoing
         return None if outgoing is None else outgoing.unpublishable(event)
 
-    async def remove(self, poller: str, partition: str, command: bytes | None = None) -> None:
-        key = records.key_of(poller, partition)
-        kafka_partition = self._partition_of_key(key)
-        generation = self._owned.get(kafka_partition)
+    async def remove(self, poller: str, partition: str, command: str | None = None) -> None:
+        key = key_text(poller, partition)
+        view = self._view
+        kafka_partition = view.kafka_partition_of(key)
+        generation = view.owned.get(kafka_partition)
         if generation is None:
             raise Fenced(f"{key}: owned by another instance")
-        identities, parked_ids = self._record_ids(key)
+        identities, parked_ids = view.record_ids(key)
         out = self._require_outgoing().removal(
             poller, partition, kafka_partition, identities, parked_ids
         )
         if command is not None:
-            out.append(Record(self.layout.state, command, None, kafka_partition))
+            record_key = view.command_key(poller, partition, command)
+            out.append(Record(self.layout.state, record_key, None, kafka_partition))
         future = self._new_future()
 
         def done(error: BaseException | None) -> None:
             if error is None:
-                self._states.pop(key, None)
-                self._snapshots.pop(key, None)
-                self._parked.pop(key, None)
-                self._newer.pop(key, None)
-                raw = self._raw.get(kafka_partition)
-                if raw is not None:
-                    raw.forget(key)
+                view.removed(key, command)
             _settle(future, error)
 
         await self._send(CommitRequest(out, {kafka_partition: generation}, self._hop(done)), future)
 
-    def _record_ids(self, key: str) -> tuple[list[str], list[str]]:
-        """Identities and parked ids of every record the key has (loaded or still raw)."""
-        if key in self._snapshots:
-            return list(self._snapshots[key]), list(self._parked.get(key, {}))
-        raw = self._raw.get(self._partition_of_key(key))
-        return ([], []) if raw is None else raw.record_ids(key)
-
     async def partitions(self, poller: str) -> list[str]:
-        return [s.partition for s in self._states.values() if s.poller == poller]
+        return [s.partition for s in self._view.states_of(poller)]
+
+    def states_of(self, poller: str) -> list[PartitionState]:
+        """Restored and committed since: only keys of partitions this instance owns."""
+        return self._view.states_of(poller)
 
     def written_topics(self) -> list[str]:
         """Every topic the runners write in transactions: the internal ones, and each bound
         poller's events and DLQ topics (where :mod:`.hanging` looks for hanging ones)."""
-        pollers = sorted(self._event_topics)
-        return [
-            *self.layout.internal(),
-            *(self._event_topics[p] for p in pollers),
-            *(self.layout.dlq(p) for p in pollers),
-        ]
+        return self._codec.written_topics()
 
-    def states_of(self, poller: str) -> list[PartitionState]:
-        """Restored and committed since: only keys of partitions this instance owns."""
-        return [s for s in self._states.values() if s.poller == poller]
+    # -- event feeds and commands -------------------------------------------------------------
 
     def events(self, poller: str) -> KafkaEventFeed:
         """The poller's events as the whole group published them, read from its topic in the
@@ -508,21 +383,16 @@ class KafkaStore:
             )
 
         feed = KafkaEventFeed(
-            poller, topic=topic, config=config, decoder=self._decoder, dead_letter=self._dead_letter
+            poller,
+            topic=topic,
+            config=config,
+            decoder=self._codec.decoder,
+            dead_letter=self._dead_letter,
         )
         self._feeds.append(feed)
         if self._io is not None and self._loop is not None:
             feed.start(self._loop)
         return feed
-
-    def _decoder(self) -> tuple[Decoder, Callable[[], None]]:
-        """A decoder of events as this store writes them, and how to close it (in a thread)."""
-        settings = self.settings
-        resolver = SchemaTopicResolver(settings.kafka, self.layout.schemas)
-        registry = None
-        if settings.registry_url is not None:
-            registry = registry_client(settings.registry_url, settings.registry_auth)
-        return event_decoder(resolver, registry), resolver.close
 
     async def _dead_letter(self, item: ParkedItem) -> None:
         """A poison event whose key another instance holds: its DLQ copy, outside the key's
@@ -534,12 +404,12 @@ class KafkaStore:
         self.observer.dlq_written(item.poller, item.partition, 1)
 
     async def send_command(self, command: Command) -> None:
-        partition = self.partition_of(command.poller, command.partition)
+        kafka_partition = self.kafka_partition_of(command.poller, command.partition)
         record = Record(
             self.layout.state,
-            records.command_key(command),
+            records.command_key(command.poller, command.partition, command.id),
             records.encode_command(command),
-            partition,
+            kafka_partition,
         )
         future = self._new_future()
         self._running().send_plain(record, self._hop(lambda error: _settle(future, error)))
@@ -551,13 +421,6 @@ class KafkaStore:
         self._running().submit(request)
         # Shielded: once submitted, the outcome is applied to the cache whatever the caller does.
         await asyncio.shield(future)
-
-    def _apply(self, entry: KeyCommit) -> None:
-        key = entry.key
-        if self._partition_of_key(key) not in self._owned:
-            return
-        snapshot, parked = self._taken(key)
-        self._states[key] = commit_rule.apply(entry, snapshot, parked)
 
     def _hop(
         self, done: Callable[[BaseException | None], None]

@@ -21,11 +21,11 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from watukuy.core.errors import Retriable
-from watukuy.core.hanging import HANGING_MARGIN, REPORT_EVERY, abort_command
 from watukuy.logs import log_context
 from watukuy.store.kafka import records
 from watukuy.store.kafka.catchup import EventsCatchUp
 from watukuy.store.kafka.factory import Clock
+from watukuy.store.kafka.hanging_rule import HANGING_MARGIN, REPORT_EVERY, abort_command
 from watukuy.store.kafka.lease import Lease, Leases, LeaseState
 from watukuy.store.kafka.notifications import CommandReceived, Notify, Restored
 from watukuy.store.kafka.restore import RestoredKeys, command_of
@@ -297,7 +297,7 @@ class Restores:
             lease = self._leases.get(partition)
             command = command_of(key, value) if lease is not None and lease.owned else None
             if command is not None:  # None: a newer release wrote it, and it is left for one
-                self._notify(CommandReceived(partition, command))
+                self._notify(CommandReceived(partition, command, key))
 
     def _check_restored(self, partition: int) -> None:
         restoring = self._restoring[partition]

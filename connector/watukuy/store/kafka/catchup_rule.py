@@ -1,4 +1,5 @@
-"""A key's stored state caught up with the events it has already published.
+"""A key's stored state caught up with the events it has already published (pure: the rule
+that :mod:`.restore` applies to what :mod:`.catchup` reads).
 
 A key's events and its state are written in one transaction, so normally a restored state
 accounts for every event of the key (its ``sequence`` is the last one's). Kafka can break that:
@@ -19,21 +20,11 @@ cursor and publishes only what is new.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
-from watukuy.core.events import EventType
 from watukuy.core.state import SnapshotEntry
+from watukuy.serde.events import PublishedEvent
 
-
-@dataclass(frozen=True, slots=True)
-class PublishedEvent:
-    """What the events topic holds of one event of a key: enough to roll its snapshot."""
-
-    subject: str
-    type: EventType
-    version: str
-    sequence: int
-    time: float  # seconds since the epoch: the ``now`` of the poll that detected it
+__all__ = ["PublishedEvent", "missed", "roll_forward"]
 
 
 def missed(sequence: int, published: Iterable[PublishedEvent]) -> list[PublishedEvent]:

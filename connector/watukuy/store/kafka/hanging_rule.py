@@ -1,4 +1,5 @@
-"""Hanging transactions, told from live ones by the last stable offset alone.
+"""Hanging transactions, told from live ones by the last stable offset alone (pure: the rule
+that :mod:`.hanging` and :mod:`.tail` apply to the offsets they read).
 
 A partition's last stable offset (LSO) stops at the first record of its oldest open
 transaction. A live transaction moves it within the transaction timeout: its producer commits,

@@ -1,0 +1,224 @@
+"""The committed picture of the keys this instance owns, as the Kafka store keeps it.
+
+Holding Kafka partition p of ``<prefix>.state`` is owning every key that hashes to p (under a
+lease generation). For those keys the view keeps what was restored and everything committed
+since: each key's state (decoded when its partition is restored), its snapshot and parked
+items (decoded from the raw restore when the key is first taken), and the commands waiting
+for them. A commit changes the view only once Kafka has accepted its transaction
+(:meth:`OwnedKeys.applied`, by the same rule as the memory store: :mod:`watukuy.store.apply`).
+
+A key whose stored value comes from a newer release is not held: the view remembers why, and
+refuses it with ``NewerRelease`` until its partition moves (see :mod:`watukuy.core.errors`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from watukuy.core.commands import Command
+from watukuy.core.errors import Fenced, NewerRelease
+from watukuy.core.keys import key_text
+from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
+from watukuy.store import apply as commit_rule
+from watukuy.store.base import KeyCommit, StoredKey
+from watukuy.store.kafka import records
+from watukuy.store.kafka.partitioner import partition_for
+from watukuy.store.kafka.restore import RestoredKeys
+
+__all__ = ["Checked", "OwnedKeys"]
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A commit entry found fit to send: where it goes, under which lease, and as written
+    (with the snapshot entries an earlier catch-up could not write)."""
+
+    kafka_partition: int
+    generation: int
+    written: KeyCommit
+    command_records: list[bytes]
+
+
+class OwnedKeys:
+    """The view of the owned keys; ``kafka_partitions``: how many ``<prefix>.state`` has."""
+
+    def __init__(self, kafka_partitions: int) -> None:
+        self._kafka_partitions = kafka_partitions
+        self.owned: dict[int, int] = {}  # Kafka partition -> lease generation
+        self._states: dict[str, PartitionState] = {}
+        self._snapshots: dict[str, dict[str, SnapshotEntry]] = {}
+        self._parked: dict[str, dict[str, ParkedItem]] = {}
+        self._raw: dict[int, RestoredKeys] = {}  # Kafka partition -> what it restored
+        self._newer: dict[str, str] = {}  # key -> why it waits for a newer release
+        # key -> snapshot entries rolled forward at restore whose write failed: the key's next
+        # commit carries them (see KafkaStore._catch_up).
+        self._rolled: dict[str, dict[str, SnapshotEntry]] = {}
+        # command id -> (Kafka partition, record key), from receipt until a commit applies it
+        # or the partition goes: the engine knows commands by id, their records are ours.
+        self._command_records: dict[str, tuple[int, bytes]] = {}
+
+    # -- where keys live ----------------------------------------------------------------------
+
+    def kafka_partition_of(self, key: str) -> int:
+        """The Kafka partition of ``key`` (its text form ``poller/partition``)."""
+        return partition_for(key, self._kafka_partitions)
+
+    def owns(self, poller: str, partition: str) -> bool:
+        return self.kafka_partition_of(key_text(poller, partition)) in self.owned
+
+    # -- partitions coming and going ----------------------------------------------------------
+
+    def take_in(self, kafka_partition: int, generation: int, keys: RestoredKeys) -> None:
+        """A restored partition becomes the picture of its keys: each key's state is decoded
+        now (one per key), its snapshot and parked items when the key is taken.
+
+        ``StateCorrupted`` if a state cannot be read (the store must stop, not guess).
+        """
+        self.forget({kafka_partition})  # whatever an earlier lease of it left
+        for key in keys.names():
+            try:
+                state = keys.state(key)
+            except NewerRelease as exc:
+                # Told by the engine when it loads the key (rate-limited): it waits there.
+                self._newer[key] = str(exc)
+                continue
+            # A takeover: whatever still holds the previous epoch can no longer commit.
+            self._states[key] = replace(state, epoch=state.epoch + 1)
+        self._raw[kafka_partition] = keys
+        self.owned[kafka_partition] = generation
+        for record_key, command in keys.commands.items():
+            self._command_records[command.id] = (kafka_partition, record_key)
+
+    def revoke(self, kafka_partitions: Sequence[int]) -> None:
+        gone = set(kafka_partitions)
+        for kafka_partition in gone:
+            self.owned.pop(kafka_partition, None)
+        self.forget(gone)
+
+    def forget(self, kafka_partitions: set[int]) -> None:
+        """Drop the picture of every key of ``kafka_partitions``, decoded or still raw."""
+        for kafka_partition in kafka_partitions:
+            self._raw.pop(kafka_partition, None)
+        held = self._states.keys() | self._snapshots.keys() | self._newer.keys()
+        for key in [k for k in held if self.kafka_partition_of(k) in kafka_partitions]:
+            self._drop(key)
+            self._rolled.pop(key, None)
+        gone = [i for i, (p, _) in self._command_records.items() if p in kafka_partitions]
+        for command_id in gone:
+            del self._command_records[command_id]
+
+    def _drop(self, key: str) -> None:
+        self._states.pop(key, None)
+        self._snapshots.pop(key, None)
+        self._parked.pop(key, None)
+        self._newer.pop(key, None)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def state(self, key: str) -> PartitionState | None:
+        return self._states.get(key)
+
+    def load(self, key: str) -> StoredKey | None:
+        state = self._states.get(key)
+        if state is None:
+            self._refuse_newer(key)
+            return None
+        snapshot, parked = self.taken(key)
+        return StoredKey(state=state, snapshot=dict(snapshot), parked=dict(parked))
+
+    def taken(self, key: str) -> tuple[dict[str, SnapshotEntry], dict[str, ParkedItem]]:
+        """The key's snapshot and parked items, decoded from the restore on first use.
+
+        ``NewerRelease`` if one of them comes from a newer release: the key then waits like
+        one whose state does (it is no longer loaded, polled or written here).
+        """
+        loaded = self._snapshots.get(key)
+        if loaded is not None:
+            return loaded, self._parked.get(key, {})
+        self._refuse_newer(key)
+        raw = self._raw.get(self.kafka_partition_of(key))
+        try:
+            snapshot, parked = ({}, {}) if raw is None else raw.take(key)
+        except NewerRelease as exc:
+            self._newer[key] = str(exc)
+            self._states.pop(key, None)
+            raise
+        self._snapshots[key] = snapshot
+        self._parked[key] = parked
+        return snapshot, parked
+
+    def _refuse_newer(self, key: str) -> None:
+        reason = self._newer.get(key)
+        if reason is not None:
+            raise NewerRelease(reason)
+
+    def record_ids(self, key: str) -> tuple[list[str], list[str]]:
+        """Identities and parked ids of every record the key has (loaded or still raw)."""
+        if key in self._snapshots:
+            return list(self._snapshots[key]), list(self._parked.get(key, {}))
+        raw = self._raw.get(self.kafka_partition_of(key))
+        return ([], []) if raw is None else raw.record_ids(key)
+
+    def states_of(self, poller: str) -> list[PartitionState]:
+        return [s for s in self._states.values() if s.poller == poller]
+
+    # -- commands -----------------------------------------------------------------------------
+
+    def received(self, kafka_partition: int, command: Command, record_key: bytes) -> bool:
+        """A command sent to a key of ``kafka_partition``: kept if this instance owns it."""
+        if kafka_partition not in self.owned:
+            return False
+        self._command_records[command.id] = (kafka_partition, record_key)
+        return True
+
+    def command_key(self, poller: str, partition: str, command_id: str) -> bytes:
+        """Where the command waits: as received, or (received by an earlier owner) where
+        every sender writes it."""
+        where = self._command_records.get(command_id)
+        return records.command_key(poller, partition, command_id) if where is None else where[1]
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def check(self, entry: KeyCommit) -> Checked:
+        """``entry`` may be sent: its key is owned, held, and at the epoch it carries."""
+        key = entry.key
+        kafka_partition = self.kafka_partition_of(key)
+        generation = self.owned.get(kafka_partition)
+        if generation is None:
+            raise Fenced(f"{key}: owned by another instance")
+        self.taken(key)  # NewerRelease: its newer value must survive this instance
+        commit_rule.check_epoch(entry, self._states.get(key))
+        rolled = self._rolled.get(key)
+        written = entry if rolled is None else replace(entry, upserts=rolled | entry.upserts)
+        state = entry.state
+        commands = [self.command_key(state.poller, state.partition, i) for i in entry.commands]
+        return Checked(kafka_partition, generation, written, commands)
+
+    def applied(self, entry: KeyCommit) -> None:
+        """Kafka accepted ``entry``: the view moves on with it."""
+        key = entry.key
+        self._rolled.pop(key, None)
+        for command_id in entry.commands:
+            self._command_records.pop(command_id, None)
+        if self.kafka_partition_of(key) not in self.owned:
+            return
+        snapshot, parked = self.taken(key)
+        self._states[key] = commit_rule.apply(entry, snapshot, parked)
+
+    def removed(self, key: str, command: str | None) -> None:
+        """Kafka accepted the removal of ``key`` (and of the command that asked for it)."""
+        if command is not None:
+            self._command_records.pop(command, None)
+        self._drop(key)
+        raw = self._raw.get(self.kafka_partition_of(key))
+        if raw is not None:
+            raw.forget(key)
+
+    def roll_later(self, key: str, upserts: dict[str, SnapshotEntry]) -> bool:
+        """A catch-up write failed: the key's next commit carries ``upserts`` (``False``: the
+        key is gone meanwhile, nothing to carry)."""
+        if key not in self._states:
+            return False
+        self._rolled[key] = upserts
+        return True
