@@ -21,6 +21,7 @@ from watukuy.control.configs import ConfigTopic
 from watukuy.control.service import ConfigApplier, RunnerControl
 from watukuy.control.status import StatusTopic, key_statuses
 from watukuy.core.errors import WatukuyError
+from watukuy.core.lifecycle import Target
 from watukuy.core.observe import Observer
 from watukuy.engine.engine import Engine
 from watukuy.observe.metrics import PrometheusObserver
@@ -203,7 +204,7 @@ async def _freeze_long_lived() -> None:
 async def _publish_statuses(engine: Engine, status: StatusTopic) -> None:
     """Publish what changed of this instance's keys, every :data:`STATUS_EVERY` seconds."""
     while True:
-        targets = {name: engine.target(name) for name in engine.pollers}
+        targets = {name: Target(engine.target(name)) for name in engine.pollers}
         statuses = key_statuses(engine.inspect(), now=time.time(), targets=targets)
         try:
             await status.publish(statuses)

@@ -17,7 +17,7 @@ from typing import Any
 
 from watukuy.config.references import resolve_references
 from watukuy.core.errors import ConfigError
-from watukuy.core.lifecycle import Target
+from watukuy.core.lifecycle import Target, TaskState
 from watukuy.core.operations import KEY_OPERATIONS, LANES
 from watukuy.core.validation import message_of
 from watukuy.declarative import compile_poller
@@ -33,8 +33,6 @@ from watukuy.rest.control import (
     Metrics,
     ParkedKind,
     PartitionInfo,
-    TargetState,
-    TaskState,
     TaskStatus,
     ValidationReport,
     merge_patch,
@@ -59,7 +57,7 @@ class FakeKey:
 class FakeConnector:
     origin: ConnectorOrigin
     config: Config
-    state: TargetState = "RUNNING"
+    state: Target = Target.RUNNING
     keys: dict[str, FakeKey] = field(default_factory=dict)
     parked: list[dict[str, Any]] = field(default_factory=list)
 
@@ -94,7 +92,7 @@ class FakeControl:
         config: Config,
         *,
         origin: ConnectorOrigin = "rest",
-        state: TargetState = "RUNNING",
+        state: Target = Target.RUNNING,
         parked: list[dict[str, Any]] | None = None,
     ) -> FakeConnector:
         connector = FakeConnector(origin, copy.deepcopy(config), state)
@@ -154,7 +152,7 @@ class FakeControl:
         connector = self._get(name)
         return ConnectorRecord(name, connector.origin, copy.deepcopy(connector.config))
 
-    async def create_connector(self, name: str, config: Config, initial_state: TargetState) -> None:
+    async def create_connector(self, name: str, config: Config, initial_state: Target) -> None:
         self._maybe_fail()
         if name in self.connectors_by_name:
             raise Conflict(f"connector {name} exists already")

@@ -26,6 +26,8 @@ from watukuy.control.keystatus import KeyStatus
 from watukuy.control.reader import Message, TopicReader
 from watukuy.control.status import StatusTopic
 from watukuy.core.errors import ConfigError, Conflict, Fenced, Retriable, WatukuyError
+from watukuy.core.keys import KeyId, key_text
+from watukuy.core.lifecycle import Target, TaskState
 from watukuy.core.operations import offsets_of
 from watukuy.core.poller import Poller
 from watukuy.core.validation import message_of
@@ -43,8 +45,6 @@ from watukuy.rest.control import (
     Metrics,
     ParkedKind,
     PartitionInfo,
-    TargetState,
-    TaskState,
     TaskStatus,
     ValidationReport,
     merge_patch,
@@ -95,15 +95,15 @@ class ConfigApplier:
         self._engine = engine
         self._file = frozenset(file_pollers)
         self._base_dir = base_dir
-        self._queue: asyncio.Queue[tuple[str, Mapping[str, Any] | None, str | None]] = (
+        self._queue: asyncio.Queue[tuple[str, Mapping[str, Any] | None, Target | None]] = (
             asyncio.Queue()
         )
         self._applied: dict[str, Mapping[str, Any]] = {}
 
-    def changed(self, name: str, config: Mapping[str, Any] | None, target: str | None) -> None:
+    def changed(self, name: str, config: Mapping[str, Any] | None, target: Target | None) -> None:
         self._queue.put_nowait((name, config, target))
 
-    async def apply_view(self, view: Mapping[str, tuple[Mapping[str, Any] | None, str]]) -> None:
+    async def apply_view(self, view: Mapping[str, tuple[Mapping[str, Any] | None, Target]]) -> None:
         for name, (config, target) in view.items():
             await self.apply(name, config, target)
 
@@ -112,13 +112,17 @@ class ConfigApplier:
             name, config, target = await self._queue.get()
             await self.apply(name, config, target)
 
-    async def apply(self, name: str, config: Mapping[str, Any] | None, target: str | None) -> None:
+    async def apply(
+        self, name: str, config: Mapping[str, Any] | None, target: Target | None
+    ) -> None:
         try:
             await self._apply(name, config, target)
         except WatukuyError as exc:
             log.warning("connector '%s': change not applied: %s", name, exc)
 
-    async def _apply(self, name: str, config: Mapping[str, Any] | None, target: str | None) -> None:
+    async def _apply(
+        self, name: str, config: Mapping[str, Any] | None, target: Target | None
+    ) -> None:
         engine = self._engine
         if name in self._file:
             if target is not None:  # a config-file poller's target alone lives in the topic
@@ -189,7 +193,7 @@ class RunnerControl:
             raise NotFound(f"connector {name} not found")
         return ConnectorRecord(name, "rest", dict(found.config))
 
-    async def create_connector(self, name: str, config: Config, initial_state: TargetState) -> None:
+    async def create_connector(self, name: str, config: Config, initial_state: Target) -> None:
         self._writable(name)
         if self._rest_config(name) is not None:
             raise Conflict(f"connector {name} already exists")
@@ -201,7 +205,7 @@ class RunnerControl:
         compile_connector(name, config, self._base_dir)
         found = self._configs.get(name)
         created = found is None or found.config is None
-        target = "RUNNING" if created or found is None else found.target
+        target = Target.RUNNING if created or found is None else found.target
         version = 0 if found is None else found.version
         await self._configs.put(name, _stored(config), target, expected_version=version)
         return created
@@ -246,7 +250,7 @@ class RunnerControl:
     # -- status and targets -------------------------------------------------------------------
 
     async def status(self, name: str) -> ConnectorStatus:
-        target: TargetState = self._target(name)
+        target = self._target(name)
         statuses = {status.partition: status for status in self._status.view(name)}
         keys = sorted(set(statuses) | set(self._engine.listed(name)))
         tasks = [
@@ -254,14 +258,14 @@ class RunnerControl:
         ]
         return {
             "name": name,
-            "connector": {"state": target, "worker_id": self._runner_id},
+            "connector": {"state": TaskState(target), "worker_id": self._runner_id},
             "type": "source",
             "tasks": tasks,
         }
 
-    def _task(self, index: int, key: str, status: KeyStatus | None, target: str) -> TaskStatus:
+    def _task(self, index: int, key: str, status: KeyStatus | None, target: Target) -> TaskStatus:
         if status is None:
-            missing: TaskState = "STOPPED" if target == "STOPPED" else "UNASSIGNED"
+            missing = TaskState.STOPPED if target == Target.STOPPED else TaskState.UNASSIGNED
             return {
                 "id": index,
                 "state": missing,
@@ -272,11 +276,11 @@ class RunnerControl:
                 "parked": {},
                 "backfill": False,
             }
-        state: TaskState = status.state
-        if target == "STOPPED" and state != "UNASSIGNED":
-            state = "STOPPED"  # the target applies at once; the owner's record follows
-        elif target == "PAUSED" and state != "UNASSIGNED":
-            state = "PAUSED"
+        state = status.state
+        if target == Target.STOPPED and state != TaskState.UNASSIGNED:
+            state = TaskState.STOPPED  # the target applies at once; the owner's record follows
+        elif target == Target.PAUSED and state != TaskState.UNASSIGNED:
+            state = TaskState.PAUSED
         task: TaskStatus = {
             "id": index,
             "state": state,
@@ -287,18 +291,18 @@ class RunnerControl:
             "parked": dict(status.parked),
             "backfill": status.backfill is not None,
         }
-        if state in ("FAILED", "UNASSIGNED") and status.last_error:
+        if state in (TaskState.FAILED, TaskState.UNASSIGNED) and status.last_error:
             task["trace"] = status.last_error  # as Connect: why, only where it says something
         return task
 
     async def pause(self, name: str) -> None:
-        await self._set_target(name, "PAUSED")
+        await self._set_target(name, Target.PAUSED)
 
     async def resume(self, name: str) -> None:
-        await self._set_target(name, "RUNNING")
+        await self._set_target(name, Target.RUNNING)
 
     async def stop(self, name: str) -> None:
-        await self._set_target(name, "STOPPED")
+        await self._set_target(name, Target.STOPPED)
 
     async def restart(self, name: str, *, include_tasks: bool, only_failed: bool) -> None:
         self._target(name)
@@ -308,12 +312,12 @@ class RunnerControl:
         statuses = {status.partition: status for status in self._status.view(name)}
         for key in self._engine.listed(name):
             found = statuses.get(key)
-            if only_failed and (found is None or found.state != "FAILED"):
+            if only_failed and (found is None or found.state != TaskState.FAILED):
                 continue
             try:
                 await self._engine.operate("trigger", name, partition=self._partition(name, key))
             except Conflict as exc:  # a key that cannot run here (waiting for a newer release)
-                log.info("restart of %s: %s/%s not restarted: %s", name, name, key, exc)
+                log.info("restart of %s: %s not restarted: %s", name, KeyId(name, key), exc)
 
     # -- offsets ----------------------------------------------------------------------------------
 
@@ -353,7 +357,7 @@ class RunnerControl:
         out: list[PartitionInfo] = []
         for partition in sorted(listed, key=lambda p: p.key):
             found = statuses.get(partition.key)
-            state: TaskState = "UNASSIGNED" if found is None else found.state
+            state = TaskState.UNASSIGNED if found is None else found.state
             out.append(
                 {
                     "key": partition.key,
@@ -480,23 +484,23 @@ class RunnerControl:
         found = self._configs.get(name)
         return None if found is None else found.config
 
-    def _target(self, name: str) -> TargetState:
+    def _target(self, name: str) -> Target:
         """The connector's target; ``NotFound`` when there is no such connector."""
         if name not in self._file and self._rest_config(name) is None:
             raise NotFound(f"connector {name} not found")
         found = self._configs.get(name)
         if found is not None:
             return found.target
-        return "RUNNING"
+        return Target.RUNNING
 
     def _stopped(self, name: str) -> None:
-        if self._target(name) != "STOPPED":
+        if self._target(name) != Target.STOPPED:
             raise Conflict(
                 f"connector {name} must be STOPPED to change its offsets: "
                 f"PUT /connectors/{name}/stop first"
             )
 
-    async def _set_target(self, name: str, target: str) -> None:
+    async def _set_target(self, name: str, target: Target) -> None:
         self._target(name)
         if name in self._file:
             await self._configs.put_target(name, target)
@@ -511,14 +515,14 @@ class RunnerControl:
         return key if poller is None or poller.partitioned else None
 
     async def _read_states(self, name: str) -> dict[str, Any]:
-        prefix = f"{name}/".encode()
+        prefix = _keys_of(name)
         states: dict[str, Any] = {}
 
         def keep(message: Message) -> None:
             key = message.key
             if key is None or not key.startswith(prefix) or is_command(key):
                 return
-            partition = key[len(prefix) :].decode()
+            partition = KeyId.parse_bytes(key).partition
             if message.value is None:
                 states.pop(partition, None)
             else:
@@ -528,7 +532,7 @@ class RunnerControl:
         return states
 
     async def _read_parked(self, name: str) -> list[dict[str, Any]]:
-        prefix = f"{name}/".encode()
+        prefix = _keys_of(name)
         found: dict[bytes, dict[str, Any]] = {}
 
         def keep(message: Message) -> None:
@@ -568,6 +572,12 @@ class RunnerControl:
             await reader.caught_up()
         finally:
             await reader.stop()
+
+
+def _keys_of(poller: str) -> bytes:
+    """What the record key of each of ``poller``'s keys starts with (a poller's name holds no
+    ``/``, so no other poller's keys do)."""
+    return key_text(poller, "").encode()
 
 
 def _iso(moment: datetime | None) -> str | None:

@@ -14,17 +14,16 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
+from watukuy.core.lifecycle import Target
 from watukuy.core.operations import KEY_OPERATIONS, LANES, KeyOperation
 from watukuy.rest.control import (
     PARKED_KINDS,
-    TARGET_STATES,
     Config,
     JsonValue,
     KeyOffsets,
     ParkedKind,
-    TargetState,
 )
 from watukuy.rest.errors import BadRequest
 
@@ -143,7 +142,7 @@ def connector_config(value: JsonValue, name: str, field: str = "") -> Config:
     return {key: item for key, item in config.items() if key != "name"}
 
 
-def create_request(body: JsonValue) -> tuple[str, Config, TargetState]:
+def create_request(body: JsonValue) -> tuple[str, Config, Target]:
     """``POST /connectors``: ``{"name", "config", "initial_state"?}`` (KIP-980)."""
     given = mapping(body, "body")
     known_keys(given, ("name", "config", "initial_state"))
@@ -154,10 +153,11 @@ def create_request(body: JsonValue) -> tuple[str, Config, TargetState]:
     if "config" not in given:
         raise BadRequest("is required: the connector's config", "config")
     config = connector_config(given["config"], name, "config")
-    state = given.get("initial_state", "RUNNING")
-    if state not in TARGET_STATES:
-        raise BadRequest(f"must be one of: {', '.join(TARGET_STATES)}", "initial_state")
-    return name, config, cast(TargetState, state)
+    state = given.get("initial_state", Target.RUNNING.value)
+    names = [target.value for target in Target]
+    if not isinstance(state, str) or state not in names:  # exactly a name: case counts
+        raise BadRequest(f"must be one of: {', '.join(names)}", "initial_state")
+    return name, config, Target(state)
 
 
 def config_patch(body: JsonValue, name: str) -> Config:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from watukuy.core.lifecycle import Target
+from watukuy.core.lifecycle import Target, TaskState
 from watukuy.core.operations import (
     CONNECTOR_OPERATIONS,
     CURSOR_SCHEMA,
@@ -28,7 +28,8 @@ Schema = dict[str, Any]
 
 NAME = "^[A-Za-z0-9._-]+$"
 KEY = "^([A-Za-z0-9._-]+|~)$"
-STATES = ["RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED", "RESTARTING"]
+STATES = [state.value for state in TaskState]
+TARGETS = [target.value for target in Target]
 
 
 def _ref(name: str) -> Schema:
@@ -80,7 +81,7 @@ SCHEMAS: dict[str, Schema] = {
         {
             "name": {"type": "string", "pattern": NAME},
             "config": _ref("Config"),
-            "initial_state": {"enum": ["RUNNING", "PAUSED", "STOPPED"], "default": "RUNNING"},
+            "initial_state": {"enum": TARGETS, "default": Target.RUNNING.value},
         },
         required=["name", "config"],
         additionalProperties=False,
