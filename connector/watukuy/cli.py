@@ -202,7 +202,7 @@ def _dispatch(
         status(config, args.poller)
         return 0
     if command == "tail":
-        from watukuy.tail import tail
+        from watukuy.tail_cli import tail
 
         tail(
             config,

@@ -28,7 +28,7 @@ from watukuy.core.lifecycle import Target
 from watukuy.core.observe import Observer
 from watukuy.engine.engine import Engine
 from watukuy.observe.metrics import PrometheusObserver
-from watukuy.rest.control import Metrics
+from watukuy.rest.port import Metrics
 from watukuy.rest.server import start_rest
 from watukuy.store.kafka.factory import ClientFactory
 from watukuy.store.kafka.hanging import HangingTransactions

@@ -1,4 +1,4 @@
-"""An in-memory :class:`watukuy.rest.control.Control`, good enough to drive every route.
+"""An in-memory :class:`watukuy.rest.port.Control`, good enough to drive every route.
 
 It keeps what a runner would (connectors with their origin, config as written and target
 state; keys with pause, failure and cursors; parked items; the operations accepted) and
@@ -21,7 +21,8 @@ from watukuy.core.lifecycle import Target, TaskState
 from watukuy.core.operations import KEY_OPERATIONS, LANES
 from watukuy.core.validation import message_of
 from watukuy.declarative import compile_poller
-from watukuy.rest.control import (
+from watukuy.rest.errors import Conflict, NotFound
+from watukuy.rest.port import (
     ClusterInfo,
     Config,
     ConnectorOrigin,
@@ -39,7 +40,6 @@ from watukuy.rest.control import (
     relative_path,
     validation_report,
 )
-from watukuy.rest.errors import Conflict, NotFound
 
 WORKER = "runner-1"
 WHERE = "config"

@@ -19,7 +19,8 @@ from watukuy.core.lifecycle import Target
 from watukuy.core.poller import Poller
 from watukuy.core.validation import message_of
 from watukuy.declarative import compile_poller
-from watukuy.rest.control import (
+from watukuy.rest.errors import NotFound
+from watukuy.rest.port import (
     PLUGINS,
     Config,
     ConnectorRecord,
@@ -29,7 +30,6 @@ from watukuy.rest.control import (
     relative_path,
     validation_report,
 )
-from watukuy.rest.errors import NotFound
 
 __all__ = ["ConnectorConfigs", "compile_connector"]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from watukuy import __version__
 from watukuy.engine.engine import Engine
-from watukuy.rest.control import ClusterInfo, Health, Metrics
+from watukuy.rest.port import ClusterInfo, Health, Metrics
 
 __all__ = ["RunnerHealth"]
 

@@ -11,7 +11,7 @@ from watukuy.control.keyops import partition_arg
 from watukuy.control.stored import StoredKeys
 from watukuy.core.operations import offsets_of
 from watukuy.engine.engine import Engine
-from watukuy.rest.control import KeyOffsets, ParkedKind
+from watukuy.rest.port import KeyOffsets, ParkedKind
 
 __all__ = ["ConnectorOffsets"]
 

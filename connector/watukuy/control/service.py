@@ -1,4 +1,4 @@
-"""The runner's :class:`~watukuy.rest.control.Control`: what REST asks, answered from the engine,
+"""The runner's :class:`~watukuy.rest.port.Control`: what REST asks, answered from the engine,
 ``<prefix>.configs``, ``<prefix>.status`` and the state topics.
 
 Writes travel through Kafka so that every instance acts on them: connector configs and target
@@ -34,7 +34,7 @@ from watukuy.control.stored import StoredKeys
 from watukuy.control.tasks import ConnectorTasks
 from watukuy.core.lifecycle import Target
 from watukuy.engine.engine import Engine
-from watukuy.rest.control import (
+from watukuy.rest.port import (
     ClusterInfo,
     Config,
     ConnectorRecord,

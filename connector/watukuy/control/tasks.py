@@ -17,7 +17,7 @@ from watukuy.core.errors import Conflict
 from watukuy.core.keys import KeyId
 from watukuy.core.lifecycle import Target, TaskState
 from watukuy.engine.engine import Engine
-from watukuy.rest.control import ConnectorStatus, PartitionInfo, TaskStatus
+from watukuy.rest.port import ConnectorStatus, PartitionInfo, TaskStatus
 
 __all__ = ["ConnectorTasks"]
 

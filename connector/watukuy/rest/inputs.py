@@ -18,14 +18,14 @@ from typing import Any
 
 from watukuy.core.lifecycle import Target
 from watukuy.core.operations import KEY_OPERATIONS, LANES, KeyOperation
-from watukuy.rest.control import (
+from watukuy.rest.errors import BadRequest
+from watukuy.rest.port import (
     PARKED_KINDS,
     Config,
     JsonValue,
     KeyOffsets,
     ParkedKind,
 )
-from watukuy.rest.errors import BadRequest
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]+")
 UNPARTITIONED = "~"

@@ -22,7 +22,7 @@ from watukuy.core.operations import (
     KeyOperation,
     json_value,
 )
-from watukuy.rest.control import PARTITION_OPERATIONS
+from watukuy.rest.port import PARTITION_OPERATIONS
 from watukuy.rest.schemas import (
     KEY_IN_BODY,
     PARAMETERS,

@@ -1,4 +1,5 @@
-"""The control seam: everything the REST routes ask of a runner, and nothing about HTTP.
+"""REST's port onto the control plane: everything the REST routes ask of a runner, and nothing
+about HTTP. (:mod:`watukuy.control` is the runner's side of it.)
 
 The routes validate names, queries and bodies, call one :class:`Control` method and shape the
 answer. Per-key and per-connector operations are the ones :mod:`watukuy.core.operations`
