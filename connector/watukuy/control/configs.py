@@ -31,7 +31,6 @@ import contextlib
 import copy
 import json
 import logging
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -43,6 +42,7 @@ from watukuy.control.jsonrecord import json_record
 from watukuy.control.reader import Message, TopicReader
 from watukuy.core.errors import ConfigError, Retriable, StateCorrupted, WatukuyError
 from watukuy.core.errors import Conflict as CoreConflict
+from watukuy.core.keys import POLLER_NAME
 from watukuy.core.lifecycle import Target
 from watukuy.store.kafka import clients
 from watukuy.store.kafka.topics import TopicLayout
@@ -68,7 +68,6 @@ CONNECTOR_PREFIX = "connector/"
 TARGET_PREFIX = "target/"
 PARTITION = 0  # every record: one total order of changes
 
-_NAME = re.compile(r"[A-Za-z0-9._-]+")
 _TARGETS = [target.value for target in Target]
 
 Listener = Callable[[str, Mapping[str, Any] | None, Target | None], None]
@@ -100,7 +99,7 @@ def _json(value: Any) -> bytes:
 
 
 def _check_name(name: str) -> None:
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
+    if not isinstance(name, str) or not POLLER_NAME.fullmatch(name):
         raise ConfigError("must match [A-Za-z0-9._-]+", "name")
 
 

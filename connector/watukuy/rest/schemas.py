@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from watukuy.core.keys import POLLER_NAME
 from watukuy.core.lifecycle import Target, TaskState
 from watukuy.core.operations import CURSOR_SCHEMA
 
@@ -13,7 +14,7 @@ __all__ = ["KEY_IN_BODY", "PARAMETERS", "SCHEMAS", "Schema", "object_schema", "r
 
 Schema = dict[str, Any]
 
-NAME = "^[A-Za-z0-9._-]+$"
+NAME = f"^{POLLER_NAME.pattern}$"
 KEY = "^([A-Za-z0-9._-]+|~)$"
 STATES = [state.value for state in TaskState]
 TARGETS = [target.value for target in Target]
