@@ -5,13 +5,14 @@ from watukuy.core.events import Event
 from watukuy.core.inspect import PollerInspect
 from watukuy.core.poller import FetchResult, Partition, Poller, define_poller
 from watukuy.core.state import ParkedItem
+from watukuy.core.version import VERSION
 from watukuy.engine.clock import FakeClock, SystemClock
 from watukuy.engine.engine import Engine
 from watukuy.engine.fetching import FetchContext
 from watukuy.engine.handlers import HandlerContext
 from watukuy.store.memory import MemoryStore
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 __all__ = [
     "ConfigError",

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from watukuy import __version__, logs
+from watukuy import logs
 from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError, WatukuyError
+from watukuy.core.version import VERSION
 
 if TYPE_CHECKING:  # the Kafka modules load only for the commands that use them
     from watukuy.store.kafka.factory import ClientFactory
@@ -60,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Poll vendor APIs per tenant and publish what changed to Kafka.",
     )
     _common(parser, suppress=False)
-    parser.add_argument("--version", action="version", version=f"watukuy {__version__}")
+    parser.add_argument("--version", action="version", version=f"watukuy {VERSION}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(name: str, help: str) -> argparse.ArgumentParser:

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-from watukuy import __version__
+from watukuy.core.version import VERSION
 from watukuy.engine.engine import Engine
 from watukuy.rest.port import ClusterInfo, Health, Metrics
 
@@ -35,7 +35,7 @@ class RunnerHealth:
         self._metrics = metrics
 
     async def cluster(self) -> ClusterInfo:
-        return {"version": __version__, "commit": "", "kafka_cluster_id": None}
+        return {"version": VERSION, "commit": "", "kafka_cluster_id": None}
 
     async def health(self) -> Health:
         broken = self._broken()

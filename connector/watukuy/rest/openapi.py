@@ -22,6 +22,7 @@ from watukuy.core.operations import (
     KeyOperation,
     json_value,
 )
+from watukuy.core.version import VERSION
 from watukuy.rest.port import PARTITION_OPERATIONS
 from watukuy.rest.schemas import (
     KEY_IN_BODY,
@@ -370,13 +371,11 @@ def _runner_paths() -> Paths:
 @cache
 def openapi_document() -> dict[str, Any]:
     """The document (built once; callers must not change it)."""
-    from watukuy import __version__
-
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "watukuy REST API",
-            "version": __version__,
+            "version": VERSION,
             "description": "Kafka Connect-style control of watukuy's pollers (connectors). "
             'Errors are `{"error_code", "message"}`. With `rest.auth` set, every route but '
             "`GET /health` needs a bearer token or basic credentials. A partition key `''` (an "
