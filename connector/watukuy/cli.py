@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from watukuy import logs
 from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError, WatukuyError
-from watukuy.core.version import __version__
+from watukuy.core.version import VERSION
 
 if TYPE_CHECKING:  # the Kafka modules load only for the commands that use them
     from watukuy.store.kafka.factory import ClientFactory
@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Poll vendor APIs per tenant and publish what changed to Kafka.",
     )
     _common(parser, suppress=False)
-    parser.add_argument("--version", action="version", version=f"watukuy {__version__}")
+    parser.add_argument("--version", action="version", version=f"watukuy {VERSION}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
@@ -203,7 +203,7 @@ def _dispatch(
         status(config, args.poller)
         return 0
     if command == "tail":
-        from watukuy.tail import tail
+        from watukuy.tail_cli import tail
 
         tail(
             config,

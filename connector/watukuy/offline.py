@@ -17,6 +17,7 @@ from confluent_kafka import ConsumerGroupState, KafkaException
 from watukuy.config import RunnerConfig
 from watukuy.core.clock import SystemClock
 from watukuy.core.errors import ConfigError
+from watukuy.core.keys import KeyId
 from watukuy.core.operations import Effect, key_operation
 from watukuy.core.poller import Partition
 from watukuy.engine.keys import KeyRuntime
@@ -66,6 +67,7 @@ async def apply(
     if poller.partitioned and partition is None:
         raise ConfigError(f"poller '{poller_name}' is partitioned; pass --partition", "--partition")
     key = partition or ""
+    named = KeyId(poller_name, key)  # how messages name the key
     members = live_members(config)
     store = kafka_store(config, use_group=False)
     store.bind(pollers)
@@ -77,16 +79,16 @@ async def apply(
             )
             await store.send_command(command)
             return (
-                f"sent to the owner of {poller_name}/{key} (runners alive: "
+                f"sent to the owner of {named} (runners alive: "
                 f"{', '.join(members)}); it applies it once, wherever the key moves"
             )
         await store.acquire([store.kafka_partition_of(poller_name, key)])
         stored = await store.load(poller_name, key)
         if stored is None:
-            raise ConfigError(f"no stored state for {poller_name}/{key}", "--partition")
+            raise ConfigError(f"no stored state for {named}", "--partition")
         runtime = KeyRuntime(poller, Partition(key, None), stored.state, stored.snapshot)
         commit = commit_of(operation, runtime, values, SystemClock().now())
         await store.commit([commit])
     finally:
         await store.close()
-    return f"applied to {poller_name}/{key}"
+    return f"applied to {named}"

@@ -13,18 +13,22 @@ import gc
 import logging
 import signal
 import time
+from collections.abc import Coroutine, Sequence
 from contextlib import suppress
 from functools import partial
+from typing import Any
 
 from watukuy.config import RunnerConfig
+from watukuy.control.applier import ConfigApplier
 from watukuy.control.configs import ConfigTopic
-from watukuy.control.service import ConfigApplier, RunnerControl
+from watukuy.control.service import RunnerControl
 from watukuy.control.status import StatusTopic, key_statuses
 from watukuy.core.errors import WatukuyError
+from watukuy.core.lifecycle import Target
 from watukuy.core.observe import Observer
 from watukuy.engine.engine import Engine
 from watukuy.observe.metrics import PrometheusObserver
-from watukuy.rest.control import Metrics
+from watukuy.rest.port import Metrics
 from watukuy.rest.server import start_rest
 from watukuy.store.kafka.factory import ClientFactory
 from watukuy.store.kafka.hanging import HangingTransactions
@@ -112,27 +116,11 @@ async def _serve(
     """With the store started (its topics exist): the configs and status topics, the REST API,
     and the engine, until ``stop``."""
     runner = config.runner
-    layout, kafka = store.layout, config.kafka
     file_pollers = config.file_pollers()
-    configs = ConfigTopic(
-        kafka,
-        layout,
-        runner_id=runner.id,
-        group=store.settings.group,
-        timeout=runner.startup_timeout,
-        transaction_timeout=runner.session_timeout,
-    )
-    status = StatusTopic(
-        kafka,
-        layout,
-        runner_id=runner.id,
-        session_timeout=runner.session_timeout,
-        group=store.settings.group,
-        timeout=runner.startup_timeout,
-    )
+    configs, status = _control_topics(config, store)
     applier = ConfigApplier(engine, list(file_pollers), config.base_dir)
     hanging = HangingTransactions(
-        kafka, store.written_topics, metrics, transaction_timeout=runner.session_timeout
+        config.kafka, store.written_topics, metrics, transaction_timeout=runner.session_timeout
     )
     await configs.start()
     try:
@@ -140,21 +128,21 @@ async def _serve(
         await applier.apply_view(configs.view())
         await status.start()
         try:
-            running = False
+            polling = asyncio.Event()  # set while the engine polls: /health says healthy
             control = RunnerControl(
                 engine=engine,
                 configs=configs,
                 status=status,
                 file_pollers=file_pollers,
-                kafka=kafka,
-                layout=layout,
+                kafka=config.kafka,
+                layout=store.layout,
                 runner_id=runner.id,
                 base_dir=config.base_dir,
-                started=lambda: running,
+                started=polling.is_set,
                 broken=lambda: store.crashed,
                 metrics=partial(_scrape, metrics),
             )
-            async with start_rest(control, config.rest) as server, asyncio.TaskGroup() as group:
+            async with start_rest(control, config.rest) as server:
                 log.info(
                     "runner %s started: group %s, pollers %s, REST on port %d",
                     runner.id,
@@ -162,25 +150,61 @@ async def _serve(
                     ", ".join(sorted(engine.pollers)),
                     server.port,
                 )
-                polling = group.create_task(engine.run())
                 helpers = [
-                    group.create_task(applier.run()),
-                    group.create_task(_publish_statuses(engine, status)),
-                    group.create_task(_freeze_long_lived()),
-                    group.create_task(hanging.run()),
+                    applier.run(),
+                    _publish_statuses(engine, status),
+                    _freeze_long_lived(),
+                    hanging.run(),
                 ]
-                running = True
-                await stop.wait()
-                running = False
-                log.info("runner %s stopping", runner.id)
-                for task in helpers:
-                    task.cancel()
-                await engine.stop()
-                await polling
+                await _poll_until(stop, engine, helpers, polling, runner.id)
         finally:
             await status.stop(clean=True)
     finally:
         await configs.stop()
+
+
+def _control_topics(config: RunnerConfig, store: KafkaStore) -> tuple[ConfigTopic, StatusTopic]:
+    """``<prefix>.configs`` and ``<prefix>.status`` of this runner, not started."""
+    runner = config.runner
+    configs = ConfigTopic(
+        config.kafka,
+        store.layout,
+        runner_id=runner.id,
+        group=store.settings.group,
+        timeout=runner.startup_timeout,
+        transaction_timeout=runner.session_timeout,
+    )
+    status = StatusTopic(
+        config.kafka,
+        store.layout,
+        runner_id=runner.id,
+        session_timeout=runner.session_timeout,
+        group=store.settings.group,
+        timeout=runner.startup_timeout,
+    )
+    return configs, status
+
+
+async def _poll_until(
+    stop: asyncio.Event,
+    engine: Engine,
+    helpers: Sequence[Coroutine[Any, Any, None]],
+    polling: asyncio.Event,
+    runner_id: str,
+) -> None:
+    """Run the engine and its ``helpers`` until ``stop``; then cancel the helpers and stop the
+    engine. ``polling`` is set in between."""
+    async with asyncio.TaskGroup() as group:
+        running = group.create_task(engine.run())
+        tasks = [group.create_task(helper) for helper in helpers]
+        polling.set()
+        await stop.wait()
+        polling.clear()
+        log.info("runner %s stopping", runner_id)
+        for task in tasks:
+            task.cancel()
+        await engine.stop()
+        await running
 
 
 async def _scrape(metrics: PrometheusObserver) -> Metrics:
@@ -203,7 +227,7 @@ async def _freeze_long_lived() -> None:
 async def _publish_statuses(engine: Engine, status: StatusTopic) -> None:
     """Publish what changed of this instance's keys, every :data:`STATUS_EVERY` seconds."""
     while True:
-        targets = {name: engine.target(name) for name in engine.pollers}
+        targets = {name: Target(engine.target(name)) for name in engine.pollers}
         statuses = key_statuses(engine.inspect(), now=time.time(), targets=targets)
         try:
             await status.publish(statuses)

@@ -23,6 +23,7 @@ from watukuy.config import RunnerConfig
 from watukuy.control.keystatus import BackfillProgress, KeyStatus, StatusTable
 from watukuy.control.reader import Message, MissingTopic, TopicReader
 from watukuy.core.errors import ConfigError, StateCorrupted, WatukuyError
+from watukuy.core.lifecycle import TaskState
 from watukuy.store.kafka import clients
 from watukuy.store.kafka.topics import TopicLayout
 
@@ -35,7 +36,7 @@ BAR_WIDTH = 20
 MAX_CURSOR = 32  # characters of a backfill cursor shown in the table
 # States whose key's last_error says why it is in them (a gone owner's UNASSIGNED keys have
 # none: StatusTable.view drops it).
-REASONED = ("FAILED", "UNASSIGNED")
+REASONED = (TaskState.FAILED, TaskState.UNASSIGNED)
 
 
 def status(
@@ -124,7 +125,7 @@ def render(rows: Sequence[KeyStatus], *, tty: bool, unicode: bool = True) -> str
     ]
     for row in rows:
         if row.state in REASONED and row.last_error:
-            lines.append(f"{row.poller}/{row.partition}: {row.last_error}")
+            lines.append(f"{row.key}: {row.last_error}")
     return "\n".join(lines) + "\n"
 
 

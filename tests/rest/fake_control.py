@@ -1,4 +1,4 @@
-"""An in-memory :class:`watukuy.rest.control.Control`, good enough to drive every route.
+"""An in-memory :class:`watukuy.rest.port.Control`, good enough to drive every route.
 
 It keeps what a runner would (connectors with their origin, config as written and target
 state; keys with pause, failure and cursors; parked items; the operations accepted) and
@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from watukuy.core.errors import ConfigError
-from watukuy.core.lifecycle import Target
+from watukuy.core.lifecycle import Target, TaskState
 from watukuy.core.operations import KEY_OPERATIONS, LANES
 from watukuy.core.validation import message_of
 from watukuy.declarative import compile_poller
 from watukuy.options.secrets import resolve_references
-from watukuy.rest.control import (
+from watukuy.rest.errors import Conflict, NotFound
+from watukuy.rest.port import (
     ClusterInfo,
     Config,
     ConnectorOrigin,
@@ -33,15 +34,12 @@ from watukuy.rest.control import (
     Metrics,
     ParkedKind,
     PartitionInfo,
-    TargetState,
-    TaskState,
     TaskStatus,
     ValidationReport,
     merge_patch,
     relative_path,
     validation_report,
 )
-from watukuy.rest.errors import Conflict, NotFound
 
 WORKER = "runner-1"
 WHERE = "config"
@@ -59,7 +57,7 @@ class FakeKey:
 class FakeConnector:
     origin: ConnectorOrigin
     config: Config
-    state: TargetState = "RUNNING"
+    state: Target = Target.RUNNING
     keys: dict[str, FakeKey] = field(default_factory=dict)
     parked: list[dict[str, Any]] = field(default_factory=list)
 
@@ -94,7 +92,7 @@ class FakeControl:
         config: Config,
         *,
         origin: ConnectorOrigin = "rest",
-        state: TargetState = "RUNNING",
+        state: Target = Target.RUNNING,
         parked: list[dict[str, Any]] | None = None,
     ) -> FakeConnector:
         connector = FakeConnector(origin, copy.deepcopy(config), state)
@@ -154,7 +152,7 @@ class FakeControl:
         connector = self._get(name)
         return ConnectorRecord(name, connector.origin, copy.deepcopy(connector.config))
 
-    async def create_connector(self, name: str, config: Config, initial_state: TargetState) -> None:
+    async def create_connector(self, name: str, config: Config, initial_state: Target) -> None:
         self._maybe_fail()
         if name in self.connectors_by_name:
             raise Conflict(f"connector {name} exists already")

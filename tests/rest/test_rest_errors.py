@@ -9,7 +9,7 @@ import pytest
 from tests.rest.fake_control import FakeControl
 from tests.rest.support import config, error_of, rest_client, seed
 from watukuy.core.errors import Retriable
-from watukuy.rest.control import Health
+from watukuy.rest.port import Health
 
 CANARY = "tenant-secret-canary-5521"
 

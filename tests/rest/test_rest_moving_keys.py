@@ -113,7 +113,7 @@ async def test_an_operation_on_a_key_being_restarted_waits_for_it(tmp_path: Path
 async def test_a_key_that_stays_away_is_503(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("watukuy.control.service.APPLY_WAIT", 0.2)
+    monkeypatch.setattr("watukuy.control.keyops.APPLY_WAIT", 0.2)
     engine = RestartingEngine(held_again=False)
     with pytest.raises(Retriable, match="is restarting here; try again"):
         await control_over(engine, tmp_path).operate("invoices", "acme", "trigger", {})

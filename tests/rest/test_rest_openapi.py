@@ -18,8 +18,8 @@ from tests.rest.support import rest_client, seed
 from watukuy.config.model import RestAuth, RestSettings
 from watukuy.core.operations import CONNECTOR_OPERATIONS, KEY_OPERATIONS, Argument, KeyOperation
 from watukuy.rest import build_app, openapi_document, start_rest
-from watukuy.rest.control import PARTITION_OPERATIONS
 from watukuy.rest.openapi import arguments_schema
+from watukuy.rest.port import PARTITION_OPERATIONS
 
 TOKEN = "fuzz-token-4f1d"
 FUZZ_SECONDS = 25.0

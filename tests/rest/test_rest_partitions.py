@@ -14,7 +14,7 @@ from tests.rest.fake_control import FakeControl
 from tests.rest.support import PARKED, error_of, rest_client, seed
 from watukuy.core.operations import CONNECTOR_OPERATIONS
 from watukuy.rest import build_app
-from watukuy.rest.control import PARTITION_OPERATIONS, Control
+from watukuy.rest.port import PARTITION_OPERATIONS, Control
 
 
 async def test_partitions_are_listed() -> None:

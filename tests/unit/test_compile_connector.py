@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from watukuy.control.service import compile_connector
+from watukuy.control.connectors import compile_connector
 from watukuy.core.errors import ConfigError
 
 pytestmark = pytest.mark.unit

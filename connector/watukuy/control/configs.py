@@ -31,7 +31,6 @@ import contextlib
 import copy
 import json
 import logging
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -43,17 +42,17 @@ from watukuy.control.jsonrecord import json_record
 from watukuy.control.reader import Message, TopicReader
 from watukuy.core.errors import ConfigError, Retriable, StateCorrupted, WatukuyError
 from watukuy.core.errors import Conflict as CoreConflict
+from watukuy.core.keys import POLLER_NAME
+from watukuy.core.lifecycle import Target
 from watukuy.store.kafka import clients
 from watukuy.store.kafka.topics import TopicLayout
 
 __all__ = [
     "FORMAT_VERSION",
-    "TARGETS",
     "ConfigTopic",
     "Conflict",
     "Connector",
     "Listener",
-    "Target",
     "UnknownConnector",
     "decode_record",
     "encode_connector",
@@ -62,8 +61,6 @@ __all__ = [
 
 log = logging.getLogger("watukuy.control")
 
-Target = Literal["RUNNING", "PAUSED", "STOPPED"]
-TARGETS: tuple[Target, ...] = ("RUNNING", "PAUSED", "STOPPED")
 FORMAT_VERSION = 1
 """``format_version`` written by this release; a record with a higher one is skipped."""
 
@@ -71,7 +68,7 @@ CONNECTOR_PREFIX = "connector/"
 TARGET_PREFIX = "target/"
 PARTITION = 0  # every record: one total order of changes
 
-_NAME = re.compile(r"[A-Za-z0-9._-]+")
+_TARGETS = [target.value for target in Target]
 
 Listener = Callable[[str, Mapping[str, Any] | None, Target | None], None]
 """``on_change(name, config, target)``; ``config`` and ``target`` are ``None`` once deleted."""
@@ -102,15 +99,15 @@ def _json(value: Any) -> bytes:
 
 
 def _check_name(name: str) -> None:
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
+    if not isinstance(name, str) or not POLLER_NAME.fullmatch(name):
         raise ConfigError("must match [A-Za-z0-9._-]+", "name")
 
 
 def _check_target(target: str) -> Target:
-    for known in TARGETS:
-        if target == known:
-            return known
-    raise ConfigError(f"must be one of: {', '.join(TARGETS)}", "target")
+    """``target`` as a :class:`Target`: the enum itself, or its exact value (case counts)."""
+    if isinstance(target, str) and target in _TARGETS:
+        return Target(target)
+    raise ConfigError(f"must be one of: {', '.join(_TARGETS)}", "target")
 
 
 def encode_connector(name: str, config: Mapping[str, Any], version: int) -> bytes:
@@ -161,7 +158,7 @@ def decode_record(key: bytes | None, value: bytes | None) -> _Record | None:
     if kind == "connector":
         field, ok = "config", isinstance(decoded.get("config"), dict)
     else:
-        field, ok = "target", decoded.get("target") in TARGETS
+        field, ok = "target", decoded.get("target") in _TARGETS
     if not ok or not isinstance(decoded.get("version"), int):
         raise StateCorrupted(f"unreadable {kind} record of '{name}': bad {field} or version")
     return _Record(kind, name, decoded)
@@ -422,7 +419,10 @@ class ConfigTopic:
         else:
             stored = self._configs.get(name)
             after = Connector(
-                name, None if stored is None else stored[0], value["target"], value["version"]
+                name,
+                None if stored is None else stored[0],
+                Target(value["target"]),
+                value["version"],
             )
             self._view[name] = after
             if after == before:

@@ -27,11 +27,13 @@ from watukuy.control.jsonrecord import json_record
 from watukuy.core.errors import StateCorrupted
 from watukuy.core.events import canonical_json
 from watukuy.core.inspect import PollerInspect
+from watukuy.core.keys import KeyId, key_text
+from watukuy.core.lifecycle import Target, TaskState
 from watukuy.core.redaction import MAX_LENGTH
 
 __all__ = [
     "FORMAT_VERSION",
-    "STATES",
+    "RECORDED",
     "BackfillProgress",
     "Heartbeat",
     "KeyStatus",
@@ -45,8 +47,8 @@ __all__ = [
     "status_key",
 ]
 
-State = Literal["RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED"]
-STATES: tuple[State, ...] = ("RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED")
+RECORDED = frozenset(TaskState) - {TaskState.RESTARTING}
+"""The states a status record may hold (RESTARTING is only REST's word)."""
 FORMAT_VERSION = 1
 """``format_version`` written by this release; a record with a higher one is refused."""
 
@@ -70,7 +72,7 @@ class BackfillProgress:
 class KeyStatus:
     poller: str
     partition: str
-    state: State
+    state: TaskState
     owner: str | None
     lag: float | None  # seconds since the last successful poll, as of updated_at
     circuit: str
@@ -81,7 +83,7 @@ class KeyStatus:
 
     @property
     def key(self) -> str:
-        return f"{self.poller}/{self.partition}"
+        return key_text(self.poller, self.partition)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +95,7 @@ class Heartbeat:
 # -- from inspect -----------------------------------------------------------------------------
 
 
-def key_status(inspect: PollerInspect, *, now: float, target: str = "RUNNING") -> KeyStatus:
+def key_status(inspect: PollerInspect, *, now: float, target: Target = Target.RUNNING) -> KeyStatus:
     """The status of one key from its ``inspect()`` entry.
 
     ``target`` is the connector's target state (RUNNING, PAUSED, STOPPED). A key is STOPPED
@@ -105,19 +107,19 @@ def key_status(inspect: PollerInspect, *, now: float, target: str = "RUNNING") -
     ``pages``, ``items``, ``cursor``, ``fraction``, or ``start`` and ``until`` (numbers or
     ISO-8601 times) from which, with ``cursor``, the fraction is worked out.
     """
-    state: State
-    if target == "STOPPED":
-        state = "STOPPED"
+    state: TaskState
+    if target == Target.STOPPED:
+        state = TaskState.STOPPED
     elif inspect.waiting_newer:
         # Not RUNNING: Connect's users read that as "this instance works on it". Nor PAUSED:
         # resuming would not make it run; only an instance of the newer release can.
-        state = "UNASSIGNED"
-    elif target == "PAUSED" or inspect.paused:
-        state = "PAUSED"
+        state = TaskState.UNASSIGNED
+    elif target == Target.PAUSED or inspect.paused:
+        state = TaskState.PAUSED
     elif inspect.circuit == "open":
-        state = "FAILED"
+        state = TaskState.FAILED
     else:
-        state = "RUNNING"
+        state = TaskState.RUNNING
     error = inspect.last_error
     return KeyStatus(
         poller=inspect.poller,
@@ -190,7 +192,8 @@ def _short_cursor(cursor: Any) -> Any:
 
 
 def status_key(poller: str, partition: str) -> bytes:
-    return f"{KEY_PREFIX}{poller}/{partition}".encode()
+    """``key/`` and the key's text form: the bytes any reader of ``<prefix>.status`` sees."""
+    return (KEY_PREFIX + key_text(poller, partition)).encode()
 
 
 def heartbeat_key(runner: str) -> bytes:
@@ -250,7 +253,9 @@ def decode_record(key: bytes | None, value: bytes | None) -> StatusRecord | None
     text = key.decode("utf-8", errors="replace")
     if text.startswith(KEY_PREFIX):
         name = text[len(KEY_PREFIX) :]
-        if "/" not in name:
+        try:
+            KeyId.parse(name)
+        except ValueError:  # not a key this release writes
             return None
         return StatusRecord("key", name, None if value is None else _status(name, value))
     if text.startswith(WORKER_PREFIX):
@@ -268,12 +273,12 @@ def _status(name: str, raw: bytes) -> KeyStatus:
     try:
         backfill = value.get("backfill")
         state = value["state"]
-        if state not in STATES:
+        if state not in RECORDED:
             raise ValueError(f"unknown state {state!r}")
         return KeyStatus(
             poller=str(value["poller"]),
             partition=str(value["partition"]),
-            state=state,
+            state=TaskState(state),
             owner=value.get("owner"),
             lag=None if value.get("lag") is None else float(value["lag"]),
             circuit=str(value["circuit"]),
@@ -351,7 +356,7 @@ class StatusTable:
             if poller is not None and status.poller != poller:
                 continue
             if not self.alive(status.owner, now=now, session_timeout=session_timeout):
-                status = replace(status, state="UNASSIGNED", last_error=None)
+                status = replace(status, state=TaskState.UNASSIGNED, last_error=None)
             shown.append(status)
         return shown
 
@@ -389,4 +394,4 @@ class Outbox:
         self._written[status.key] = (status, now)
 
     def forget(self, poller: str, partition: str) -> None:
-        self._written.pop(f"{poller}/{partition}", None)
+        self._written.pop(key_text(poller, partition), None)

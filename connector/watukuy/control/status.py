@@ -43,6 +43,7 @@ from watukuy.control.keystatus import (
 from watukuy.control.reader import Message, TopicReader
 from watukuy.core.errors import Retriable, StateCorrupted, WatukuyError
 from watukuy.core.inspect import PollerInspect
+from watukuy.core.lifecycle import Target
 from watukuy.store.kafka import clients
 from watukuy.store.kafka.topics import TopicLayout
 
@@ -64,12 +65,14 @@ def key_statuses(
     inspections: Iterable[PollerInspect],
     *,
     now: float,
-    targets: Mapping[str, str] | None = None,
+    targets: Mapping[str, Target] | None = None,
 ) -> list[KeyStatus]:
     """:func:`key_status` of each of ``engine.inspect()``; ``targets`` maps a poller to its
     connector's target state (RUNNING when absent)."""
     targets = targets or {}
-    return [key_status(i, now=now, target=targets.get(i.poller, "RUNNING")) for i in inspections]
+    return [
+        key_status(i, now=now, target=targets.get(i.poller, Target.RUNNING)) for i in inspections
+    ]
 
 
 class StatusTopic:

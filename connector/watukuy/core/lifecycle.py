@@ -18,7 +18,7 @@ when its connector is resumed, and a running key of a paused connector keeps its
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import Enum, StrEnum
 
 from watukuy.core.errors import ConfigError, IllegalTransition
 from watukuy.core.state import PartitionState
@@ -29,6 +29,7 @@ __all__ = [
     "IllegalTransition",
     "KeyPhase",
     "Target",
+    "TaskState",
     "held_phase",
     "move",
     "parse_target",
@@ -102,8 +103,11 @@ def held_phase(state: PartitionState) -> KeyPhase:
     return _P.PAUSED_BY_USER if state.paused == "user" else _P.ACTIVE
 
 
-class Target(Enum):
-    """What a connector (a poller, in REST terms) was asked to do, as Kafka Connect names it."""
+class Target(StrEnum):
+    """What a connector (a poller, in REST terms) was asked to do, as Kafka Connect names it.
+
+    A ``str``: its value is its name in records, REST bodies and the OpenAPI document.
+    """
 
     RUNNING = "RUNNING"
     """Its keys are held and polled."""
@@ -119,6 +123,23 @@ class Target(Enum):
     @property
     def polls(self) -> bool:
         return self is Target.RUNNING
+
+
+class TaskState(StrEnum):
+    """What REST and ``<prefix>.status`` say of one key (a task, in Connect's words): its
+    connector's target where that decides, else how its owner runs it."""
+
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    """The key or its connector is paused."""
+    STOPPED = "STOPPED"
+    """Its connector is stopped."""
+    FAILED = "FAILED"
+    """Its circuit is open: its polls keep failing."""
+    UNASSIGNED = "UNASSIGNED"
+    """No live runner runs it (none owns it, or its owner waits for a newer release)."""
+    RESTARTING = "RESTARTING"
+    """Only REST may say it (Connect's word); no status record holds it."""
 
 
 def parse_target(value: object, path: str = "target") -> Target:

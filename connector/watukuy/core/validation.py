@@ -39,15 +39,34 @@ def section(raw: object, path: str) -> Mapping[str, Any]:
     return raw
 
 
-def check_keys(given: Mapping[str, Any], known: Iterable[str], path: str) -> None:
-    """Reject the first key not in ``known``, suggesting the closest known one."""
+def json_kind(value: object) -> str:
+    """What a JSON body holds, in JSON's words: ``a boolean``, ``a number``, ``an array``,
+    ``an object`` (REST answers in them; :func:`kind` speaks YAML's and Python's)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def check_keys(
+    given: Mapping[str, Any], known: Iterable[str], path: str, *, noun: str = "key"
+) -> None:
+    """Reject the first key not in ``known``, suggesting the closest known one; ``noun`` is
+    what the message calls it (a JSON body's keys are fields)."""
     allowed = list(known)
     for key in given:
         if key in allowed:
             continue
         close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}?" if close else f"expected one of: {', '.join(allowed)}"
-        raise ConfigError(f"unknown key; {hint}", join(path, key))
+        raise ConfigError(f"unknown {noun}; {hint}", join(path, key))
 
 
 def positive_int(value: object, path: str, shown: str | None = None) -> int:

@@ -1,9 +1,7 @@
-"""The package's version, at the bottom so that every layer may read it (the CLI's
-``--version``, REST's ``GET /`` and ``/openapi.json``, the Kafka clients' ``client.software``)
-without importing the package root, which is the public facade only."""
+"""This release's version: at the bottom, so that the modules which report it (the CLI's
+``--version``, REST's ``GET /`` and OpenAPI document) need not import the package's facade."""
 
-from __future__ import annotations
+__all__ = ["VERSION"]
 
-__all__ = ["__version__"]
-
-__version__ = "0.1.0"
+VERSION = "0.1.0"
+"""Kept equal to ``version`` in pyproject.toml."""

@@ -5,9 +5,9 @@
 connector's only key) is written ``~`` in paths and queries.
 """
 
-from watukuy.rest.control import Control
 from watukuy.rest.errors import BadRequest, Conflict, NotFound
 from watukuy.rest.openapi import openapi_document
+from watukuy.rest.port import Control
 from watukuy.rest.server import RestServer, build_app, start_rest
 
 __all__ = [

@@ -6,20 +6,11 @@ are about the request's target, not its content. ``Conflict`` (409) is core/erro
 
 from __future__ import annotations
 
-from watukuy.core.errors import ConfigError, WatukuyError
+from watukuy.core.errors import ConfigError, Conflict, WatukuyError
 
 
 class NotFound(WatukuyError):
     """No such connector, partition or parked item: 404."""
-
-
-try:  # one Conflict for the engine and the REST layer, where core/errors.py has it
-    from watukuy.core.errors import Conflict
-except ImportError:  # pragma: no cover - until it does
-
-    class Conflict(WatukuyError):  # type: ignore[no-redef]
-        """The target is in the wrong state for the request (a connector that exists already,
-        offsets changed while not STOPPED, a config-file connector reconfigured): 409."""
 
 
 class BadRequest(ConfigError):

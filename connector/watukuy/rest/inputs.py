@@ -9,26 +9,27 @@ echoed in a message: it may be a secret pasted in the wrong place.
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import re
 from collections.abc import Mapping
-from typing import Any, cast
 
+from watukuy.core.errors import ConfigError
+from watukuy.core.keys import POLLER_NAME
+from watukuy.core.lifecycle import Target
 from watukuy.core.operations import KEY_OPERATIONS, LANES, KeyOperation
-from watukuy.rest.control import (
+from watukuy.core.validation import check_keys, join, json_kind, message_of
+from watukuy.rest.errors import BadRequest
+from watukuy.rest.port import (
     PARKED_KINDS,
-    TARGET_STATES,
     Config,
     JsonValue,
     KeyOffsets,
     ParkedKind,
-    TargetState,
 )
-from watukuy.rest.errors import BadRequest
 
-NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]+")
+KEY_PATTERN = re.compile(r"[A-Za-z0-9._-]+")
+"""A partition key REST can address (in a path, a query or a body)."""
 UNPARTITIONED = "~"
 """How a path or query addresses the key ``''`` of an unpartitioned connector: ``~`` is
 unreserved in URLs (nothing encodes or merges it, unlike an empty segment) and is not a
@@ -36,7 +37,7 @@ character of any key, so it names nothing else."""
 
 
 def check_name(value: str, field: str = "name") -> str:
-    if not NAME_PATTERN.fullmatch(value):
+    if not POLLER_NAME.fullmatch(value):
         raise BadRequest("must match [A-Za-z0-9._-]+", field)
     return value
 
@@ -45,7 +46,7 @@ def check_key(value: str, field: str = "key") -> str:
     """A partition key from a path or query: ``~`` is the key ``''``."""
     if value == UNPARTITIONED:
         return ""
-    if not NAME_PATTERN.fullmatch(value):
+    if not KEY_PATTERN.fullmatch(value):
         raise BadRequest(
             f"must match [A-Za-z0-9._-]+, or be {UNPARTITIONED} for an unpartitioned connector",
             field,
@@ -106,17 +107,16 @@ def optional_key(query: Mapping[str, str], name: str) -> str | None:
 
 def mapping(value: JsonValue, field: str) -> dict[str, JsonValue]:
     if not isinstance(value, dict):
-        raise BadRequest(f"must be a JSON object, got {_kind(value)}", field)
+        raise BadRequest(f"must be a JSON object, got {json_kind(value)}", field)
     return value
 
 
 def known_keys(body: Mapping[str, JsonValue], known: tuple[str, ...], field: str = "") -> None:
-    for key in body:
-        if key in known:
-            continue
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]!r}?" if close else f"expected one of: {', '.join(known)}"
-        raise BadRequest(f"unknown field; {hint}", f"{field}.{key}" if field else key)
+    """Refuse the first field not in ``known``, suggesting the closest known one."""
+    try:
+        check_keys(body, known, field, noun="field")
+    except ConfigError as exc:
+        raise BadRequest(message_of(exc), exc.path) from None
 
 
 def finite(value: JsonValue, field: str) -> None:
@@ -126,7 +126,7 @@ def finite(value: JsonValue, field: str) -> None:
         raise BadRequest("must be a finite number", field or "body")
     if isinstance(value, dict):
         for key, item in value.items():
-            finite(item, _join(field, key))
+            finite(item, join(field, key))
     elif isinstance(value, list):
         for index, item in enumerate(value):
             finite(item, f"{field}[{index}]")
@@ -139,25 +139,26 @@ def connector_config(value: JsonValue, name: str, field: str = "") -> Config:
     finite(config, field)
     given = config.get("name")
     if given is not None and given != name:
-        raise BadRequest("does not match the connector name", _join(field, "name"))
+        raise BadRequest("does not match the connector name", join(field, "name"))
     return {key: item for key, item in config.items() if key != "name"}
 
 
-def create_request(body: JsonValue) -> tuple[str, Config, TargetState]:
+def create_request(body: JsonValue) -> tuple[str, Config, Target]:
     """``POST /connectors``: ``{"name", "config", "initial_state"?}`` (KIP-980)."""
     given = mapping(body, "body")
     known_keys(given, ("name", "config", "initial_state"))
     name = given.get("name")
     if not isinstance(name, str):
-        raise BadRequest(f"is required: a string, got {_kind(name)}", "name")
+        raise BadRequest(f"is required: a string, got {json_kind(name)}", "name")
     check_name(name)
     if "config" not in given:
         raise BadRequest("is required: the connector's config", "config")
     config = connector_config(given["config"], name, "config")
-    state = given.get("initial_state", "RUNNING")
-    if state not in TARGET_STATES:
-        raise BadRequest(f"must be one of: {', '.join(TARGET_STATES)}", "initial_state")
-    return name, config, cast(TargetState, state)
+    state = given.get("initial_state", Target.RUNNING.value)
+    names = [target.value for target in Target]
+    if not isinstance(state, str) or state not in names:  # exactly a name: case counts
+        raise BadRequest(f"must be one of: {', '.join(names)}", "initial_state")
+    return name, config, Target(state)
 
 
 def config_patch(body: JsonValue, name: str) -> Config:
@@ -174,7 +175,7 @@ def offsets_request(body: JsonValue) -> list[KeyOffsets]:
     known_keys(given, ("offsets",))
     entries = given.get("offsets")
     if not isinstance(entries, list) or not entries:
-        raise BadRequest(f"must be a non-empty list, got {_kind(entries)}", "offsets")
+        raise BadRequest(f"must be a non-empty list, got {json_kind(entries)}", "offsets")
     out: list[KeyOffsets] = []
     for index, entry in enumerate(entries):
         where = f"offsets[{index}]"
@@ -184,7 +185,7 @@ def offsets_request(body: JsonValue) -> list[KeyOffsets]:
         known_keys(partition, ("key",), f"{where}.partition")
         key = partition.get("key")
         if not isinstance(key, str):
-            raise BadRequest(f"must be a string, got {_kind(key)}", f"{where}.partition.key")
+            raise BadRequest(f"must be a string, got {json_kind(key)}", f"{where}.partition.key")
         if key != "":
             check_key(key, f"{where}.partition.key")
         if "offset" not in item:
@@ -214,31 +215,8 @@ def retry_request(body: JsonValue) -> tuple[str, dict[str, JsonValue]]:
     known_keys(given, ("partition", *(argument.name for argument in op.arguments)))
     key = given.get("partition")
     if not isinstance(key, str):
-        raise BadRequest(f"is required: a string, got {_kind(key)}", "partition")
+        raise BadRequest(f"is required: a string, got {json_kind(key)}", "partition")
     if key != "":  # a body can say '' itself; '~' is only for paths and queries
         check_key(key, "partition")
     args = operation_args(op, {name: value for name, value in given.items() if name != "partition"})
     return key, args
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _kind(value: JsonValue) -> str:
-    """A JSON value's type, in JSON's words."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if _is_number(value):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
-def _join(field: str, key: str) -> str:
-    return f"{field}.{key}" if field else key

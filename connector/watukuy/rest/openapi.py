@@ -1,9 +1,10 @@
 """The OpenAPI 3.1 document of every route, served at ``GET /openapi.json``.
 
 Written apart from the routes, so that a test comparing the two catches a route added without
-documentation (or documented and never served). The schemas are the contract's shapes. The
-operations' entries (per key and per connector: summary, request body) are generated from the
-registry, :mod:`watukuy.core.operations`, so an operation added there is documented here.
+documentation (or documented and never served). The schemas are the contract's shapes
+(:mod:`watukuy.rest.schemas`). The operations' entries (per key and per connector: summary,
+request body) are generated from the registry, :mod:`watukuy.core.operations`, so an operation
+added there is documented here.
 """
 
 from __future__ import annotations
@@ -16,189 +17,21 @@ from typing import Any
 from watukuy.core.lifecycle import Target
 from watukuy.core.operations import (
     CONNECTOR_OPERATIONS,
-    CURSOR_SCHEMA,
     KEY_OPERATIONS,
     ConnectorOperation,
     KeyOperation,
     json_value,
 )
-from watukuy.core.version import __version__
-from watukuy.rest.control import PARTITION_OPERATIONS
-
-Schema = dict[str, Any]
-
-NAME = "^[A-Za-z0-9._-]+$"
-KEY = "^([A-Za-z0-9._-]+|~)$"
-STATES = ["RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED", "RESTARTING"]
-
-
-def _ref(name: str) -> Schema:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _object(
-    properties: dict[str, Schema], required: list[str] | None = None, **extra: Any
-) -> Schema:
-    schema: Schema = {"type": "object", "properties": properties}
-    schema["required"] = list(properties) if required is None else required
-    schema.update(extra)
-    return schema
-
-
-CURSOR: Schema = dict(CURSOR_SCHEMA)
-KEY_IN_BODY: Schema = {
-    "type": "string",
-    "pattern": "^[A-Za-z0-9._-]*$",
-    "description": "The partition key ('' for an unpartitioned connector).",
-}
-
-SCHEMAS: dict[str, Schema] = {
-    "Error": _object(
-        {"error_code": {"type": "integer"}, "message": {"type": "string"}},
-        additionalProperties=False,
-    ),
-    "Message": _object({"message": {"type": "string"}}),
-    "ClusterInfo": _object(
-        {
-            "version": {"type": "string"},
-            "commit": {"type": "string"},
-            "kafka_cluster_id": {"type": ["string", "null"]},
-        }
-    ),
-    "Config": {
-        "type": "object",
-        "description": "A declarative poller (the keys of a `pollers:` entry, without `name`). "
-        "Secrets are written as `${env:NAME}` / `${file:PATH}` and read back as written.",
-        "additionalProperties": True,
-    },
-    "ConfigPatch": {
-        "type": "object",
-        "description": "JSON Merge Patch (RFC 7386) of the config: `null` removes a key, an "
-        "object merges into an object, anything else replaces.",
-        "additionalProperties": True,
-    },
-    "CreateConnector": _object(
-        {
-            "name": {"type": "string", "pattern": NAME},
-            "config": _ref("Config"),
-            "initial_state": {"enum": ["RUNNING", "PAUSED", "STOPPED"], "default": "RUNNING"},
-        },
-        required=["name", "config"],
-        additionalProperties=False,
-    ),
-    "ConnectorInfo": _object(
-        {
-            "name": {"type": "string"},
-            "config": _ref("Config"),
-            "tasks": {
-                "type": "array",
-                "items": _object({"connector": {"type": "string"}, "task": {"type": "integer"}}),
-            },
-            "type": {"const": "source"},
-        }
-    ),
-    "WorkerState": _object({"state": {"enum": STATES}, "worker_id": {"type": ["string", "null"]}}),
-    "TaskStatus": _object(
-        {
-            "id": {"type": "integer", "description": "The partition's index in key order."},
-            "state": {"enum": STATES},
-            "worker_id": {"type": ["string", "null"]},
-            "partition": {"type": "string"},
-            "lag": {"type": ["number", "null"], "description": "Seconds since the last poll."},
-            "circuit": {"enum": ["closed", "open", "half-open"]},
-            "parked": {"type": "object", "additionalProperties": {"type": "integer"}},
-            "backfill": {"type": "boolean"},
-            "trace": {
-                "type": "string",
-                "description": "Why a FAILED or UNASSIGNED task is so; absent otherwise.",
-            },
-        },
-        required=["id", "state", "worker_id", "partition", "lag", "circuit", "parked", "backfill"],
-    ),
-    "ConnectorStatus": _object(
-        {
-            "name": {"type": "string"},
-            "connector": _ref("WorkerState"),
-            "type": {"const": "source"},
-            "tasks": {"type": "array", "items": _ref("TaskStatus")},
-        }
-    ),
-    "ExpandedConnectors": {
-        "type": "object",
-        "description": "By connector name, the expansions asked for.",
-        "additionalProperties": _object(
-            {"status": _ref("ConnectorStatus"), "info": _ref("ConnectorInfo")},
-            required=[],
-            additionalProperties=False,
-        ),
-    },
-    "LaneCursors": {
-        "type": "object",
-        "properties": {"live": CURSOR, "backfill": CURSOR, "reconcile": CURSOR},
-        "additionalProperties": False,
-    },
-    "KeyOffsets": _object(
-        {
-            "partition": _object({"key": KEY_IN_BODY}, additionalProperties=False),
-            "offset": {"oneOf": [_ref("LaneCursors"), {"type": "null"}]},
-        },
-        additionalProperties=False,
-    ),
-    "Offsets": _object({"offsets": {"type": "array", "items": _ref("KeyOffsets")}}),
-    "OffsetsPatch": _object(
-        {"offsets": {"type": "array", "items": _ref("KeyOffsets"), "minItems": 1}},
-        additionalProperties=False,
-    ),
-    "PartitionInfo": _object(
-        {
-            "key": {"type": "string"},
-            "state": {"enum": STATES},
-            "owner": {"type": ["string", "null"]},
-        }
-    ),
-    "ParkedItem": _object(
-        {
-            "id": {"type": "string"},
-            "partition": {"type": "string"},
-            "kind": {"enum": ["invalid", "poison"]},
-            "error": {"type": "string"},
-            "attempts": {"type": "integer"},
-        },
-        description="An item that could not become an event; never partition data.",
-        additionalProperties=True,
-    ),
-    "Plugins": {
-        "type": "array",
-        "items": _object({"class": {"enum": ["http", "python"]}}),
-    },
-    "Validation": _object(
-        {
-            "name": {"type": "string"},
-            "error_count": {"type": "integer", "minimum": 0},
-            "groups": {"type": "array", "items": {"type": "string"}},
-            "configs": {
-                "type": "array",
-                "items": _object(
-                    {
-                        "value": _object(
-                            {
-                                "name": {"type": "string"},
-                                "errors": {"type": "array", "items": {"type": "string"}},
-                            }
-                        )
-                    }
-                ),
-            },
-        }
-    ),
-    "Health": _object(
-        {"status": {"enum": ["healthy", "starting", "unhealthy"]}, "message": {"type": "string"}}
-    ),
-    "Healthz": {
-        "type": "object",
-        "description": "This instance's keys with lag, circuit and parked counts.",
-    },
-}
+from watukuy.core.version import VERSION
+from watukuy.rest.port import PARTITION_OPERATIONS
+from watukuy.rest.schemas import (
+    KEY_IN_BODY,
+    PARAMETERS,
+    SCHEMAS,
+    Schema,
+    object_schema,
+    ref,
+)
 
 ERRORS = {
     400: "Bad input: the message names the field.",
@@ -209,30 +42,6 @@ ERRORS = {
     415: "The body is not `application/json`.",
     500: "Internal error (no detail is given).",
     503: "Kafka or the runner cannot be reached now; try again.",
-}
-
-PARAMETERS: dict[str, Schema] = {
-    "name": {
-        "name": "name",
-        "in": "path",
-        "required": True,
-        "description": "The connector (poller) name.",
-        "schema": {"type": "string", "pattern": NAME},
-    },
-    "key": {
-        "name": "key",
-        "in": "path",
-        "required": True,
-        "description": "The partition key; `~` addresses the key '' of an unpartitioned connector.",
-        "schema": {"type": "string", "pattern": KEY},
-    },
-    "plugin": {
-        "name": "plugin",
-        "in": "path",
-        "required": True,
-        "description": "The connector class.",
-        "schema": {"enum": ["http", "python"]},
-    },
 }
 
 
@@ -274,7 +83,7 @@ def _operation(
         if schema is not None:
             answers[str(code)]["content"] = _json_content(schema)
     for code in sorted(codes - set(responses)):
-        answers[str(code)] = {"description": ERRORS[code], "content": _json_content(_ref("Error"))}
+        answers[str(code)] = {"description": ERRORS[code], "content": _json_content(ref("Error"))}
     operation["responses"] = answers
     if open_route:
         operation["security"] = []
@@ -291,7 +100,7 @@ def _query(name: str, schema: Schema, description: str, **extra: Any) -> Schema:
 
 
 ACCEPTED = {202: ("Accepted.", None)}
-INFO = _ref("ConnectorInfo")
+INFO = ref("ConnectorInfo")
 C = ("name",)
 P = ("name", "key")
 
@@ -313,7 +122,7 @@ def arguments_schema(op: KeyOperation, extra: Mapping[str, Schema] | None = None
         if argument.default is not None:
             schema["default"] = json_value(argument.default, argument.name)
         properties[argument.name] = schema
-    return _object(properties, required=list(extra or {}), additionalProperties=False)
+    return object_schema(properties, required=list(extra or {}), additionalProperties=False)
 
 
 def _key_operation(op: KeyOperation, operation_id: str, **extra: Any) -> dict[str, Any]:
@@ -373,9 +182,21 @@ def _camel(name: str) -> str:
 
 
 def _paths() -> dict[str, dict[str, Any]]:
-    paths: dict[str, dict[str, Any]] = {
+    """Every route, in the order the contract lists them: the connectors, their configs and
+    status, what their keys hold, the runner's own routes; then the registry's operations."""
+    paths = _connector_paths() | _config_paths() | _stored_paths() | _runner_paths()
+    for op in CONNECTOR_OPERATIONS.values():
+        paths[f"/connectors/{{name}}/{op.name}"] = _connector_operation(op)
+    return paths | _key_operations()
+
+
+Paths = dict[str, dict[str, Any]]
+
+
+def _connector_paths() -> Paths:
+    return {
         "/": {
-            "get": _operation("Cluster info", {200: ("Version and cluster.", _ref("ClusterInfo"))})
+            "get": _operation("Cluster info", {200: ("Version and cluster.", ref("ClusterInfo"))})
         },
         "/connectors": {
             "get": _operation(
@@ -386,7 +207,7 @@ def _paths() -> dict[str, dict[str, Any]]:
                         {
                             "oneOf": [
                                 {"type": "array", "items": {"type": "string"}},
-                                _ref("ExpandedConnectors"),
+                                ref("ExpandedConnectors"),
                             ]
                         },
                     )
@@ -406,7 +227,7 @@ def _paths() -> dict[str, dict[str, Any]]:
                 "Create a connector",
                 {201: ("Created.", INFO)},
                 errors=(409,),
-                body=_ref("CreateConnector"),
+                body=ref("CreateConnector"),
             ),
         },
         "/connectors/{name}": {
@@ -418,10 +239,15 @@ def _paths() -> dict[str, dict[str, Any]]:
                 parameters=C,
             ),
         },
+    }
+
+
+def _config_paths() -> Paths:
+    return {
         "/connectors/{name}/config": {
             "get": _operation(
                 "Get a connector config",
-                {200: ("The config as written (secrets as placeholders).", _ref("Config"))},
+                {200: ("The config as written (secrets as placeholders).", ref("Config"))},
                 parameters=C,
             ),
             "put": _operation(
@@ -429,37 +255,43 @@ def _paths() -> dict[str, dict[str, Any]]:
                 {200: ("Replaced.", INFO), 201: ("Created.", INFO)},
                 errors=(409,),
                 parameters=C,
-                body=_ref("Config"),
+                body=ref("Config"),
             ),
             "patch": _operation(
                 "Patch a connector config",
                 {200: ("Merged.", INFO)},
                 errors=(409,),
                 parameters=C,
-                body=_ref("ConfigPatch"),
+                body=ref("ConfigPatch"),
             ),
         },
         "/connectors/{name}/status": {
             "get": _operation(
                 "Get a connector status",
-                {200: ("One task per partition.", _ref("ConnectorStatus"))},
+                {200: ("One task per partition.", ref("ConnectorStatus"))},
                 parameters=C,
             )
         },
+    }
+
+
+def _stored_paths() -> Paths:
+    """Offsets, partitions and parked items: what a connector's keys hold."""
+    return {
         "/connectors/{name}/offsets": {
             "get": _operation(
-                "Get connector offsets", {200: ("Cursors per key.", _ref("Offsets"))}, parameters=C
+                "Get connector offsets", {200: ("Cursors per key.", ref("Offsets"))}, parameters=C
             ),
             "patch": _operation(
                 "Alter connector offsets",
-                {200: ("Altered.", _ref("Message"))},
+                {200: ("Altered.", ref("Message"))},
                 errors=(409,),
                 parameters=C,
-                body=_ref("OffsetsPatch"),
+                body=ref("OffsetsPatch"),
             ),
             "delete": _operation(
                 "Reset connector offsets",
-                {200: ("Reset.", _ref("Message"))},
+                {200: ("Reset.", ref("Message"))},
                 errors=(409,),
                 parameters=C,
             ),
@@ -471,7 +303,7 @@ def _paths() -> dict[str, dict[str, Any]]:
                     200: (
                         "Refreshed now; the owner of each newly listed key is told, and holds it"
                         " within seconds.",
-                        {"type": "array", "items": _ref("PartitionInfo")},
+                        {"type": "array", "items": ref("PartitionInfo")},
                     )
                 },
                 parameters=C,
@@ -480,7 +312,7 @@ def _paths() -> dict[str, dict[str, Any]]:
         "/connectors/{name}/parked": {
             "get": _operation(
                 "List parked items",
-                {200: ("Parked items.", {"type": "array", "items": _ref("ParkedItem")})},
+                {200: ("Parked items.", {"type": "array", "items": ref("ParkedItem")})},
                 parameters=C,
                 query=(
                     _query(
@@ -492,29 +324,34 @@ def _paths() -> dict[str, dict[str, Any]]:
                 ),
             )
         },
+    }
+
+
+def _runner_paths() -> Paths:
+    paths: Paths = {
         "/connector-plugins": {
-            "get": _operation("List connector plugins", {200: ("The classes.", _ref("Plugins"))})
+            "get": _operation("List connector plugins", {200: ("The classes.", ref("Plugins"))})
         },
         "/connector-plugins/{plugin}/config/validate": {
             "put": _operation(
                 "Validate a connector config",
-                {200: ("Connect's validation shape.", _ref("Validation"))},
+                {200: ("Connect's validation shape.", ref("Validation"))},
                 parameters=("plugin",),
-                body=_ref("Config"),
+                body=ref("Config"),
             )
         },
         "/health": {
             "get": _operation(
                 "Health",
                 {
-                    200: ("Healthy.", _ref("Health")),
-                    503: ("Starting.", _ref("Health")),
-                    500: ("Unhealthy.", _ref("Health")),
+                    200: ("Healthy.", ref("Health")),
+                    503: ("Starting.", ref("Health")),
+                    500: ("Unhealthy.", ref("Health")),
                 },
                 open_route=True,
             )
         },
-        "/healthz": {"get": _operation("Keys of this instance", {200: ("Keys.", _ref("Healthz"))})},
+        "/healthz": {"get": _operation("Keys of this instance", {200: ("Keys.", ref("Healthz"))})},
         "/metrics": {
             "get": _operation(
                 "Prometheus metrics",
@@ -525,9 +362,6 @@ def _paths() -> dict[str, dict[str, Any]]:
             "get": _operation("This document", {200: ("OpenAPI 3.1.", {"type": "object"})})
         },
     }
-    for op in CONNECTOR_OPERATIONS.values():
-        paths[f"/connectors/{{name}}/{op.name}"] = _connector_operation(op)
-    paths |= _key_operations()
     paths["/metrics"]["get"]["responses"]["200"]["content"] = {
         "text/plain": {"schema": {"type": "string"}}
     }
@@ -541,7 +375,7 @@ def openapi_document() -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {
             "title": "watukuy REST API",
-            "version": __version__,
+            "version": VERSION,
             "description": "Kafka Connect-style control of watukuy's pollers (connectors). "
             'Errors are `{"error_code", "message"}`. With `rest.auth` set, every route but '
             "`GET /health` needs a bearer token or basic credentials. A partition key `''` (an "

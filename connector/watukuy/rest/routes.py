@@ -20,10 +20,10 @@ from watukuy.core.operations import (
     KeyOperation,
 )
 from watukuy.rest import inputs
-from watukuy.rest.control import PARTITION_OPERATIONS, PLUGINS, Control, JsonValue
 from watukuy.rest.errors import BadRequest, NotFound
 from watukuy.rest.middleware import RequestError, dumps
 from watukuy.rest.openapi import openapi_document
+from watukuy.rest.port import PARTITION_OPERATIONS, PLUGINS, Control, JsonValue
 
 CONTROL: web.AppKey[Control] = web.AppKey("control", Control)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -1,4 +1,4 @@
-"""The REST server: the aiohttp application over a :class:`~watukuy.rest.control.Control`, and
+"""The REST server: the aiohttp application over a :class:`~watukuy.rest.port.Control`, and
 the listener the runner starts on ``rest.listen``."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from aiohttp import web
 from watukuy.config.model import RestAuth, RestSettings
 from watukuy.options.tls import server_context
 from watukuy.rest.auth import Credentials
-from watukuy.rest.control import Control
 from watukuy.rest.middleware import BODY_LIMIT, CREDENTIALS, authenticate, errors
+from watukuy.rest.port import Control
 from watukuy.rest.routes import add_routes
 
 BODY_LIMIT_BYTES = 1024 * 1024

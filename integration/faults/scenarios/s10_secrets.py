@@ -44,7 +44,7 @@ from integration.faults.scenarios.s08_vendor_faults import rest_port
 from integration.faults.topics import read_raw, topics_of
 from integration.faults.vendor import Mutator, Simulator
 from integration.runners import ROOT, RunnerProcess
-from watukuy.rest.control import PARTITION_OPERATIONS
+from watukuy.rest.port import PARTITION_OPERATIONS
 
 NAME = "secrets"
 REST_USER = "operator"

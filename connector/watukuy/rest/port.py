@@ -1,4 +1,5 @@
-"""The control seam: everything the REST routes ask of a runner, and nothing about HTTP.
+"""REST's port onto the control plane: everything the REST routes ask of a runner, and nothing
+about HTTP. (:mod:`watukuy.control` is the runner's side of it.)
 
 The routes validate names, queries and bodies, call one :class:`Control` method and shape the
 answer. Per-key and per-connector operations are the ones :mod:`watukuy.core.operations`
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, Protocol, TypeAlias, TypedDict
 
 from watukuy.core.errors import ConfigError
+from watukuy.core.lifecycle import Target, TaskState
 from watukuy.core.operations import KEY_OPERATIONS, KeyOperation
 
 JsonValue: TypeAlias = Any
@@ -36,9 +38,6 @@ Config: TypeAlias = dict[str, JsonValue]
 ``${...}`` placeholders (never resolved in anything read back)."""
 
 ConnectorOrigin = Literal["config-file", "rest"]
-TargetState = Literal["RUNNING", "PAUSED", "STOPPED"]
-TARGET_STATES: tuple[TargetState, ...] = ("RUNNING", "PAUSED", "STOPPED")
-TaskState = Literal["RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED", "RESTARTING"]
 ParkedKind = Literal["invalid", "poison"]
 PARKED_KINDS: tuple[ParkedKind, ...] = ("invalid", "poison")
 PLUGINS = ("http", "python")
@@ -172,7 +171,7 @@ class Control(Protocol):
         """One connector with its config as written."""
         ...
 
-    async def create_connector(self, name: str, config: Config, initial_state: TargetState) -> None:
+    async def create_connector(self, name: str, config: Config, initial_state: Target) -> None:
         """A new REST connector. ``Conflict`` if the name is taken; ``ConfigError`` if the
         config does not compile."""
         ...

@@ -1,0 +1,78 @@
+"""Applies ``<prefix>.configs`` to this instance's engine: what REST wrote on any instance
+reaches every instance's engine through the topic."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from watukuy.control.connectors import compile_connector
+from watukuy.core.errors import WatukuyError
+from watukuy.core.lifecycle import Target
+from watukuy.engine.engine import Engine
+
+__all__ = ["ConfigApplier"]
+
+log = logging.getLogger("watukuy.control")
+
+Change = tuple[str, Mapping[str, Any] | None, Target | None]
+"""``(name, config, target)``; ``config`` and ``target`` are ``None`` once deleted."""
+
+
+class ConfigApplier:
+    """Applies ``<prefix>.configs`` to this instance's engine, one change at a time, in order.
+
+    The topic's listener only queues (it runs on the loop and must not block); :meth:`run`,
+    owned by the runner's task group, compiles and applies. A config that no longer compiles
+    (a secret that went away) is logged and leaves the connector as it was.
+    """
+
+    def __init__(self, engine: Engine, file_pollers: Sequence[str], base_dir: Path) -> None:
+        self._engine = engine
+        self._file = frozenset(file_pollers)
+        self._base_dir = base_dir
+        self._queue: asyncio.Queue[Change] = asyncio.Queue()
+        self._applied: dict[str, Mapping[str, Any]] = {}
+
+    def changed(self, name: str, config: Mapping[str, Any] | None, target: Target | None) -> None:
+        self._queue.put_nowait((name, config, target))
+
+    async def apply_view(self, view: Mapping[str, tuple[Mapping[str, Any] | None, Target]]) -> None:
+        for name, (config, target) in view.items():
+            await self.apply(name, config, target)
+
+    async def run(self) -> None:
+        while True:
+            name, config, target = await self._queue.get()
+            await self.apply(name, config, target)
+
+    async def apply(
+        self, name: str, config: Mapping[str, Any] | None, target: Target | None
+    ) -> None:
+        try:
+            await self._apply(name, config, target)
+        except WatukuyError as exc:
+            log.warning("connector '%s': change not applied: %s", name, exc)
+
+    async def _apply(
+        self, name: str, config: Mapping[str, Any] | None, target: Target | None
+    ) -> None:
+        engine = self._engine
+        if name in self._file:
+            if target is not None:  # a config-file poller's target alone lives in the topic
+                await engine.set_target(name, target)
+            return
+        if config is None or target is None:
+            if name in engine.pollers:
+                await engine.remove_poller(name)
+            self._applied.pop(name, None)
+            return
+        if self._applied.get(name) != config or name not in engine.pollers:
+            poller = compile_connector(name, config, self._base_dir)
+            await engine.add_poller(poller, target=target)
+            self._applied[name] = config
+        elif engine.target(name) != target:
+            await engine.set_target(name, target)

@@ -1,0 +1,181 @@
+"""Connectors as REST sees them: their configs (listed, read, created, replaced, patched,
+deleted, validated) and their targets, all written to ``<prefix>.configs``.
+
+A connector from the runner's config file is listed and read, and its target may be set, but
+its config lives in the file: REST cannot change it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from watukuy.config.pollers import PollerSource, import_poller
+from watukuy.options.secrets import Secrets, resolve_references
+from watukuy.control.configs import ConfigTopic, UnknownConnector
+from watukuy.core.errors import ConfigError, Conflict
+from watukuy.core.lifecycle import Target
+from watukuy.core.poller import Poller
+from watukuy.core.validation import message_of
+from watukuy.declarative import compile_poller
+from watukuy.rest.errors import NotFound
+from watukuy.rest.port import (
+    PLUGINS,
+    Config,
+    ConnectorRecord,
+    ConnectorRef,
+    ValidationReport,
+    merge_patch,
+    relative_path,
+    validation_report,
+)
+
+__all__ = ["ConnectorConfigs", "compile_connector"]
+
+WHERE = "config"
+"""Where a REST connector's config sits: its errors are named relative to it."""
+
+
+def compile_connector(name: str, config: Mapping[str, Any], base_dir: Path) -> Poller:
+    """The poller a REST connector's ``config`` (``${...}`` unresolved) describes; a
+    ``ConfigError`` names the field relative to the config (``request.url``)."""
+    secrets: Secrets | None = None
+    try:
+        resolved, secrets = resolve_references({WHERE: dict(config)}, base_dir)
+        body = {key: value for key, value in resolved[WHERE].items() if key != "name"}
+        return compile_poller(
+            {**body, "name": name}, where=WHERE, base_dir=base_dir, written=secrets.written
+        )
+    except ConfigError as exc:
+        # A validator quotes the value it refused: a resolved ${env:...} one must not reach
+        # the REST answer (the file loader scrubs its errors the same way).
+        message = message_of(exc) if secrets is None else secrets.scrub(message_of(exc))
+        raise ConfigError(message, relative_path(exc.path, WHERE) or None) from None
+
+
+class ConnectorConfigs:
+    """The connectors of the config file and of ``<prefix>.configs``, and their targets."""
+
+    def __init__(
+        self, configs: ConfigTopic, file_pollers: Mapping[str, PollerSource], base_dir: Path
+    ) -> None:
+        self._configs = configs
+        self._file = dict(file_pollers)
+        self._base_dir = base_dir
+
+    # -- configs ----------------------------------------------------------------------------
+
+    async def connectors(self) -> list[ConnectorRef]:
+        refs = [ConnectorRef(name, "config-file") for name in self._file]
+        refs += [
+            ConnectorRef(name, "rest")
+            for name, (config, _) in self._configs.view().items()
+            if config is not None and name not in self._file
+        ]
+        return sorted(refs, key=lambda ref: ref.name)
+
+    async def connector(self, name: str) -> ConnectorRecord:
+        if name in self._file:
+            return ConnectorRecord(name, "config-file", _as_written(self._file[name]))
+        found = self._configs.get(name)
+        if found is None or found.config is None:
+            raise NotFound(f"connector {name} not found")
+        return ConnectorRecord(name, "rest", dict(found.config))
+
+    async def create_connector(self, name: str, config: Config, initial_state: Target) -> None:
+        self._writable(name)
+        if self._rest_config(name) is not None:
+            raise Conflict(f"connector {name} already exists")
+        compile_connector(name, config, self._base_dir)
+        await self._configs.put(name, _stored(config), initial_state, expected_version=0)
+
+    async def put_connector_config(self, name: str, config: Config) -> bool:
+        self._writable(name)
+        compile_connector(name, config, self._base_dir)
+        found = self._configs.get(name)
+        created = found is None or found.config is None
+        target = Target.RUNNING if created or found is None else found.target
+        version = 0 if found is None else found.version
+        await self._configs.put(name, _stored(config), target, expected_version=version)
+        return created
+
+    async def patch_connector_config(self, name: str, patch: Config) -> None:
+        self._writable(name)
+        found = self._configs.get(name)
+        if found is None or found.config is None:
+            raise NotFound(f"connector {name} not found")
+        merged = merge_patch(found.config, patch)
+        compile_connector(name, merged, self._base_dir)
+        await self._configs.put(name, _stored(merged), found.target, expected_version=found.version)
+
+    async def delete_connector(self, name: str) -> None:
+        self._writable(name)
+        found = self._configs.get(name)
+        if found is None or found.config is None:
+            raise NotFound(f"connector {name} not found")
+        await self._configs.delete(name, expected_version=found.version)
+
+    async def validate(self, plugin: str, config: Config) -> ValidationReport:
+        if plugin not in PLUGINS:
+            raise NotFound(f"connector plugin {plugin} not found")
+        error: ConfigError | None = None
+        try:
+            if plugin == "http":
+                compile_connector(str(config.get("name", "validate")), config, self._base_dir)
+            else:
+                ref = config.get("python")
+                if not isinstance(ref, str):
+                    raise ConfigError("needs 'python: module:attr' naming a Poller", "python")
+                import_poller(ref, "python")
+        except ConfigError as exc:
+            error = exc
+        return validation_report(plugin, config, error)
+
+    # -- targets ----------------------------------------------------------------------------
+
+    def target(self, name: str) -> Target:
+        """The connector's target; ``NotFound`` when there is no such connector."""
+        if name not in self._file and self._rest_config(name) is None:
+            raise NotFound(f"connector {name} not found")
+        found = self._configs.get(name)
+        return Target.RUNNING if found is None else found.target
+
+    def require_stopped(self, name: str) -> None:
+        """``Conflict`` unless the connector is STOPPED (only then may its offsets change)."""
+        if self.target(name) != Target.STOPPED:
+            raise Conflict(
+                f"connector {name} must be STOPPED to change its offsets: "
+                f"PUT /connectors/{name}/stop first"
+            )
+
+    async def set_target(self, name: str, target: Target) -> None:
+        self.target(name)
+        if name in self._file:
+            await self._configs.put_target(name, target)
+            return
+        try:
+            await self._configs.set_target(name, target)
+        except UnknownConnector as exc:
+            raise NotFound(f"connector {name} not found") from exc
+
+    def _writable(self, name: str) -> None:
+        if name in self._file:
+            raise Conflict(
+                f"connector {name} comes from the runner's config file: it can be paused, "
+                "resumed, stopped and operated over REST, but not reconfigured (edit the file)"
+            )
+
+    def _rest_config(self, name: str) -> Mapping[str, Any] | None:
+        found = self._configs.get(name)
+        return None if found is None else found.config
+
+
+def _as_written(source: PollerSource) -> Config:
+    if isinstance(source, str):
+        return {"python": source}
+    return {key: value for key, value in source.items() if key != "name"}
+
+
+def _stored(config: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in config.items() if key != "name"}

@@ -1,0 +1,116 @@
+"""A connector's status and partitions as Kafka Connect shows a connector's tasks (one task per
+partition), read from ``<prefix>.status`` so any instance answers for every key; and restart.
+
+The connector's target decides over an owner's last record: a connector stopped or paused
+moments ago shows so at once, while the owners' records follow.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from watukuy.control.connectors import ConnectorConfigs
+from watukuy.control.keyops import partition_arg
+from watukuy.control.keystatus import KeyStatus
+from watukuy.control.status import StatusTopic
+from watukuy.core.errors import Conflict
+from watukuy.core.keys import KeyId
+from watukuy.core.lifecycle import Target, TaskState
+from watukuy.engine.engine import Engine
+from watukuy.rest.port import ConnectorStatus, PartitionInfo, TaskStatus
+
+__all__ = ["ConnectorTasks"]
+
+log = logging.getLogger("watukuy.control")
+
+
+class ConnectorTasks:
+    def __init__(
+        self, engine: Engine, connectors: ConnectorConfigs, status: StatusTopic, runner_id: str
+    ) -> None:
+        self._engine = engine
+        self._connectors = connectors
+        self._status = status
+        self._runner_id = runner_id
+
+    async def status(self, name: str) -> ConnectorStatus:
+        target = self._connectors.target(name)
+        statuses = self._statuses(name)
+        keys = sorted(set(statuses) | set(self._engine.listed(name)))
+        tasks = [_task(index, key, statuses.get(key), target) for index, key in enumerate(keys)]
+        return {
+            "name": name,
+            "connector": {"state": TaskState(target), "worker_id": self._runner_id},
+            "type": "source",
+            "tasks": tasks,
+        }
+
+    async def partitions(self, name: str) -> list[PartitionInfo]:
+        self._connectors.target(name)
+        listed = await self._engine.partitions.list(name)
+        statuses = self._statuses(name)
+        out: list[PartitionInfo] = []
+        for partition in sorted(listed, key=lambda p: p.key):
+            found = statuses.get(partition.key)
+            state = TaskState.UNASSIGNED if found is None else found.state
+            out.append(
+                {
+                    "key": partition.key,
+                    "state": state,
+                    "owner": None if found is None else found.owner,
+                }
+            )
+        return out
+
+    async def restart(self, name: str, *, include_tasks: bool, only_failed: bool) -> None:
+        self._connectors.target(name)
+        await self._engine.restart(name)
+        if not include_tasks:
+            return
+        statuses = self._statuses(name)
+        for key in self._engine.listed(name):
+            found = statuses.get(key)
+            if only_failed and (found is None or found.state != TaskState.FAILED):
+                continue
+            partition = partition_arg(self._engine, name, key)
+            try:
+                await self._engine.operate("trigger", name, partition=partition)
+            except Conflict as exc:  # a key that cannot run here (waiting for a newer release)
+                log.info("restart of %s: %s not restarted: %s", name, KeyId(name, key), exc)
+
+    def _statuses(self, name: str) -> dict[str, KeyStatus]:
+        """The last status of each key of ``name``, by partition key."""
+        return {status.partition: status for status in self._status.view(name)}
+
+
+def _task(index: int, key: str, status: KeyStatus | None, target: Target) -> TaskStatus:
+    if status is None:
+        missing = TaskState.STOPPED if target == Target.STOPPED else TaskState.UNASSIGNED
+        return {
+            "id": index,
+            "state": missing,
+            "worker_id": None,
+            "partition": key,
+            "lag": None,
+            "circuit": "closed",
+            "parked": {},
+            "backfill": False,
+        }
+    state = status.state
+    if target == Target.STOPPED and state != TaskState.UNASSIGNED:
+        state = TaskState.STOPPED  # the target applies at once; the owner's record follows
+    elif target == Target.PAUSED and state != TaskState.UNASSIGNED:
+        state = TaskState.PAUSED
+    task: TaskStatus = {
+        "id": index,
+        "state": state,
+        "worker_id": status.owner,
+        "partition": key,
+        "lag": status.lag,
+        "circuit": status.circuit,
+        "parked": dict(status.parked),
+        "backfill": status.backfill is not None,
+    }
+    if state in (TaskState.FAILED, TaskState.UNASSIGNED) and status.last_error:
+        task["trace"] = status.last_error  # as Connect: why, only where it says something
+    return task
