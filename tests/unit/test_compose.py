@@ -108,12 +108,12 @@ def test_kafka_is_a_single_kraft_node(services: dict[str, Any]) -> None:
         assert str(env[name]) == "1", name
 
 
-def test_kafka_aborts_a_dead_runners_transaction_as_the_readme_recommends(
+def test_kafka_aborts_a_dead_runners_transaction_as_the_docs_recommend(
     services: dict[str, Any],
 ) -> None:
-    readme = (REPO / "README.md").read_text()
-    found = re.search(r"`(transaction\.abort\.[a-z.]+)`\s+low \((\d+)\)", readme)
-    assert found, "the README's recommended transaction cleanup setting"
+    operating = (REPO / "docs" / "operating.md").read_text()
+    found = re.search(r"`(transaction\.abort\.[a-z.]+)`\s+low \((\d+)\)", operating)
+    assert found, "the recommended transaction cleanup setting of docs/operating.md"
     prop, value = found.groups()
     # The apache/kafka image turns KAFKA_A_B_C into a.b.c in server.properties.
     env = services["kafka"]["environment"]

@@ -20,7 +20,20 @@ pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
-PAGES = ("concepts.md", "rest.md", "comparison.md", "runbooks.md")
+PAGES = (
+    "concepts.md",
+    "configuration.md",
+    "operating.md",
+    "rest.md",
+    "runbooks.md",
+    "status.md",
+    "testing.md",
+    "comparison.md",
+    "architecture.md",
+)
+# Written on another branch of issue 21 (the config helper's): links to it are checked once it
+# is here, so that this branch's tests hold before and after the merge.
+ELSEWHERE = {DOCS / "architecture.md"}
 RUNBOOKS = (
     "Add a tenant",
     "Remove a tenant for good",
@@ -66,13 +79,17 @@ def test_the_readme_links_every_page() -> None:
         assert f"](docs/{page})" in readme, page
 
 
-@pytest.mark.parametrize("page", [REPO / "README.md", *(DOCS / p for p in PAGES)], ids=str)
+@pytest.mark.parametrize("page", [REPO / "README.md", *sorted(DOCS.glob("*.md"))], ids=str)
 def test_links_resolve(page: Path) -> None:
+    """Every relative link of the README and of every page under docs/ names a file that
+    exists and, with an #anchor, a heading of that file."""
     for target in LINK.findall(page.read_text(encoding="utf-8")):
         if target.startswith(("http://", "https://")):
             continue
         file, _, anchor = target.partition("#")
         resolved = (page.parent / file).resolve() if file else page
+        if resolved in ELSEWHERE and not resolved.exists():
+            continue
         assert resolved.exists(), f"{page.name}: {target}"
         if anchor and resolved.suffix == ".md":
             assert anchor in anchors(resolved), f"{page.name}: {target}"

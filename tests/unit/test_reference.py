@@ -1,4 +1,5 @@
-"""The README's config reference is generated from the tables the validator reads."""
+"""The config reference in docs/configuration.md is generated from the tables the validator
+reads."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from watukuy.config.reference import END, RUNNER_KEYS, START, embed, keys_under,
 
 pytestmark = pytest.mark.unit
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CONFIGURATION = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 @pytest.mark.parametrize(
@@ -39,9 +40,10 @@ def test_every_top_level_key_is_documented() -> None:
     assert documented == set(TOP_LEVEL_KEYS)
 
 
-def test_the_readme_carries_the_generated_reference() -> None:
-    text = README.read_text(encoding="utf-8")
+def test_the_configuration_page_carries_the_generated_reference() -> None:
+    text = CONFIGURATION.read_text(encoding="utf-8")
     assert START in text and END in text
     assert embed(text, reference_markdown()) == text, (
-        "README.md is stale: run python -m watukuy.config.reference --write README.md"
+        "docs/configuration.md is stale: "
+        "run python -m watukuy.config.reference --write docs/configuration.md"
     )

@@ -1,4 +1,5 @@
-"""The README's REST examples, run as written (curl) against a real runner on the real broker."""
+"""The REST examples of docs/rest.md, run as written (curl) against a real runner on the real
+broker."""
 
 from __future__ import annotations
 
@@ -21,9 +22,9 @@ BLOCK = re.compile(
 )
 
 
-def readme_commands() -> list[str]:
-    found = BLOCK.search((ROOT / "README.md").read_text(encoding="utf-8"))
-    assert found, "the README's REST examples block is missing"
+def example_commands() -> list[str]:
+    found = BLOCK.search((ROOT / "docs" / "rest.md").read_text(encoding="utf-8"))
+    assert found, "the REST examples block of docs/rest.md is missing"
     return [line for line in found.group(1).splitlines() if line.startswith("curl ")]
 
 
@@ -32,12 +33,10 @@ def simulator(simulator_process: Callable[..., Simulator]) -> Simulator:
     return simulator_process(2, 3)
 
 
-def test_the_readme_rest_examples_run(
-    kafka_bootstrap: str, simulator: Simulator, tmp_path: Path
-) -> None:
+def test_the_rest_examples_run(kafka_bootstrap: str, simulator: Simulator, tmp_path: Path) -> None:
     curl = shutil.which("curl")
-    assert curl is not None, "curl is needed to run the README's examples"
-    commands = readme_commands()
+    assert curl is not None, "curl is needed to run the REST examples"
+    commands = example_commands()
     assert len(commands) >= 10
     prefix = unique_prefix()
     port = free_port()
