@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from watukuy.config.pollers import PollerSource, import_poller
-from watukuy.options.secrets import Secrets, resolve_references
 from watukuy.control.configs import ConfigTopic, UnknownConnector
 from watukuy.core.errors import ConfigError, Conflict
 from watukuy.core.lifecycle import Target
 from watukuy.core.poller import Poller
 from watukuy.core.validation import message_of
 from watukuy.declarative import compile_poller
+from watukuy.options.secrets import Secrets, resolve_references
 from watukuy.rest.errors import NotFound
 from watukuy.rest.port import (
     PLUGINS,
