@@ -11,7 +11,7 @@ import pytest
 
 from tests.declarative.helpers import API, compile_spec, spec
 from watukuy import ConfigError
-from watukuy.declarative import DECLARATIVE_KEYS, cursors
+from watukuy.declarative import DECLARATIVE_KEYS
 from watukuy.declarative.reference import reference_markdown
 from watukuy.options.declarative import children
 
@@ -193,29 +193,34 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "a name is missing after '.'",
     ),
     (
-        "unitless interval",
-        {"schedule": {"min": "30"}},
+        "bare number interval",
+        {"schedule": {"min": 30}},
         "pollers[0].schedule.min",
-        "expected a duration like '250ms', '30s', '5m', '2h' or '30d', got '30'",
+        "a bare number; Connect users mean milliseconds",
     ),
     (
-        "unitless timeout",
-        {"request": request(timeout="5000")},
+        "bare number timeout",
+        {"request": request(timeout=5000)},
         "pollers[0].request.timeout",
-        "expected a duration like",
+        "a bare number; Connect users mean milliseconds",
     ),
     (
-        "negative lookback",
-        {"cursor": {"timestamp": {"field": "updated_at", "param": "since", "lookback": -60}}},
+        "bare number lookback",
+        {"cursor": {"timestamp": {"field": "updated_at", "param": "since", "lookback": 60}}},
         "pollers[0].cursor.timestamp.lookback",
-        "duration must be positive, got -60",
+        "a bare number; Connect users mean milliseconds",
     ),
-    ("zero retain", {"retain": 0}, "pollers[0].retain", "duration must be positive, got 0"),
     (
-        "duration of the wrong type",
-        {"circuit": {"cooldown": [30]}},
+        "bare number retain",
+        {"retain": 86400},
+        "pollers[0].retain",
+        "a bare number; Connect users mean milliseconds",
+    ),
+    (
+        "bare number cooldown",
+        {"circuit": {"cooldown": 30}},
         "pollers[0].circuit.cooldown",
-        "expected a duration like '30s', got list",
+        "a bare number; Connect users mean milliseconds",
     ),
     ("bad duration", {"schedule": {"max": "15 minutes"}}, "pollers[0].schedule.max", "like"),
     (
@@ -355,29 +360,6 @@ def test_a_valid_entry_becomes_a_poller_with_its_settings(tmp_path: Path) -> Non
     assert (poller.topic, poller.schema_version) == ("tickets.events", 2)
     assert poller.schema["name"] == "Ticket"
     assert poller.identity({"id": "t-1"}) == "t-1"
-
-
-def test_a_duration_may_be_a_number_of_seconds_as_in_the_python_api() -> None:
-    poller = compile_spec(
-        spec(
-            partitions={**STATIC, "refresh": 300},
-            request=request(timeout=20),
-            cursor={"timestamp": {"field": "updated_at", "param": "since", "lookback": 60}},
-            schedule={"min": 30, "max": 900.5},
-            retain=86400,
-            reconcile=3600,
-            circuit={"cooldown": 30, "max_cooldown": 600},
-        )
-    )
-    assert poller.partitions_refresh == 300
-    assert poller.fetch_timeout == 20
-    assert (poller.schedule.min, poller.schedule.max) == (30, 900.5)
-    assert (poller.retain, poller.reconcile) == (86400, 3600)
-    assert (poller.circuit.cooldown, poller.circuit.max_cooldown) == (30, 600)
-    lookback = {"timestamp": {"field": "updated_at", "param": "since", "lookback": 60}}
-    assert cursors.parse_cursor(lookback, "pollers[0].cursor") == cursors.parse_cursor(
-        {"timestamp": {**lookback["timestamp"], "lookback": "1m"}}, "pollers[0].cursor"
-    )
 
 
 def test_cursor_none_and_no_cursor_are_full_listings() -> None:

@@ -12,10 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [
-    pytest.mark.unit,
-    pytest.mark.xfail(strict=False, reason="until the reshaping lands"),
-]
+pytestmark = pytest.mark.unit
 
 CONNECTOR = Path(__file__).resolve().parents[2] / "connector"
 MAX_MODULE_LINES = 500

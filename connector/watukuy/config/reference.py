@@ -1,11 +1,11 @@
 """The config reference: every key of the runner config, described once.
 
-The parsers check keys against these tables (a test holds them equal), and the README's
-config reference is generated from them, so the documentation cannot drift from what
-``validate`` accepts:
+The parsers check keys against these tables (a test holds them equal), and the config
+reference (docs/configuration.md) is generated from them, so the documentation cannot drift
+from what ``validate`` accepts:
 
     python -m watukuy.config.reference            # print the reference as Markdown
-    python -m watukuy.config.reference --write README.md   # refresh it between the markers
+    python -m watukuy.config.reference --write docs/configuration.md   # refresh between markers
 """
 
 from __future__ import annotations
@@ -175,10 +175,10 @@ def reference_markdown() -> str:
         [
             "#### Runner config",
             "",
-            "Durations are `250ms`, `30s`, `5m`, `2h`, `30d`, or a number of seconds as in",
-            "the Python API (`100` is 100 seconds: write `100ms` for milliseconds). Any string",
-            "value may be `${env:NAME}`, `${file:PATH}` or `${file:PATH:KEY}` (a `.properties`",
-            "key): resolved at load, never printed, logged or written to Kafka.",
+            "Durations are written with a unit: `250ms`, `30s`, `5m`, `2h`, `30d` (a bare number",
+            "is refused: Kafka Connect users read it as milliseconds). Any string value may be",
+            "`${env:NAME}`, `${file:PATH}` or `${file:PATH:KEY}` (a `.properties` key): resolved",
+            "at load, never printed, logged or written to Kafka.",
             "",
             markdown_table(RUNNER_KEYS).strip(),
             "",

@@ -150,7 +150,7 @@ def parse_runner(raw: object, prefix: str, secrets: Secrets) -> RunnerSettings:
     check_keys(given, RUNNER_KEYS, "runner")
     if "group.id" not in given and secrets.covers("topics.prefix"):
         secrets.paths.add("runner.group.id")  # the default is built from a secret prefix
-    timeout = _duration(given, "runner.session.timeout", "10s")
+    timeout = _duration(given, "runner.session.timeout", "10s", secrets)
     low, high = SESSION_TIMEOUT_RANGE
     if not low <= timeout <= high:
         shown = secrets.show(given.get("session.timeout"), "runner.session.timeout")
@@ -163,18 +163,20 @@ def parse_runner(raw: object, prefix: str, secrets: Secrets) -> RunnerSettings:
         group_id=non_empty_string(
             given.get("group.id", f"{prefix}.runners"), "runner.group.id", "watukuy.runners"
         ),
-        commit_interval=_duration(given, "runner.commit.interval", "100ms"),
+        commit_interval=_duration(given, "runner.commit.interval", "100ms", secrets),
         max_concurrency=_count(given, "runner.max.concurrency", 256, secrets),
         session_timeout=timeout,
         static_membership=static,
-        startup_timeout=_duration(given, "runner.startup.timeout", "15s"),
+        startup_timeout=_duration(given, "runner.startup.timeout", "15s", secrets),
         secret_fields=frozenset(_secret_fields(secrets, "runner", RUNNER_KEYS)),
     )
 
 
-def _duration(given: Mapping[str, Any], path: str, default: str) -> float:
-    """A duration of the config file, read as the Python API reads one (a number is seconds)."""
-    return parse_duration(given.get(path.partition(".")[2], default), path)
+def _duration(given: Mapping[str, Any], path: str, default: str, secrets: Secrets) -> float:
+    """A duration of the config file: the file's rule (a unit is required), shown redacted
+    when it came from a secret."""
+    value = given.get(path.partition(".")[2], default)
+    return parse_duration(value, path, unit_required=True, shown=secrets.show(value, path))
 
 
 def _runner_id(given: Mapping[str, Any], secrets: Secrets) -> str:
@@ -204,7 +206,7 @@ def parse_log(raw: object, secrets: Secrets) -> LogSettings:
     return LogSettings(
         format=_choice(given, "log.format", LOG_FORMATS, "text", secrets),
         level=_choice(given, "log.level", LOG_LEVELS, "info", secrets),
-        repeat_interval=_duration(given, "log.repeat.interval", "60s"),
+        repeat_interval=_duration(given, "log.repeat.interval", "60s", secrets),
     )
 
 

@@ -14,7 +14,7 @@ unchanged. Where each part is described:
 - :mod:`~watukuy.declarative.status`: ``on_status``;
 - :mod:`~watukuy.declarative.tenants`: the ``http`` partition source;
 - :mod:`~watukuy.options.declarative`: every key (:data:`DECLARATIVE_KEYS`), rendered for the
-  README by :func:`~watukuy.declarative.reference.reference_markdown`.
+  docs/configuration.md by :func:`~watukuy.declarative.reference.reference_markdown`.
 """
 
 from watukuy.declarative.compiler import compile_poller

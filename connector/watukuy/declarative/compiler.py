@@ -4,9 +4,8 @@ unchanged.
 
 Everything is checked here, once, at load: unknown keys (with "did you mean"), two of an
 "exactly one of", templates (unknown names, ``{partition.data...}`` without partitions), paths,
-durations (``"30s"``, or a number of seconds as in the Python API), ``on_status`` codes and
-actions. Each ``ConfigError`` names the path of the bad field under ``where``
-(``pollers[2].paginate.page.size``).
+durations (``"30s"``; a bare number is refused), ``on_status`` codes and actions. Each
+``ConfigError`` names the path of the bad field under ``where`` (``pollers[2].paginate.page.size``).
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError
 from watukuy.core.keys import POLLER_NAME
 from watukuy.core.poller import Poller, define_poller
@@ -29,7 +27,7 @@ from watukuy.declarative.request import RequestSpec, parse_request
 from watukuy.declarative.sources import parse_partitions
 from watukuy.declarative.status import parse_on_status
 from watukuy.declarative.templates import Template, compile_template
-from watukuy.declarative.values import section
+from watukuy.declarative.values import duration, section
 from watukuy.http import Transport
 from watukuy.options.declarative import default_of
 from watukuy.options.secrets import Written
@@ -163,7 +161,7 @@ def _tuning(given: Mapping[str, Any], where: str) -> dict[str, Any]:
         options["max_pages"] = positive_int(given["max_pages"], f"{where}.max_pages")
     for key in ("retain", "reconcile"):
         if given.get(key) is not None:
-            options[key] = parse_duration(given[key], f"{where}.{key}")
+            options[key] = duration(given[key], f"{where}.{key}")
     if given.get("circuit") is not None:
         options["circuit"] = _circuit(given["circuit"], f"{where}.circuit")
     return options
@@ -183,9 +181,9 @@ def _getter(path: ItemPath, what: str) -> Callable[[Any], Any]:
 
 def _schedule(raw: object, where: str) -> dict[str, float]:
     given = {} if raw is None else section(raw, "schedule", where)
-    low = parse_duration(given.get("min", default_of("schedule.min")), f"{where}.min")
-    longest = parse_duration(default_of("schedule.max"), f"{where}.max")
-    high = parse_duration(given["max"], f"{where}.max") if "max" in given else max(low, longest)
+    low = duration(given.get("min", default_of("schedule.min")), f"{where}.min")
+    longest = duration(default_of("schedule.max"), f"{where}.max")
+    high = duration(given["max"], f"{where}.max") if "max" in given else max(low, longest)
     if low > high:
         raise ConfigError("min is greater than max", f"{where}.min")
     return {"min": low, "max": high}
@@ -196,7 +194,7 @@ def _circuit(raw: object, where: str) -> dict[str, Any]:
     out = dict(given)
     for key in ("cooldown", "max_cooldown"):
         if key in given:
-            out[key] = parse_duration(given[key], f"{where}.{key}")
+            out[key] = duration(given[key], f"{where}.{key}")
     return out
 
 

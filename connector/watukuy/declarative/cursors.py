@@ -29,12 +29,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError
 from watukuy.core.validation import non_empty_string
 from watukuy.declarative.errors import BadBody, RenderError
 from watukuy.declarative.paths import MISSING, Path, parse_path
-from watukuy.declarative.values import one_of, section, true_flag
+from watukuy.declarative.values import duration, one_of, section, true_flag
 
 __all__ = [
     "Cursor",
@@ -85,7 +84,7 @@ def parse_cursor(raw: object, where: str) -> Cursor:
     param = None if param is None else non_empty_string(param, f"{at}.param", "cursor")
     if kind == "token":
         return TokenCursor(parse_path(values["path"], f"{at}.path"), param)
-    lookback = parse_duration(values.get("lookback", "0s"), f"{at}.lookback", allow_zero=True)
+    lookback = duration(values.get("lookback", "0s"), f"{at}.lookback", allow_zero=True)
     return TimestampCursor(parse_path(values["field"], f"{at}.field"), param, lookback)
 
 

@@ -1,4 +1,5 @@
-"""The declarative poller keys as a Markdown table, for the README's config reference."""
+"""The declarative poller keys as a Markdown table, for the config reference
+(docs/configuration.md)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ __all__ = ["reference_markdown"]
 def reference_markdown() -> str:
     """One row per key of :data:`~watukuy.options.declarative.DECLARATIVE_KEYS`, in table order.
 
-    Deterministic (the README embeds it and a test compares the two); ends with a newline.
+    Deterministic (docs/configuration.md embeds it and a test compares the two); ends with a
+    newline.
     """
     return markdown_table(DECLARATIVE_KEYS)

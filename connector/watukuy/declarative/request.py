@@ -19,13 +19,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError
 from watukuy.core.validation import kind
 from watukuy.declarative.auth import Auth, parse_auth
 from watukuy.declarative.errors import RenderError
 from watukuy.declarative.templates import Scope, Template
-from watukuy.declarative.values import choice, section
+from watukuy.declarative.values import choice, duration, section
 
 __all__ = ["Body", "Rendered", "RequestSpec", "parse_request"]
 
@@ -93,7 +92,7 @@ def parse_request(raw: object, path: str, where: str, compile_value: Compile) ->
         query=_named(given.get("query"), f"{where}.query", compile_value),
         headers=_named(given.get("headers"), f"{where}.headers", compile_value),
         body=None if body_raw is None else _compile_body(body_raw, f"{where}.body", compile_value),
-        timeout=None if timeout is None else parse_duration(timeout, f"{where}.timeout"),
+        timeout=None if timeout is None else duration(timeout, f"{where}.timeout"),
         auth=None
         if auth is None
         else parse_auth(auth, f"{path}.auth", f"{where}.auth", compile_value),

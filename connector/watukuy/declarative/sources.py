@@ -63,7 +63,7 @@ def parse_partitions(
     if len(given) != 1:
         found = f"; got {' and '.join(given)}" if given else ""
         raise ConfigError(f"needs {_EXACTLY_ONE}{found}", where)
-    refresh = parse_duration(raw.get("refresh", DEFAULT_REFRESH), join(where, "refresh"))
+    refresh = _refresh(raw.get("refresh", DEFAULT_REFRESH), join(where, "refresh"))
     source = given[0]
     value = raw[source]
     path = join(where, source)
@@ -88,6 +88,10 @@ def _check_source_keys(raw: Mapping[Any, Any], where: str) -> None:
             f"unknown key; {hint}partitions take {_EXACTLY_ONE}, and optionally refresh",
             join(where, key),
         )
+
+
+def _refresh(value: object, path: str) -> float:
+    return parse_duration(value, path, unit_required=True)
 
 
 # -- static ---------------------------------------------------------------------------------

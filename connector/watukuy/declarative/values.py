@@ -1,7 +1,7 @@
 """Validators for declarative poller values: each failure is a ``ConfigError`` naming the path.
 
-Durations are read by :func:`watukuy.core.durations.parse_duration`, as the Python API reads
-them; counts and strings by :mod:`watukuy.core.validation`.
+Durations here are strings with a unit (``"30s"``, ``"500ms"``): a bare number is refused,
+because people coming from Kafka Connect write milliseconds where the Python API reads seconds.
 """
 
 from __future__ import annotations
@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError
 from watukuy.core.validation import kind
 from watukuy.options.declarative import check_section, children, key_doc
 
 __all__ = [
+    "duration",
     "one_of",
     "section",
     "true_flag",
@@ -43,6 +45,11 @@ def one_of(raw: object, path: str, where: str) -> tuple[str, Any]:
             f"set exactly one of: {', '.join(options)}; found {' and '.join(chosen)}", where
         )
     return chosen[0], given[chosen[0]]
+
+
+def duration(raw: object, where: str, *, allow_zero: bool = False) -> float:
+    """A duration of a declarative poller: the config file's rule (a unit is required)."""
+    return parse_duration(raw, where, allow_zero=allow_zero, unit_required=True)
 
 
 def true_flag(raw: object, where: str) -> None:

@@ -1,4 +1,4 @@
-"""Every key of a declarative poller, as data: the parser's known keys, defaults and the README's
+"""Every key of a declarative poller, as data: the parser's known keys, defaults and the config
 config reference (:func:`watukuy.declarative.reference.reference_markdown`) all come from here.
 It lives below both ``config`` (which renders and redacts with it) and ``declarative`` (which
 parses with it), so neither has to reach into the other for it.

@@ -2,8 +2,8 @@
 
 The runner config's table (:data:`watukuy.config.reference.RUNNER_KEYS`) and a declarative
 poller's (:data:`watukuy.options.declarative.DECLARATIVE_KEYS`) are both made of these; the
-parsers read their known keys from them and the README's reference is rendered from them, so
-the documentation cannot drift from what ``validate`` accepts.
+parsers read their known keys from them and the config reference (docs/configuration.md) is
+rendered from them, so the documentation cannot drift from what ``validate`` accepts.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ __all__ = ["KeyDoc", "markdown_table"]
 @dataclass(frozen=True, slots=True)
 class KeyDoc:
     """One config key, described once: the parsers read the known keys from tables of these,
-    and the README's reference is rendered from them."""
+    and the config reference (docs/configuration.md) is rendered from them.
+    """
 
     path: str
     """Dotted path, e.g. ``runner.commit.interval`` or ``paginate.page.size``."""
@@ -36,7 +37,7 @@ class KeyDoc:
 
 
 def markdown_table(table: Iterable[KeyDoc]) -> str:
-    """One row per key, in table order; deterministic (the README embeds it)."""
+    """One row per key, in table order; deterministic (docs/configuration.md embeds it)."""
     lines = ["| key | type | default | description |", "| --- | --- | --- | --- |"]
     lines.extend(_row(doc) for doc in table)
     return "\n".join(lines) + "\n"
