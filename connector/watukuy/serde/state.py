@@ -1,5 +1,5 @@
 """Avro encoding of the internal state values: partition state, snapshot entry, parked item,
-command (the Avro twins of the JSON codecs in :mod:`watukuy.store.kafka.records`).
+command; :mod:`watukuy.store.kafka.records` names their record keys.
 
 Each value is Avro single-object encoded (:mod:`watukuy.serde.framing`) with a schema from
 ``schemas/state/*.avsc``. Older versions of those schemas live in ``schemas/state/history/``:

@@ -1,8 +1,8 @@
 """What each internal record looks like on the wire: keys, values, and their decoding.
 
-Record keys follow the layout in DESIGN.md: ``poller/partition`` for state,
-``poller/partition/identity`` for snapshot entries, ``poller/partition/id`` for parked items,
-``cmd/poller/partition/<uuid>`` for commands. A partition key or an identity may itself hold
+Record keys follow the layout in docs/concepts.md ("Topics, by name"): ``poller/partition``
+for state, ``poller/partition/identity`` for snapshot entries, ``poller/partition/id`` for
+parked items, ``cmd/poller/partition/<uuid>`` for commands. A partition key or an identity may itself hold
 ``/``, so those segments are percent-escaped (``/`` and ``%`` only); the co-partitioning hash
 is always taken over the plain ``poller/partition``, which every value also carries.
 

@@ -1,4 +1,5 @@
-"""Names, creation and checking of the Kafka topics watukuy uses (DESIGN.md, "Kafka layout").
+"""Names, creation and checking of the Kafka topics watukuy uses (docs/concepts.md, "Topics,
+by name").
 
 The six internal topics are compacted and share one partition count, because ``state``,
 ``items`` and ``parked`` are co-partitioned (a key's records go to partition
