@@ -3,8 +3,9 @@
 Record keys follow the layout in docs/concepts.md ("Topics, by name"): ``poller/partition``
 for state, ``poller/partition/identity`` for snapshot entries, ``poller/partition/id`` for
 parked items, ``cmd/poller/partition/<uuid>`` for commands. A partition key or an identity
-may itself hold ``/``, so those segments are percent-escaped (``/`` and ``%`` only); the co-partitioning hash
-is always taken over the plain ``poller/partition``, which every value also carries.
+may itself hold ``/``, so those segments are percent-escaped (``/`` and ``%`` only); the
+co-partitioning hash is always taken over the plain ``poller/partition``, which every value
+also carries.
 
 Values are Avro single-object encoded with versioned schemas (:mod:`watukuy.serde.state`), so
 a later release reads them through schema resolution. A record that cannot be decoded raises
