@@ -13,8 +13,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.clock import ManualClock
 from tests.integration.kafka_support import delete_prefix, open_transaction, unique_prefix
-from tests.unit.clock import ManualClock
 from watukuy.core.observe import Observer
 from watukuy.store.kafka.hanging import HangingTransactions
 from watukuy.store.kafka.hanging_rule import HANGING_MARGIN

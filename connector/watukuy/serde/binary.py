@@ -14,7 +14,7 @@ fastavro stays the reference. Each function here returns ``None`` for anything o
 common case (a value of an unexpected type, a number out of range, a string that is not valid
 UTF-8), and the caller then takes fastavro's path, which writes it or raises as before. A
 writer is only used for the exact schema (Parsing Canonical Form) it was written for; tests
-compare both paths byte for byte (tests/unit/test_serde_binary.py).
+compare both paths byte for byte (tests/serde/test_serde_binary.py).
 
 Avro binary encoding (spec, "Binary Encoding"): ``int`` and ``long`` are zigzag then base-128
 varints, low group first; a string is its UTF-8 length as a long, then the bytes; an enum is

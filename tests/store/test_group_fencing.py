@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from tests.unit.clock import ManualClock
+from tests.clock import ManualClock
 from watukuy.store.kafka.lease import Leases
 from watukuy.store.kafka.rebalance import DUPLICATE_RUNNER, GroupFailed, Membership
 from watukuy.store.kafka.topics import TopicLayout

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from tests.unit.clock import ManualClock
+from tests.clock import ManualClock
 from watukuy.core.errors import Retriable
 from watukuy.store.kafka.catchup import EventsCatchUp
 from watukuy.store.kafka.lease import Leases

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from tests.unit.clock import ManualClock
+from tests.clock import ManualClock
 from watukuy.store.kafka.catchup import PATIENCE, EventsCatchUp
 from watukuy.store.kafka.restore import RestoredKeys
 

@@ -7,7 +7,7 @@ import logging
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
-from tests.unit.clock import ManualClock
+from tests.clock import ManualClock
 from watukuy.config import KafkaProperties
 from watukuy.store.kafka.clients import (
     COMMON_PROPERTIES,

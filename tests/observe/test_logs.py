@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.clock import ManualClock
+from tests.clock import ManualClock
 from watukuy import logs
 from watukuy.cli import main
 from watukuy.config import ConfigError, parse_config
