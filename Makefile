@@ -22,9 +22,10 @@ lint: setup
 	$(BIN)/mypy
 
 # The whole suite: lint, unit tests, and integration tests against a real Kafka broker that the
-# pytest session starts (fetching Kafka from Maven Central the first time) and stops.
+# pytest session starts (fetching Kafka from Maven Central the first time) and stops. Two
+# workers: the integration tests that mostly wait run beside the others (tests/conftest.py).
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 unit: setup
 	$(BIN)/python -m pytest -m unit

@@ -13,16 +13,47 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 INTEGRATION_DIR = Path(__file__).parent / "integration"
+
+# ``make test`` runs the suite on two xdist workers (``-n 2``). The tests of these files spend
+# their time waiting (for session timeouts, the broker's aborts, vendor delays, held
+# transactions), not computing, and each runs on topics, runners and a simulator of its own, so
+# they run beside the rest. Every other integration test is one unit of work for one worker,
+# one after another in file order as a plain ``pytest`` runs them: two of those at once would
+# starve each other's runner processes on a two-core machine.
+BESIDE_THE_REST = {"test_faults.py", "test_failover.py", "test_runbooks.py"}
+ONE_AT_A_TIME = "integration, one at a time"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         in_integration = INTEGRATION_DIR in Path(str(item.fspath)).parents
         item.add_marker(pytest.mark.integration if in_integration else pytest.mark.unit)
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work (one worker runs it whole) a test belongs to: the one-at-a-time
+    integration tests share one; every other test is a unit of its own."""
+    path = nodeid.split("::", 1)[0]
+    in_integration = path.startswith("tests/integration/")
+    return ONE_AT_A_TIME if in_integration and Path(path).name not in BESIDE_THE_REST else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, when it runs the suite
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    # Scheduling by our own units, not by ``xdist_group`` marks: xdist 3.8 renames the marked
+    # tests' node ids in a way pytest 9.2 no longer sees, so ``--dist loadgroup`` groups nothing.
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return ByWorkUnit(config, log)
 
 
 @pytest.fixture(scope="session")

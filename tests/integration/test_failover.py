@@ -184,7 +184,10 @@ async def test_sigkill_failover_loop_loses_nothing_and_publishes_nothing_twice(
     watcher = await asyncio.to_thread(FirstEvents, cluster.bootstrap, cluster.events_topic)
     failovers: list[float] = []
     try:
-        for round_ in range(3):
+        # Two rounds: each runner is once the victim and once the survivor, and the second
+        # round's survivor is the first round's victim, restarted, restored from Kafka and
+        # taking every key over: a third round (r1 killed again) would prove nothing new.
+        for round_ in range(2):
             await asyncio.sleep(2)
             victim, survivor = runners[round_ % 2], runners[(round_ + 1) % 2]
             moved = keys_of(cluster, cluster.held()[victim.name])
