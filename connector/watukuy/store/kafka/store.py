@@ -237,7 +237,7 @@ class KafkaStore:
     def _restored(self, restored: Restored) -> None:
         """Take a restored partition in (see :meth:`OwnedKeys.take_in`), catch up the keys
         that need it, and hand over the commands waiting for its keys."""
-        kafka_partition, generation = restored.lease.partition, restored.lease.generation
+        kafka_partition, generation = restored.lease.kafka_partition, restored.lease.generation
         keys = restored.keys
         try:
             self._view.take_in(kafka_partition, generation, keys)
