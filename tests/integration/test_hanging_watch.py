@@ -26,8 +26,8 @@ class Hanging(Observer):
     def __init__(self) -> None:
         self.seen: dict[str, tuple[int, ...]] = {}
 
-    def transactions_hanging(self, topic: str, partitions: tuple[int, ...]) -> None:
-        self.seen[topic] = partitions
+    def transactions_hanging(self, topic: str, kafka_partitions: tuple[int, ...]) -> None:
+        self.seen[topic] = kafka_partitions
 
 
 @pytest.fixture

@@ -89,8 +89,8 @@ class HangingTransactions:
                 abort_command(self._bootstrap, txn.topic, txn.partition, txn.start_offset),
             )
         for topic in topics:
-            partitions = tuple(sorted(t.partition for t in found.hanging if t.topic == topic))
-            self._observer.transactions_hanging(topic, partitions)
+            kafka_partitions = tuple(sorted(t.partition for t in found.hanging if t.topic == topic))
+            self._observer.transactions_hanging(topic, kafka_partitions)
         return found
 
     def _offsets(self, topics: list[str]) -> dict[tuple[str, int], Seen]:

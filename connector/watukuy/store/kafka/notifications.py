@@ -52,7 +52,7 @@ class Restored:
 
 @dataclass(frozen=True, slots=True)
 class Assigned:
-    partitions: tuple[int, ...]
+    kafka_partitions: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +66,7 @@ class Transacted:
 
 @dataclass(frozen=True, slots=True)
 class Revoked:
-    partitions: tuple[int, ...]
+    kafka_partitions: tuple[int, ...]
     lost: bool
 
 
