@@ -99,10 +99,10 @@ class HangingTransactions:
         make a broker with auto-creation create it)."""
         metadata = self._admin.list_topics(timeout=self._timeout)
         partitions = [
-            TopicPartition(name, p)
+            TopicPartition(name, kafka_partition)
             for name in topics
             if (topic := metadata.topics.get(name)) is not None and topic.error is None
-            for p in topic.partitions
+            for kafka_partition in topic.partitions
         ]
         if not partitions:
             return {}
