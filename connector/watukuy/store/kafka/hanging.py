@@ -84,12 +84,14 @@ class HangingTransactions:
                 " one behind); read_committed consumers of the partition are stuck until it is"
                 " aborted: %s (see the runbook 'A partition waits for a hanging transaction')",
                 txn.topic,
-                txn.partition,
+                txn.kafka_partition,
                 txn.open_for,
-                abort_command(self._bootstrap, txn.topic, txn.partition, txn.start_offset),
+                abort_command(self._bootstrap, txn.topic, txn.kafka_partition, txn.start_offset),
             )
         for topic in topics:
-            kafka_partitions = tuple(sorted(t.partition for t in found.hanging if t.topic == topic))
+            kafka_partitions = tuple(
+                sorted(t.kafka_partition for t in found.hanging if t.topic == topic)
+            )
             self._observer.transactions_hanging(topic, kafka_partitions)
         return found
 
