@@ -31,7 +31,7 @@ class Record:
     topic: str
     key: bytes
     value: bytes | None
-    partition: int | None = None  # None: the murmur2 partitioner places it by key
+    kafka_partition: int | None = None  # None: the murmur2 partitioner places it by key
     headers: Sequence[tuple[str, bytes]] = ()
 
 
