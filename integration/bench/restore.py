@@ -133,12 +133,12 @@ class Timings(Observer):
         self.done: dict[int, tuple[int, int, float, float]] = {}  # partition -> keys, records,
         # seconds, when
 
-    def leases_gained(self, partitions: tuple[int, ...]) -> None:
+    def leases_gained(self, kafka_partitions: tuple[int, ...]) -> None:
         if self.gained is None:
             self.gained = time.monotonic()
 
-    def restore_done(self, partition: int, keys: int, records: int, seconds: float) -> None:
-        self.done[partition] = (keys, records, seconds, time.monotonic())
+    def restore_done(self, kafka_partition: int, keys: int, records: int, seconds: float) -> None:
+        self.done[kafka_partition] = (keys, records, seconds, time.monotonic())
 
 
 async def restore(bootstrap: str, prefix: str, partitions: int) -> dict[str, Any]:

@@ -26,8 +26,8 @@ class Hanging(Observer):
     def __init__(self) -> None:
         self.seen: dict[str, tuple[int, ...]] = {}
 
-    def transactions_hanging(self, topic: str, partitions: tuple[int, ...]) -> None:
-        self.seen[topic] = partitions
+    def transactions_hanging(self, topic: str, kafka_partitions: tuple[int, ...]) -> None:
+        self.seen[topic] = kafka_partitions
 
 
 @pytest.fixture
@@ -75,7 +75,9 @@ async def test_an_open_transaction_past_the_limit_is_reported_and_forgotten_once
         clock.sleep(2)
         found = await watch.check()
         assert found is not None
-        assert [(t.topic, t.partition, t.start_offset) for t in found.hanging] == [(topic, 1, 0)]
+        assert [(t.topic, t.kafka_partition, t.start_offset) for t in found.hanging] == [
+            (topic, 1, 0)
+        ]
         assert observer.seen == {topic: (1,), missing: ()}
         [error] = [r.getMessage() for r in caplog.records]
         assert f"{topic}[1] has had a transaction open for at least 66s" in error

@@ -41,12 +41,12 @@ class Seen(Observer):
         self.restores = 0
         self.lost: list[tuple[int, ...]] = []
 
-    def restore_done(self, partition: int, keys: int, records: int, seconds: float) -> None:
+    def restore_done(self, kafka_partition: int, keys: int, records: int, seconds: float) -> None:
         self.restores += 1
 
-    def leases_lost(self, partitions: tuple[int, ...], lost: bool) -> None:
+    def leases_lost(self, kafka_partitions: tuple[int, ...], lost: bool) -> None:
         if lost:
-            self.lost.append(partitions)
+            self.lost.append(kafka_partitions)
 
 
 class Store:

@@ -57,10 +57,10 @@ def test_each_partition_is_judged_alone_and_one_left_out_is_forgotten() -> None:
     watch = HangingWatch(AFTER)
     watch.observe({P: Seen(1, 2), Q: Seen(3, 3)}, now=0.0)
     seen = watch.observe({P: Seen(1, 2), Q: Seen(3, 9)}, now=AFTER)
-    assert [(t.topic, t.partition) for t in seen.hanging] == [P]
+    assert [(t.topic, t.kafka_partition) for t in seen.hanging] == [P]
     watch.observe({Q: Seen(3, 9)}, now=AFTER + 1)  # P's topic went away
     assert watch.observe({P: Seen(1, 2), Q: Seen(3, 9)}, now=AFTER + 2).hanging == ()
-    assert [t.partition for t in watch.observe({Q: Seen(3, 9)}, now=2 * AFTER).hanging] == [5]
+    assert [t.kafka_partition for t in watch.observe({Q: Seen(3, 9)}, now=2 * AFTER).hanging] == [5]
 
 
 def test_a_new_hang_on_a_partition_reported_before_is_reported_at_once() -> None:

@@ -171,14 +171,14 @@ class Observer:
     ) -> None:
         """A Kafka transaction committed, or aborted (``kind`` says why)."""
 
-    def leases_gained(self, partitions: tuple[int, ...]) -> None:
-        """A rebalance assigned these partitions of ``<prefix>.state`` (restores follow)."""
+    def leases_gained(self, kafka_partitions: tuple[int, ...]) -> None:
+        """A rebalance assigned these Kafka partitions of ``<prefix>.state`` (restores follow)."""
 
-    def leases_lost(self, partitions: tuple[int, ...], lost: bool) -> None:
-        """A rebalance took these partitions away: revoked cleanly, or ``lost``."""
+    def leases_lost(self, kafka_partitions: tuple[int, ...], lost: bool) -> None:
+        """A rebalance took these Kafka partitions away: revoked cleanly, or ``lost``."""
 
-    def restore_done(self, partition: int, keys: int, records: int, seconds: float) -> None:
-        """A partition was restored: ``records`` read for ``keys`` keys in ``seconds``."""
+    def restore_done(self, kafka_partition: int, keys: int, records: int, seconds: float) -> None:
+        """A Kafka partition was restored: ``records`` read for ``keys`` keys in ``seconds``."""
 
     def dlq_written(self, poller: str, partition: str, records: int) -> None:
         """``records`` parked items were copied to the poller's DLQ topic (committed)."""
@@ -187,8 +187,8 @@ class Observer:
         """A restore found ``events`` published events the key's stored state had lost, and
         rolled the state forward over them (see :mod:`watukuy.store.kafka.catchup_rule`)."""
 
-    def transactions_hanging(self, topic: str, partitions: tuple[int, ...]) -> None:
-        """The partitions of ``topic`` where a transaction hangs, as of now (none: an empty
+    def transactions_hanging(self, topic: str, kafka_partitions: tuple[int, ...]) -> None:
+        """The Kafka partitions of ``topic`` where a transaction hangs, as of now (none: an empty
         tuple); see :mod:`watukuy.store.kafka.hanging_rule`."""
 
 

@@ -315,19 +315,19 @@ class PrometheusObserver(Observer):
         if committed:
             self.transaction_records.inc(records)
 
-    def leases_gained(self, partitions: tuple[int, ...]) -> None:
-        self.rebalances.labels("assigned").inc(len(partitions))
+    def leases_gained(self, kafka_partitions: tuple[int, ...]) -> None:
+        self.rebalances.labels("assigned").inc(len(kafka_partitions))
 
-    def leases_lost(self, partitions: tuple[int, ...], lost: bool) -> None:
-        self.rebalances.labels("lost" if lost else "revoked").inc(len(partitions))
-        self._held.difference_update(partitions)
+    def leases_lost(self, kafka_partitions: tuple[int, ...], lost: bool) -> None:
+        self.rebalances.labels("lost" if lost else "revoked").inc(len(kafka_partitions))
+        self._held.difference_update(kafka_partitions)
         self.leases.set(len(self._held))
 
-    def restore_done(self, partition: int, keys: int, records: int, seconds: float) -> None:
+    def restore_done(self, kafka_partition: int, keys: int, records: int, seconds: float) -> None:
         self.restores.inc()
         self.restore_records.inc(records)
         self.restore_latency.observe(seconds)
-        self._held.add(partition)
+        self._held.add(kafka_partition)
         self.leases.set(len(self._held))
 
     def dlq_written(self, poller: str, partition: str, records: int) -> None:
@@ -336,8 +336,8 @@ class PrometheusObserver(Observer):
     def state_caught_up(self, poller: str, partition: str, events: int) -> None:
         self._inc(self.caught_up, poller, partition, by=events)
 
-    def transactions_hanging(self, topic: str, partitions: tuple[int, ...]) -> None:
-        self.hanging.labels(topic).set(len(partitions))
+    def transactions_hanging(self, topic: str, kafka_partitions: tuple[int, ...]) -> None:
+        self.hanging.labels(topic).set(len(kafka_partitions))
 
 
 class _StateCollector(Collector):

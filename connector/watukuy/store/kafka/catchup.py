@@ -53,7 +53,7 @@ TopicPart = tuple[str, int]
 
 @dataclass(slots=True)
 class _CatchUp:
-    partition: int  # of the state topic: the restore this belongs to
+    kafka_partition: int  # of the state topic: the restore this belongs to
     keys: RestoredKeys
     finish: Callable[[], None]
     started: float
@@ -79,16 +79,16 @@ class EventsCatchUp:
     def busy(self) -> bool:
         return bool(self._waiting or self._reading)
 
-    def begin(self, partition: int, keys: RestoredKeys, finish: Callable[[], None]) -> None:
+    def begin(self, kafka_partition: int, keys: RestoredKeys, finish: Callable[[], None]) -> None:
         """Read what ``keys`` published beyond their states, then call ``finish``."""
-        self._waiting.append(_CatchUp(partition, keys, finish, self._clock.monotonic()))
+        self._waiting.append(_CatchUp(kafka_partition, keys, finish, self._clock.monotonic()))
         self._start_waiting()
 
-    def drop(self, partitions: Iterable[int]) -> None:
-        """The restores of ``partitions`` were given up: stop their catch-ups."""
-        gone = set(partitions)
-        self._waiting = deque(c for c in self._waiting if c.partition not in gone)
-        stopped = [tp for tp, c in self._reading.items() if c.partition in gone]
+    def drop(self, kafka_partitions: Iterable[int]) -> None:
+        """The restores of ``kafka_partitions`` were given up: stop their catch-ups."""
+        gone = set(kafka_partitions)
+        self._waiting = deque(c for c in self._waiting if c.kafka_partition not in gone)
+        stopped = [tp for tp, c in self._reading.items() if c.kafka_partition in gone]
         for tp in stopped:
             del self._reading[tp]
         self._unassign(stopped)
@@ -136,7 +136,9 @@ class EventsCatchUp:
                 if self._clock.monotonic() - catching.started > PATIENCE:
                     self._give_up(catching, str(exc))
                     continue
-                log.info("partition %d: cannot read its events yet: %s", catching.partition, exc)
+                log.info(
+                    "partition %d: cannot read its events yet: %s", catching.kafka_partition, exc
+                )
                 self._refresh_metadata(catching)
                 self._retry_at = self._clock.monotonic() + RETRY_AFTER
                 waiting.append(catching)
@@ -151,7 +153,10 @@ class EventsCatchUp:
             for tp in windows:
                 self._reading[tp] = catching
             self._reader.incremental_assign(
-                [TopicPartition(t, p, start) for (t, p), (start, _) in windows.items()]
+                [
+                    TopicPartition(t, kafka_partition, start)
+                    for (t, kafka_partition), (start, _) in windows.items()
+                ]
             )
         self._waiting = waiting
 
@@ -176,7 +181,11 @@ class EventsCatchUp:
             return {}
         try:
             starts = self._offsets.offsets_for_times(
-                [TopicPartition(t, p, since) for t, p in sorted(wanted)], OFFSET_TIMEOUT
+                [
+                    TopicPartition(t, kafka_partition, since)
+                    for t, kafka_partition in sorted(wanted)
+                ],
+                OFFSET_TIMEOUT,
             )
             windows: dict[TopicPart, tuple[int, int]] = {}
             for tp in starts:
@@ -207,7 +216,7 @@ class EventsCatchUp:
         log.warning(
             "partition %d: gave up reading what its keys published beyond their stored state"
             " after %.0fs (%s); its keys run without that check this time",
-            catching.partition,
+            catching.kafka_partition,
             self._clock.monotonic() - catching.started,
             why,
         )
@@ -244,7 +253,9 @@ class EventsCatchUp:
     def _check_read(self, touched: set[TopicPart]) -> None:
         if not touched:
             return
-        positions = self._reader.position([TopicPartition(t, p) for t, p in touched])
+        positions = self._reader.position(
+            [TopicPartition(t, kafka_partition) for t, kafka_partition in touched]
+        )
         read: list[TopicPart] = []
         for tp in positions:
             at = (tp.topic, tp.partition)
@@ -263,12 +274,12 @@ class EventsCatchUp:
                 log.warning(
                     "partition %d: %d record(s) of its events topics are not watukuy events of"
                     " its keys; they were left out of the catch-up",
-                    catching.partition,
+                    catching.kafka_partition,
                     catching.undecodable,
                 )
             catching.finish()
 
     def _unassign(self, tps: Iterable[TopicPart]) -> None:
-        drop = [TopicPartition(t, p) for t, p in tps]
+        drop = [TopicPartition(t, kafka_partition) for t, kafka_partition in tps]
         if drop:
             self._reader.incremental_unassign(drop)

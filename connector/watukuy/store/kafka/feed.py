@@ -69,39 +69,39 @@ class OffsetTracker:
         self._position: dict[int, int] = {}  # next offset to commit, once it moved
         self._moved: set[int] = set()
 
-    def assign(self, partition: int) -> None:
-        self._pending[partition] = deque()
-        self._handled[partition] = set()
-        self._position.pop(partition, None)
-        self._moved.discard(partition)
+    def assign(self, kafka_partition: int) -> None:
+        self._pending[kafka_partition] = deque()
+        self._handled[kafka_partition] = set()
+        self._position.pop(kafka_partition, None)
+        self._moved.discard(kafka_partition)
 
-    def drop(self, partition: int) -> None:
+    def drop(self, kafka_partition: int) -> None:
         for table in (self._pending, self._handled, self._position):
-            table.pop(partition, None)
-        self._moved.discard(partition)
+            table.pop(kafka_partition, None)
+        self._moved.discard(kafka_partition)
 
-    def fetched(self, partition: int, offset: int) -> None:
-        pending = self._pending.setdefault(partition, deque())
-        self._handled.setdefault(partition, set())
+    def fetched(self, kafka_partition: int, offset: int) -> None:
+        pending = self._pending.setdefault(kafka_partition, deque())
+        self._handled.setdefault(kafka_partition, set())
         if not pending or offset > pending[-1]:
             pending.append(offset)
 
-    def handled(self, partition: int, offset: int) -> None:
+    def handled(self, kafka_partition: int, offset: int) -> None:
         """An acknowledgement; one for an offset not pending (revoked since) is ignored."""
-        pending = self._pending.get(partition)
+        pending = self._pending.get(kafka_partition)
         if not pending or offset < pending[0] or offset > pending[-1]:
             return
-        done = self._handled[partition]
+        done = self._handled[kafka_partition]
         done.add(offset)
         while pending and pending[0] in done:
             done.discard(pending[0])
-            self._position[partition] = pending.popleft() + 1
-            self._moved.add(partition)
+            self._position[kafka_partition] = pending.popleft() + 1
+            self._moved.add(kafka_partition)
 
-    def take(self, partitions: set[int] | None = None) -> dict[int, int]:
-        """Positions that moved since the last take (of ``partitions``, or all)."""
-        chosen = self._moved if partitions is None else self._moved & partitions
-        out = {p: self._position[p] for p in chosen}
+    def take(self, kafka_partitions: set[int] | None = None) -> dict[int, int]:
+        """Positions that moved since the last take (of ``kafka_partitions``, or all)."""
+        chosen = self._moved if kafka_partitions is None else self._moved & kafka_partitions
+        out = {kafka_partition: self._position[kafka_partition] for kafka_partition in chosen}
         self._moved -= chosen
         return out
 
@@ -197,8 +197,8 @@ class KafkaEventFeed:
             self._thread = threading.Thread(target=self._run, name=name, daemon=True)
             self._thread.start()
 
-    def _arrive(self, event: Event, partition: int, offset: int) -> None:
-        self._positions[id(event)] = (event, partition, offset)
+    def _arrive(self, event: Event, kafka_partition: int, offset: int) -> None:
+        self._positions[id(event)] = (event, kafka_partition, offset)
         self._queue.put_nowait(event)
 
     def _to_loop(self, callback: Callable[..., None], *args: Any) -> None:
@@ -250,27 +250,27 @@ class KafkaEventFeed:
                 raise KafkaException(error)
             log.warning("handlers of %s: %s", self.poller, error.str())
             return
-        partition, offset, value = record.partition(), record.offset(), record.value()
-        if partition is None or offset is None:
+        kafka_partition, offset, value = record.partition(), record.offset(), record.value()
+        if kafka_partition is None or offset is None:
             return
-        self._tracker.fetched(partition, offset)
+        self._tracker.fetched(kafka_partition, offset)
         if value is None:  # not an event (a tombstone): nothing to deliver
-            self._tracker.handled(partition, offset)
+            self._tracker.handled(kafka_partition, offset)
             return
         try:
             event = decode(value)
         except (UndecodableEvent, SchemaNotFound) as exc:
             # It can never be delivered; waiting on it would hold the whole partition.
             log.warning("handlers of %s skip %s[%d]@%d: %s", self.poller, record.topic(),
-                        partition, offset, exc)  # fmt: skip
-            self._tracker.handled(partition, offset)
+                        kafka_partition, offset, exc)  # fmt: skip
+            self._tracker.handled(kafka_partition, offset)
             return
-        self._to_loop(self._arrive, event, partition, offset)
+        self._to_loop(self._arrive, event, kafka_partition, offset)
 
     def _take_acks(self) -> None:
         while self._acks:
-            partition, offset = self._acks.popleft()
-            self._tracker.handled(partition, offset)
+            kafka_partition, offset = self._acks.popleft()
+            self._tracker.handled(kafka_partition, offset)
 
     def _flow(self, consumer: Consumer) -> None:
         """Pause fetching while too much is waiting for handlers; the group still sees us."""
@@ -286,7 +286,10 @@ class KafkaEventFeed:
         if not positions:
             return
         topic = self._topic()
-        offsets = [TopicPartition(topic, p, offset) for p, offset in sorted(positions.items())]
+        offsets = [
+            TopicPartition(topic, kafka_partition, offset)
+            for kafka_partition, offset in sorted(positions.items())
+        ]
         try:
             if asynchronous:
                 consumer.commit(offsets=offsets, asynchronous=True)
@@ -308,8 +311,8 @@ class KafkaEventFeed:
         gone = {tp.partition for tp in partitions}
         self._take_acks()
         self._commit(consumer, self._tracker.take(gone), asynchronous=False)
-        for partition in gone:
-            self._tracker.drop(partition)
+        for kafka_partition in gone:
+            self._tracker.drop(kafka_partition)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:

@@ -84,13 +84,15 @@ class HangingTransactions:
                 " one behind); read_committed consumers of the partition are stuck until it is"
                 " aborted: %s (see the runbook 'A partition waits for a hanging transaction')",
                 txn.topic,
-                txn.partition,
+                txn.kafka_partition,
                 txn.open_for,
-                abort_command(self._bootstrap, txn.topic, txn.partition, txn.start_offset),
+                abort_command(self._bootstrap, txn.topic, txn.kafka_partition, txn.start_offset),
             )
         for topic in topics:
-            partitions = tuple(sorted(t.partition for t in found.hanging if t.topic == topic))
-            self._observer.transactions_hanging(topic, partitions)
+            kafka_partitions = tuple(
+                sorted(t.kafka_partition for t in found.hanging if t.topic == topic)
+            )
+            self._observer.transactions_hanging(topic, kafka_partitions)
         return found
 
     def _offsets(self, topics: list[str]) -> dict[tuple[str, int], Seen]:
@@ -99,10 +101,10 @@ class HangingTransactions:
         make a broker with auto-creation create it)."""
         metadata = self._admin.list_topics(timeout=self._timeout)
         partitions = [
-            TopicPartition(name, p)
+            TopicPartition(name, kafka_partition)
             for name in topics
             if (topic := metadata.topics.get(name)) is not None and topic.error is None
-            for p in topic.partitions
+            for kafka_partition in topic.partitions
         ]
         if not partitions:
             return {}

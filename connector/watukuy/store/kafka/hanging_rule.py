@@ -48,7 +48,7 @@ class Seen:
 @dataclass(frozen=True)
 class HangingTransaction:
     topic: str
-    partition: int
+    kafka_partition: int
     start_offset: int  # the LSO: the first record of the open transaction
     open_for: float  # seconds the LSO has stayed there (as far as this watch knows)
 
@@ -99,9 +99,9 @@ class HangingWatch:
         return Round(tuple(hanging), tuple(report))
 
 
-def abort_command(bootstrap: str, topic: str, partition: int, start_offset: int) -> str:
+def abort_command(bootstrap: str, topic: str, kafka_partition: int, start_offset: int) -> str:
     """The command that ends a hanging transaction (it needs ClusterAction on the cluster)."""
     return (
         f"kafka-transactions.sh --bootstrap-server {bootstrap} abort --topic {topic}"
-        f" --partition {partition} --start-offset {start_offset}"
+        f" --partition {kafka_partition} --start-offset {start_offset}"
     )

@@ -124,10 +124,10 @@ class KafkaIO:
         """A record outside any transaction (commands written for another owner)."""
         self._requests.send_plain(record, done)
 
-    def acquire(self, partitions: Sequence[int]) -> None:
+    def acquire(self, kafka_partitions: Sequence[int]) -> None:
         """Without a group: take these partitions as if assigned (the CLI, group empty)."""
         with self._lock:
-            self._acquire.extend(partitions)
+            self._acquire.extend(kafka_partitions)
 
     # -- the thread -------------------------------------------------------------------------
 

@@ -29,14 +29,14 @@ _LEGAL: dict[LeaseState, frozenset[LeaseState]] = {
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    partition: int
+    kafka_partition: int
     generation: int
     state: LeaseState = LeaseState.RESTORING
 
     def to(self, target: LeaseState) -> Lease:
         if target not in _LEGAL[self.state]:
             raise IllegalTransition(
-                f"lease on partition {self.partition} (generation {self.generation}): "
+                f"lease on Kafka partition {self.kafka_partition} (generation {self.generation}): "
                 f"{self.state.value} -> {target.value} is not allowed"
             )
         return replace(self, state=target)
@@ -50,35 +50,35 @@ class Leases:
     """The leases this instance holds, with a generation counter that only grows."""
 
     def __init__(self) -> None:
-        self._by_partition: dict[int, Lease] = {}
+        self._by_kafka_partition: dict[int, Lease] = {}
         self._generation = 0
 
-    def grant(self, partition: int) -> Lease:
+    def grant(self, kafka_partition: int) -> Lease:
         self._generation += 1
-        lease = Lease(partition, self._generation)
-        self._by_partition[partition] = lease
+        lease = Lease(kafka_partition, self._generation)
+        self._by_kafka_partition[kafka_partition] = lease
         return lease
 
-    def move(self, partition: int, target: LeaseState) -> Lease | None:
-        lease = self._by_partition.get(partition)
+    def move(self, kafka_partition: int, target: LeaseState) -> Lease | None:
+        lease = self._by_kafka_partition.get(kafka_partition)
         if lease is None:
             return None
         moved = lease.to(target)
         if target is LeaseState.REVOKED:
-            del self._by_partition[partition]
+            del self._by_kafka_partition[kafka_partition]
         else:
-            self._by_partition[partition] = moved
+            self._by_kafka_partition[kafka_partition] = moved
         return moved
 
-    def get(self, partition: int) -> Lease | None:
-        return self._by_partition.get(partition)
+    def get(self, kafka_partition: int) -> Lease | None:
+        return self._by_kafka_partition.get(kafka_partition)
 
-    def holds(self, partition: int, generation: int) -> bool:
-        lease = self._by_partition.get(partition)
+    def holds(self, kafka_partition: int, generation: int) -> bool:
+        lease = self._by_kafka_partition.get(kafka_partition)
         return lease is not None and lease.owned and lease.generation == generation
 
     def owned(self) -> list[Lease]:
-        return [lease for lease in self._by_partition.values() if lease.owned]
+        return [lease for lease in self._by_kafka_partition.values() if lease.owned]
 
     def all(self) -> list[Lease]:
-        return list(self._by_partition.values())
+        return list(self._by_kafka_partition.values())

@@ -31,7 +31,7 @@ class Record:
     topic: str
     key: bytes
     value: bytes | None
-    partition: int | None = None  # None: the murmur2 partitioner places it by key
+    kafka_partition: int | None = None  # None: the murmur2 partitioner places it by key
     headers: Sequence[tuple[str, bytes]] = ()
 
 
@@ -52,7 +52,7 @@ class Restored:
 
 @dataclass(frozen=True, slots=True)
 class Assigned:
-    partitions: tuple[int, ...]
+    kafka_partitions: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +66,7 @@ class Transacted:
 
 @dataclass(frozen=True, slots=True)
 class Revoked:
-    partitions: tuple[int, ...]
+    kafka_partitions: tuple[int, ...]
     lost: bool
 
 

@@ -101,7 +101,7 @@ class Membership:
             "fenced by a group member with this runner.id; rejoining with a new consumer "
             "(were another instance running with it, one of the two would stop now)"
         )
-        self.release([lease.partition for lease in self._leases.all()], lost=True)
+        self.release([lease.kafka_partition for lease in self._leases.all()], lost=True)
         try:
             group.close()
         except (KafkaException, RuntimeError) as exc:  # dead already: nothing to leave
@@ -118,10 +118,10 @@ class Membership:
                 on_lost=self._on_lost,
             )
 
-    def acquire(self, partitions: Sequence[int]) -> None:
-        """Without a group: take these partitions as if assigned."""
-        for partition in partitions:
-            self._restores.queue(self._leases.grant(partition))
+    def acquire(self, kafka_partitions: Sequence[int]) -> None:
+        """Without a group: take these Kafka partitions as if assigned."""
+        for kafka_partition in kafka_partitions:
+            self._restores.queue(self._leases.grant(kafka_partition))
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         consumer.incremental_assign(partitions)
@@ -145,23 +145,23 @@ class Membership:
         # Someone else may already be writing: pending work of these keys is dropped.
         self.release([tp.partition for tp in partitions], lost=True)
 
-    def release(self, partitions: list[int], *, lost: bool) -> None:
-        for partition in partitions:
-            self._leases.move(partition, LeaseState.REVOKED)
-        self._restores.drop(partitions)
+    def release(self, kafka_partitions: list[int], *, lost: bool) -> None:
+        for kafka_partition in kafka_partitions:
+            self._leases.move(kafka_partition, LeaseState.REVOKED)
+        self._restores.drop(kafka_partitions)
         self._requests.fail_unowned(self._leases)
-        if partitions:
+        if kafka_partitions:
             log.info(
                 "%s partition(s) %s of %s",
                 "lost" if lost else "revoked",
-                sorted(partitions),
+                sorted(kafka_partitions),
                 self._layout.state,
             )
-            self._notify(Revoked(tuple(sorted(partitions)), lost))
+            self._notify(Revoked(tuple(sorted(kafka_partitions)), lost))
 
     def rejoin(self) -> None:
         """Give up every lease and join the group again (a fresh restore follows)."""
-        self.release([lease.partition for lease in self._leases.all()], lost=True)
+        self.release([lease.kafka_partition for lease in self._leases.all()], lost=True)
         if self.group is None:
             return
         try:

@@ -219,12 +219,12 @@ class KafkaStore:
             self._transacted(notification)
             return  # nothing moved: the engine need not look at ownership
         if isinstance(notification, Assigned):
-            self.observer.leases_gained(notification.partitions)
+            self.observer.leases_gained(notification.kafka_partitions)
         elif isinstance(notification, Restored):
             self._restored(notification)
         elif isinstance(notification, Revoked):
-            self.observer.leases_lost(notification.partitions, notification.lost)
-            self._view.revoke(notification.partitions)
+            self.observer.leases_lost(notification.kafka_partitions, notification.lost)
+            self._view.revoke(notification.kafka_partitions)
         elif isinstance(notification, CommandReceived):
             received = notification.command
             if self._view.received(notification.kafka_partition, received, notification.record_key):
@@ -237,7 +237,7 @@ class KafkaStore:
     def _restored(self, restored: Restored) -> None:
         """Take a restored partition in (see :meth:`OwnedKeys.take_in`), catch up the keys
         that need it, and hand over the commands waiting for its keys."""
-        kafka_partition, generation = restored.lease.partition, restored.lease.generation
+        kafka_partition, generation = restored.lease.kafka_partition, restored.lease.generation
         keys = restored.keys
         try:
             self._view.take_in(kafka_partition, generation, keys)

@@ -142,7 +142,7 @@ class Restores:
         waiting: deque[Lease] = deque()
         while self._waiting:
             lease = self._waiting.popleft()
-            if self._leases.get(lease.partition) != lease:
+            if self._leases.get(lease.kafka_partition) != lease:
                 continue  # revoked meanwhile
             with log_context(generation=lease.generation):
                 try:
@@ -150,7 +150,7 @@ class Restores:
                 except Retriable as exc:
                     # The cluster is out of reach (a broker restarting): the lease waits and
                     # the next turn asks again; the thread must not die of it.
-                    self._log_unsettled(lease.partition, "cannot read its end yet: %s", exc)
+                    self._log_unsettled(lease.kafka_partition, "cannot read its end yet: %s", exc)
                     ends = None
                 if ends is not None:
                     self._begin(lease, ends)
@@ -158,12 +158,12 @@ class Restores:
                     waiting.append(lease)
         self._waiting = waiting
 
-    def drop(self, partitions: Sequence[int]) -> None:
-        """``partitions`` are no longer ours: stop restoring and reading them."""
-        for partition in partitions:
-            self._restoring.pop(partition, None)
-        self._catchup.drop(partitions)
-        self._unassign(partitions, co_partitioned(self._layout))
+    def drop(self, kafka_partitions: Sequence[int]) -> None:
+        """``kafka_partitions`` are no longer ours: stop restoring and reading them."""
+        for kafka_partition in kafka_partitions:
+            self._restoring.pop(kafka_partition, None)
+        self._catchup.drop(kafka_partitions)
+        self._unassign(kafka_partitions, co_partitioned(self._layout))
 
     def _settled(self, lease: Lease) -> dict[str, int] | None:
         """The end of each of the partition's topics, once no transaction is open on its
@@ -177,13 +177,13 @@ class Restores:
         """
         ends: dict[str, int] = {}
         for topic in co_partitioned(self._layout):
-            tp = TopicPartition(topic, lease.partition)
+            tp = TopicPartition(topic, lease.kafka_partition)
             last_stable = end_offset(self._stable, tp, self._clock)
             high = end_offset(self._written, tp, self._clock)
             if last_stable < high:
                 self._report_hanging(tp, last_stable)
                 self._log_unsettled(
-                    lease.partition,
+                    lease.kafka_partition,
                     "waiting for an open transaction of the previous owner to end before "
                     "restoring (%s: stable %d < written %d)",
                     topic,
@@ -192,10 +192,10 @@ class Restores:
                 )
                 return None
             ends[topic] = last_stable
-        self._unsettled_since.pop(lease.partition, None)
-        self._unsettled_logged.pop(lease.partition, None)
+        self._unsettled_since.pop(lease.kafka_partition, None)
+        self._unsettled_logged.pop(lease.kafka_partition, None)
         for topic in ends:
-            self._hanging_logged.pop((topic, lease.partition), None)
+            self._hanging_logged.pop((topic, lease.kafka_partition), None)
         return ends
 
     def _report_hanging(self, tp: TopicPartition, last_stable: int) -> None:
@@ -226,24 +226,24 @@ class Restores:
             abort_command(self._bootstrap, tp.topic, tp.partition, last_stable),
         )
 
-    def _log_unsettled(self, partition: int, message: str, *args: object) -> None:
+    def _log_unsettled(self, kafka_partition: int, message: str, *args: object) -> None:
         """One line about a partition that cannot be restored yet, once it has waited a
         second, then every ten seconds at most."""
         now = self._clock.monotonic()
-        since = self._unsettled_since.setdefault(partition, now)
-        logged = self._unsettled_logged.get(partition, 0.0)
+        since = self._unsettled_since.setdefault(kafka_partition, now)
+        logged = self._unsettled_logged.get(kafka_partition, 0.0)
         if now - since > 1.0 and now - logged > 10.0:
-            self._unsettled_logged[partition] = now
-            log.info("partition %d: " + message, partition, *args)
+            self._unsettled_logged[kafka_partition] = now
+            log.info("partition %d: " + message, kafka_partition, *args)
 
     def _begin(self, lease: Lease, ends: dict[str, int]) -> None:
         """Read the partition's topics from their start up to ``ends`` (their last stable
         offsets when they settled: nobody else writes there any more)."""
         self.tail.incremental_assign(
-            [TopicPartition(topic, lease.partition, OFFSET_BEGINNING) for topic in ends]
+            [TopicPartition(topic, lease.kafka_partition, OFFSET_BEGINNING) for topic in ends]
         )
-        self._restoring[lease.partition] = _Restoring(lease, ends, self._clock.monotonic())
-        self._check_restored(lease.partition)
+        self._restoring[lease.kafka_partition] = _Restoring(lease, ends, self._clock.monotonic())
+        self._check_restored(lease.kafka_partition)
 
     def read(self) -> None:
         """What the tail has fetched: restore records, or commands for owned partitions."""
@@ -256,34 +256,34 @@ class Restores:
         touched: set[int] = set()
         for message in messages:
             error = message.error()
-            partition = message.partition()
+            kafka_partition = message.partition()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
-                    touched.add(partition)
+                    touched.add(kafka_partition)
                     continue
                 log.warning("reading %s: %s", message.topic(), error)
                 continue
-            self._apply(message, partition)
-            touched.add(partition)
+            self._apply(message, kafka_partition)
+            touched.add(kafka_partition)
         # End-of-partition events may be missed (a reassigned partition already at its end):
         # look at every restore now and then as well.
         now = self._clock.monotonic()
         if now - self._last_restore_check >= 0.5:
             self._last_restore_check = now
             touched |= set(self._restoring)
-        for partition in touched:
-            if partition in self._restoring:
-                with log_context(generation=self._restoring[partition].lease.generation):
-                    self._check_restored(partition)
+        for kafka_partition in touched:
+            if kafka_partition in self._restoring:
+                with log_context(generation=self._restoring[kafka_partition].lease.generation):
+                    self._check_restored(kafka_partition)
         self._catchup.read()
 
-    def _apply(self, message: Any, partition: int) -> None:
+    def _apply(self, message: Any, kafka_partition: int) -> None:
         key: bytes | None = message.key()
         if key is None:
             return
         topic: str = message.topic()
         value: bytes | None = message.value()
-        restoring = self._restoring.get(partition)
+        restoring = self._restoring.get(kafka_partition)
         if restoring is not None:
             restoring.records += 1
             if topic == self._items:  # most of a restore
@@ -294,46 +294,46 @@ class Restores:
                 restoring.keys.apply_parked(key, value)
             return
         if topic == self._state and value is not None and records.is_command(key):
-            lease = self._leases.get(partition)
+            lease = self._leases.get(kafka_partition)
             command = command_of(key, value) if lease is not None and lease.owned else None
             if command is not None:  # None: a newer release wrote it, and it is left for one
-                self._notify(CommandReceived(partition, command, key))
+                self._notify(CommandReceived(kafka_partition, command, key))
 
-    def _check_restored(self, partition: int) -> None:
-        restoring = self._restoring[partition]
+    def _check_restored(self, kafka_partition: int) -> None:
+        restoring = self._restoring[kafka_partition]
         if restoring.catching_up:
             return
-        positions = self.tail.position([TopicPartition(t, partition) for t in restoring.ends])
+        positions = self.tail.position([TopicPartition(t, kafka_partition) for t in restoring.ends])
         for tp in positions:
             end = restoring.ends[tp.topic]
             if end > 0 and tp.offset < end:
                 return
         # Only commands are read from here on; snapshot and parked records are ours alone.
         # Until the catch-up ends, state records (commands) still go to the restored keys.
-        self._unassign([partition], (self._layout.items, self._layout.parked))
+        self._unassign([kafka_partition], (self._layout.items, self._layout.parked))
         restoring.catching_up = True
-        self._catchup.begin(partition, restoring.keys, lambda: self._owned(restoring))
+        self._catchup.begin(kafka_partition, restoring.keys, lambda: self._owned(restoring))
 
     def _owned(self, restoring: _Restoring) -> None:
         """``restoring`` is complete: its partition is owned, and the store is told."""
-        partition = restoring.lease.partition
-        if self._restoring.get(partition) is not restoring:
+        kafka_partition = restoring.lease.kafka_partition
+        if self._restoring.get(kafka_partition) is not restoring:
             return  # revoked (and maybe granted again) meanwhile
-        del self._restoring[partition]
-        lease = self._leases.move(partition, LeaseState.OWNED)
+        del self._restoring[kafka_partition]
+        lease = self._leases.move(kafka_partition, LeaseState.OWNED)
         if lease is None:
             return
-        log.info("restored partition %d: %d key(s)", partition, len(restoring.keys.states))
+        log.info("restored partition %d: %d key(s)", kafka_partition, len(restoring.keys.states))
         took = self._clock.monotonic() - restoring.started
         self._notify(Restored(lease, restoring.keys, restoring.records, took))
 
-    def _unassign(self, partitions: Sequence[int], topics: Sequence[str]) -> None:
+    def _unassign(self, kafka_partitions: Sequence[int], topics: Sequence[str]) -> None:
         assigned = {(tp.topic, tp.partition) for tp in self.tail.assignment()}
         drop = [
-            TopicPartition(topic, p)
-            for p in partitions
+            TopicPartition(topic, kafka_partition)
+            for kafka_partition in kafka_partitions
             for topic in topics
-            if (topic, p) in assigned
+            if (topic, kafka_partition) in assigned
         ]
         if drop:
             self.tail.incremental_unassign(drop)

@@ -87,7 +87,7 @@ class Requests:
 
 
 def holds_all(leases: Leases, request: CommitRequest) -> bool:
-    return all(leases.holds(p, g) for p, g in request.leases.items())
+    return all(leases.holds(kafka_partition, g) for kafka_partition, g in request.leases.items())
 
 
 class Transactions:
@@ -166,11 +166,17 @@ class Transactions:
         if self._group is None:
             return
         state = self.settings.layout.state
-        partitions = sorted({p for request in batch for p in request.leases})
-        positions = self._tail.position([TopicPartition(state, p) for p in partitions])
+        kafka_partitions = sorted(
+            {kafka_partition for request in batch for kafka_partition in request.leases}
+        )
+        positions = self._tail.position(
+            [TopicPartition(state, kafka_partition) for kafka_partition in kafka_partitions]
+        )
         offsets = [tp for tp in positions if tp.offset >= 0]
         if not offsets:  # still fenced by the coordinator: the generation travels with it
-            offsets = [TopicPartition(state, p, 0) for p in partitions]
+            offsets = [
+                TopicPartition(state, kafka_partition, 0) for kafka_partition in kafka_partitions
+            ]
         timeout = self.settings.transaction_timeout
         # librdkafka's send_offsets_to_transaction can block past its timeout, for good, when
         # the group coordinator it cached went away (librdkafka #5456, #5511; the broker-outage
@@ -321,7 +327,7 @@ def _produce(producer: Producer, record: Record) -> None:
     # Positional arguments and no kwargs dict or headers copy: this runs for every record of a
     # transaction (about 0.85 µs an event less, measured). -1 is librdkafka's "no partition
     # given": the murmur2 partitioner places the record by key.
-    partition = -1 if record.partition is None else record.partition
+    kafka_partition = -1 if record.kafka_partition is None else record.kafka_partition
     headers: list[tuple[str, str | bytes | None]] | None = None
     if record.headers:
         # The client takes a list or a dict, not any sequence; Outgoing already builds lists.
@@ -330,9 +336,11 @@ def _produce(producer: Producer, record: Record) -> None:
     while True:
         try:
             if headers:
-                producer.produce(record.topic, record.value, record.key, partition, headers=headers)
+                producer.produce(
+                    record.topic, record.value, record.key, kafka_partition, headers=headers
+                )
             else:
-                producer.produce(record.topic, record.value, record.key, partition)
+                producer.produce(record.topic, record.value, record.key, kafka_partition)
             return
         except BufferError:
             producer.poll(0.05)  # the local queue is full: let deliveries drain

@@ -104,7 +104,11 @@ class OwnedKeys:
         for key in [k for k in held if self.kafka_partition_of(k) in kafka_partitions]:
             self._drop(key)
             self._rolled.pop(key, None)
-        gone = [i for i, (p, _) in self._command_records.items() if p in kafka_partitions]
+        gone = [
+            i
+            for i, (kafka_partition, _) in self._command_records.items()
+            if kafka_partition in kafka_partitions
+        ]
         for command_id in gone:
             del self._command_records[command_id]
 
