@@ -15,6 +15,7 @@ from watukuy.config.model import RestAuth
 from watukuy.control.configs import ConfigTopic
 from watukuy.control.service import RunnerControl
 from watukuy.control.status import StatusTopic
+from watukuy.control.stored import StoredKeys
 from watukuy.engine.engine import Engine
 from watukuy.rest import build_app
 from watukuy.store.kafka.topics import TopicLayout
@@ -82,10 +83,12 @@ def runner_control(
     *,
     configs: object = None,
     status: object = None,
+    stored: object = None,
     file_pollers: Mapping[str, str] | None = None,
 ) -> RunnerControl:
     """The real ``RunnerControl`` over stand-ins for what a test does not exercise (runner
-    ``runner-1``, topics prefix ``p``, started and never broken)."""
+    ``runner-1``, topics prefix ``p``, started and never broken); ``stored`` stands in for the
+    state topics."""
     return RunnerControl(
         engine=cast(Engine, engine),
         configs=cast(ConfigTopic, configs),
@@ -97,4 +100,5 @@ def runner_control(
         base_dir=base_dir,
         started=lambda: True,
         broken=lambda: None,
+        stored=cast(StoredKeys | None, stored),
     )

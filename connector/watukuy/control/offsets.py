@@ -25,10 +25,9 @@ class ConnectorOffsets:
     async def offsets(self, name: str) -> list[KeyOffsets]:
         self._connectors.target(name)
         states = await self._stored.states(name)
-        return [
-            {"partition": {"key": key}, "offset": offsets_of(state)}
-            for key, state in sorted(states.items())
-        ]
+        entries = (offsets_of(state) for _, state in sorted(states.items()))
+        # offsets_of is already a whole entry ({"partition", "offset"}): not wrapped again
+        return [{"partition": e["partition"], "offset": e["offset"]} for e in entries]
 
     async def alter_offsets(self, name: str, offsets: list[KeyOffsets]) -> None:
         self._connectors.require_stopped(name)

@@ -70,9 +70,11 @@ class RunnerControl:
         started: Callable[[], bool],
         broken: Callable[[], BaseException | None],
         metrics: Callable[[], Awaitable[Metrics]] | None = None,
+        stored: StoredKeys | None = None,
     ) -> None:
         connectors = ConnectorConfigs(configs, file_pollers, base_dir)
-        stored = StoredKeys(kafka, layout, runner_id)
+        if stored is None:  # given only to read the state topics some other way (tests)
+            stored = StoredKeys(kafka, layout, runner_id)
         self._connectors = connectors
         self._tasks = ConnectorTasks(engine, connectors, status, runner_id)
         self._offsets = ConnectorOffsets(engine, connectors, stored)
