@@ -220,3 +220,13 @@ def retry_request(body: JsonValue) -> tuple[str, dict[str, JsonValue]]:
         check_key(key, "partition")
     args = operation_args(op, {name: value for name, value in given.items() if name != "partition"})
     return key, args
+
+
+def task_id(raw: str) -> int:
+    """A task's id in a path: the partition's index in key order, a non-negative integer."""
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
+        raise BadRequest(
+            "must be a task id: a non-negative integer (the partition's index in key order)",
+            "id",
+        )
+    return int(raw)

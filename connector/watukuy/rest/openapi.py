@@ -103,6 +103,7 @@ ACCEPTED = {202: ("Accepted.", None)}
 INFO = ref("ConnectorInfo")
 C = ("name",)
 P = ("name", "key")
+T = ("name", "id")
 
 
 # --- the registry's operations --------------------------------------------------------------
@@ -270,6 +271,39 @@ def _config_paths() -> Paths:
                 "Get a connector status",
                 {200: ("One task per partition.", ref("ConnectorStatus"))},
                 parameters=C,
+            )
+        },
+    } | _task_paths()
+
+
+def _task_paths() -> Paths:
+    """Connect's task routes: a task is a partition key, its id the key's index in key order."""
+    return {
+        "/connectors/{name}/tasks": {
+            "get": _operation(
+                "List connector tasks",
+                {
+                    200: (
+                        "One task per partition, in key order (the status's ids).",
+                        {"type": "array", "items": ref("TaskInfo")},
+                    )
+                },
+                parameters=C,
+            )
+        },
+        "/connectors/{name}/tasks/{id}/status": {
+            "get": _operation(
+                "Get a task status",
+                {200: ("The task's entry of the status.", ref("TaskStatus"))},
+                parameters=T,
+            )
+        },
+        "/connectors/{name}/tasks/{id}/restart": {
+            "post": _operation(
+                "Restart a task",
+                {204: ("Its partition is triggered: polled now.", None)},
+                errors=(409,),
+                parameters=T,
             )
         },
     }

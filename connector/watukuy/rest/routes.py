@@ -23,7 +23,7 @@ from watukuy.rest import inputs
 from watukuy.rest.errors import BadRequest, NotFound
 from watukuy.rest.middleware import RequestError, dumps
 from watukuy.rest.openapi import openapi_document
-from watukuy.rest.port import PARTITION_OPERATIONS, PLUGINS, Control, JsonValue
+from watukuy.rest.port import PARTITION_OPERATIONS, PLUGINS, Control, JsonValue, TaskStatus
 
 CONTROL: web.AppKey[Control] = web.AppKey("control", Control)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -185,6 +185,48 @@ def _connector_operation(op: ConnectorOperation) -> Handler:
     return handler
 
 
+# --- tasks (Connect's view of the partitions) ------------------------------------------------
+
+
+async def list_tasks(request: web.Request) -> web.Response:
+    """Connect's ``TaskInfo`` list: a task per partition key, in the status's order and ids;
+    its config names the key only (never partition data)."""
+    name = _name(request)
+    tasks = (await _control(request).status(name))["tasks"]
+    return _json(
+        [
+            {
+                "id": {"connector": name, "task": task["id"]},
+                "config": {"partition": task["partition"]},
+            }
+            for task in tasks
+        ]
+    )
+
+
+async def _task(request: web.Request) -> tuple[str, TaskStatus]:
+    name = _name(request)
+    task_id = inputs.task_id(request.match_info["id"])
+    tasks = (await _control(request).status(name))["tasks"]
+    found = [task for task in tasks if task["id"] == task_id]
+    if not found:
+        raise NotFound(f"connector {name} has no task {task_id}")
+    return name, found[0]
+
+
+async def get_task_status(request: web.Request) -> web.Response:
+    return _json(dict((await _task(request))[1]))
+
+
+async def restart_task(request: web.Request) -> web.Response:
+    """Connect's task restart: triggers the task's key (204, as Connect answers)."""
+    name, task = await _task(request)
+    trigger = KEY_OPERATIONS["trigger"]
+    args = inputs.operation_args(trigger, None)
+    await _control(request).operate(name, task["partition"], trigger.name, args)
+    return web.Response(status=204)
+
+
 # --- offsets ---------------------------------------------------------------------------------
 
 
@@ -294,6 +336,9 @@ ROUTES: list[tuple[str, str, Handler]] = [
         ("POST" if op.restarts else "PUT", f"{CONNECTOR}/{op.name}", _connector_operation(op))
         for op in CONNECTOR_OPERATIONS.values()
     ],
+    ("GET", CONNECTOR + "/tasks", list_tasks),
+    ("GET", CONNECTOR + "/tasks/{id}/status", get_task_status),
+    ("POST", CONNECTOR + "/tasks/{id}/restart", restart_task),
     ("GET", CONNECTOR + "/offsets", get_offsets),
     ("PATCH", CONNECTOR + "/offsets", patch_offsets),
     ("DELETE", CONNECTOR + "/offsets", delete_offsets),

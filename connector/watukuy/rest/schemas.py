@@ -107,6 +107,16 @@ SCHEMAS: dict[str, Schema] = {
         },
         required=["id", "state", "worker_id", "partition", "lag", "circuit", "parked", "backfill"],
     ),
+    "TaskInfo": object_schema(
+        {
+            "id": object_schema({"connector": {"type": "string"}, "task": {"type": "integer"}}),
+            "config": {
+                "type": "object",
+                "description": "The task's partition key; never partition data or secrets.",
+                "additionalProperties": {"type": "string"},
+            },
+        }
+    ),
     "ConnectorStatus": object_schema(
         {
             "name": {"type": "string"},
@@ -206,6 +216,13 @@ PARAMETERS: dict[str, Schema] = {
         "required": True,
         "description": "The partition key; `~` addresses the key '' of an unpartitioned connector.",
         "schema": {"type": "string", "pattern": KEY},
+    },
+    "id": {
+        "name": "id",
+        "in": "path",
+        "required": True,
+        "description": "The task: its partition's index in key order (as in the status).",
+        "schema": {"type": "integer", "minimum": 0},
     },
     "plugin": {
         "name": "plugin",
