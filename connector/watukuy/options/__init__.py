@@ -6,6 +6,8 @@
 - :mod:`~watukuy.options.secrets`: ``${env:...}`` / ``${file:...}`` references (with
   :mod:`~watukuy.options.properties` for ``.properties`` files);
 - :mod:`~watukuy.options.imports`: ``module:attr`` references to Python objects;
+- :mod:`~watukuy.options.flat`: Connect's config form (a flat map of strings) to and from a
+  nested poller config, typed by the declarative key table;
 - :mod:`~watukuy.options.tls`: the REST server's TLS context, checked at load and used to serve.
 
 ``config`` dispatches to ``declarative``; neither is imported from here.
