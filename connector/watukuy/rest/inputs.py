@@ -111,6 +111,15 @@ def mapping(value: JsonValue, field: str) -> dict[str, JsonValue]:
     return value
 
 
+def config_to_validate(value: JsonValue) -> dict[str, JsonValue]:
+    """The body of ``PUT .../config/validate``: a JSON object, or a JSON string holding one.
+    kafka-connect-py 1.0.0 (``kc validate-config``) JSON-encodes the file's text a second
+    time, so the config arrives as a string; unwrapping it once lets that client validate."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        value = parse_json(value.encode("utf-8"))
+    return mapping(value, "body")
+
+
 def known_keys(body: Mapping[str, JsonValue], known: tuple[str, ...], field: str = "") -> None:
     """Refuse the first field not in ``known``, suggesting the closest known one."""
     try:

@@ -79,7 +79,7 @@ async def validate_config(request: web.Request) -> web.Response:
     plugin = request.match_info["plugin"]
     if plugin not in PLUGINS:
         raise NotFound(f"unknown connector class; the classes are: {', '.join(PLUGINS)}")
-    config = inputs.mapping(await _body(request, required=True), "body")
+    config = inputs.config_to_validate(await _body(request, required=True))
     inputs.finite(config, "")
     return _json(dict(await _control(request).validate(plugin, config)))
 
