@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from watukuy.config.pollers import PollerSource
+from watukuy.control.cluster import ClusterId
 from watukuy.control.configs import ConfigTopic
 from watukuy.control.connectors import ConnectorConfigs
 from watukuy.control.health import RunnerHealth
@@ -80,7 +81,12 @@ class RunnerControl:
         self._offsets = ConnectorOffsets(engine, connectors, stored)
         self._keys = KeyOperations(engine, connectors, stored)
         self._health = RunnerHealth(
-            engine, runner_id, started=started, broken=broken, metrics=metrics
+            engine,
+            runner_id,
+            started=started,
+            broken=broken,
+            metrics=metrics,
+            cluster_id=ClusterId(kafka).get,
         )
 
     # -- connectors -----------------------------------------------------------------------------
