@@ -132,6 +132,12 @@ class RunnerControl:
     async def restart(self, name: str, *, include_tasks: bool, only_failed: bool) -> None:
         await self._tasks.restart(name, include_tasks=include_tasks, only_failed=only_failed)
 
+    async def active_topics(self, name: str) -> list[str]:
+        return await self._tasks.active_topics(name)
+
+    async def reset_active_topics(self, name: str) -> None:
+        await self._tasks.reset_active_topics(name)
+
     async def partitions(self, name: str) -> list[PartitionInfo]:
         return await self._tasks.partitions(name)
 
