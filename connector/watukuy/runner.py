@@ -21,6 +21,7 @@ from typing import Any
 from watukuy.config import RunnerConfig
 from watukuy.control.applier import ConfigApplier
 from watukuy.control.configs import ConfigTopic
+from watukuy.control.loggers import LoggerLevels, follow_cluster_levels
 from watukuy.control.service import RunnerControl
 from watukuy.control.status import StatusTopic, key_statuses
 from watukuy.core.errors import WatukuyError
@@ -125,6 +126,8 @@ async def _serve(
     await configs.start()
     try:
         configs.listen(applier.changed)
+        loggers = LoggerLevels()
+        follow_cluster_levels(configs, loggers)
         await applier.apply_view(configs.view())
         await status.start()
         try:
@@ -141,6 +144,7 @@ async def _serve(
                 started=polling.is_set,
                 broken=lambda: store.crashed,
                 metrics=partial(_scrape, metrics),
+                loggers=loggers,
             )
             async with start_rest(control, config.rest) as server:
                 log.info(

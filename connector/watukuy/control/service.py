@@ -14,7 +14,8 @@ parked items from the compacted state topics.
 - :class:`~watukuy.control.tasks.ConnectorTasks`: status, partitions, restart;
 - :class:`~watukuy.control.offsets.ConnectorOffsets`: offsets and parked items;
 - :class:`~watukuy.control.keyops.KeyOperations`: one key's operations;
-- :class:`~watukuy.control.health.RunnerHealth`: health, this instance's keys, metrics.
+- :class:`~watukuy.control.health.RunnerHealth`: health, this instance's keys, metrics;
+- :class:`~watukuy.control.loggers.RunnerLoggers`: log levels at run time (KIP-495).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from watukuy.control.configs import ConfigTopic
 from watukuy.control.connectors import ConnectorConfigs
 from watukuy.control.health import RunnerHealth
 from watukuy.control.keyops import KeyOperations
+from watukuy.control.loggers import LoggerLevels, RunnerLoggers
 from watukuy.control.offsets import ConnectorOffsets
 from watukuy.control.status import StatusTopic
 from watukuy.control.stored import StoredKeys
@@ -42,6 +44,8 @@ from watukuy.rest.port import (
     ConnectorStatus,
     Health,
     KeyOffsets,
+    LoggerLevel,
+    LoggerScope,
     Metrics,
     ParkedKind,
     PartitionInfo,
@@ -71,6 +75,7 @@ class RunnerControl:
         broken: Callable[[], BaseException | None],
         metrics: Callable[[], Awaitable[Metrics]] | None = None,
         stored: StoredKeys | None = None,
+        loggers: LoggerLevels | None = None,
     ) -> None:
         connectors = ConnectorConfigs(configs, file_pollers, base_dir)
         if stored is None:  # given only to read the state topics some other way (tests)
@@ -82,6 +87,7 @@ class RunnerControl:
         self._health = RunnerHealth(
             engine, runner_id, started=started, broken=broken, metrics=metrics
         )
+        self._loggers = RunnerLoggers(loggers or LoggerLevels(), configs)
 
     # -- connectors -----------------------------------------------------------------------------
 
@@ -147,6 +153,17 @@ class RunnerControl:
 
     async def operate(self, name: str, key: str, operation: str, args: dict[str, Any]) -> None:
         await self._keys.operate(name, key, operation, args)
+
+    # -- log levels ---------------------------------------------------------------------------
+
+    async def loggers(self) -> dict[str, LoggerLevel]:
+        return await self._loggers.loggers()
+
+    async def logger(self, name: str) -> LoggerLevel:
+        return await self._loggers.logger(name)
+
+    async def set_logger(self, name: str, level: str, scope: LoggerScope) -> list[str]:
+        return await self._loggers.set_logger(name, level, scope)
 
     # -- health -------------------------------------------------------------------------------
 

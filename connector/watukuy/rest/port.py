@@ -131,6 +131,19 @@ class ValidationReport(TypedDict):
     configs: list[ConfigReport]
 
 
+class LoggerLevel(TypedDict):
+    """KIP-495's entry of one logger: Connect's level name, and when it was last changed
+    through the API here (epoch milliseconds; ``None``: never)."""
+
+    level: str
+    last_modified: int | None
+
+
+LoggerScope = Literal["worker", "cluster"]
+LOGGER_SCOPES: tuple[LoggerScope, ...] = ("worker", "cluster")
+"""``worker``: this instance only; ``cluster``: every instance, through ``<prefix>.configs``."""
+
+
 @dataclass(frozen=True, slots=True)
 class Health:
     """KIP-1017: ``healthy`` (200), ``starting`` (503) or ``unhealthy`` (500)."""
@@ -246,6 +259,21 @@ class Control(Protocol):
     ) -> list[dict[str, JsonValue]]:
         """Parked items (``id``, ``partition``, ``kind``, ``subject``, ``error``,
         ``attempts``, ``parked_at``, ``lane``...), never partition data."""
+        ...
+
+    async def loggers(self) -> dict[str, LoggerLevel]:
+        """``GET /admin/loggers``: ``root`` and every logger whose level is set here."""
+        ...
+
+    async def logger(self, name: str) -> LoggerLevel:
+        """One logger of :meth:`loggers`; ``NotFound`` for any other."""
+        ...
+
+    async def set_logger(self, name: str, level: str, scope: LoggerScope) -> list[str]:
+        """Set ``name`` and the loggers below it to ``level`` (one of Connect's names,
+        already checked). ``worker``: here, now; returns the loggers it touched, sorted.
+        ``cluster``: written to ``<prefix>.configs`` for every instance (this one applies it
+        before the call returns), returns ``[]``."""
         ...
 
     async def health(self) -> Health: ...
