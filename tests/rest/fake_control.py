@@ -17,6 +17,7 @@ from typing import Any
 
 from watukuy.core.errors import ConfigError
 from watukuy.core.lifecycle import Target, TaskState
+from watukuy.core.loglevels import ROOT, affected
 from watukuy.core.operations import KEY_OPERATIONS, LANES
 from watukuy.core.validation import message_of
 from watukuy.declarative import compile_poller
@@ -31,6 +32,8 @@ from watukuy.rest.port import (
     ConnectorStatus,
     Health,
     KeyOffsets,
+    LoggerLevel,
+    LoggerScope,
     Metrics,
     ParkedKind,
     PartitionInfo,
@@ -42,6 +45,8 @@ from watukuy.rest.port import (
 )
 
 WORKER = "runner-1"
+NOW_MS = 1_767_225_600_000
+"""``last_modified`` of what the fake's loggers change."""
 WHERE = "config"
 
 
@@ -81,6 +86,12 @@ class FakeControl:
         """``(operation, connector, key, args)`` for every operation accepted (``restart``
         with its two flags as ``args``)."""
         self.health_state = Health("healthy", "the runner has started and owns its keys")
+        self.logger_levels: dict[str, LoggerLevel] = {
+            ROOT: {"level": "INFO", "last_modified": None},
+            "watukuy": {"level": "INFO", "last_modified": None},
+        }
+        self.cluster_levels: list[tuple[str, str]] = []
+        """``(logger, level)`` written with ``scope=cluster``, in order."""
         self.fail_with: BaseException | None = None
         """Raised by every call when set (to see how the routes answer a broken seam)."""
 
@@ -103,7 +114,9 @@ class FakeControl:
 
     def snapshot(self) -> Any:
         """Everything a request could change, as plain data to compare."""
-        return copy.deepcopy((self.connectors_by_name, self.accepted))
+        return copy.deepcopy(
+            (self.connectors_by_name, self.accepted, self.logger_levels, self.cluster_levels)
+        )
 
     # --- the seam ------------------------------------------------------------------------
 
@@ -334,6 +347,28 @@ class FakeControl:
             if (partition is None or item["partition"] == partition)
             and (kind is None or item["kind"] == kind)
         ]
+
+    async def loggers(self) -> dict[str, LoggerLevel]:
+        self._maybe_fail()
+        return copy.deepcopy(self.logger_levels)
+
+    async def logger(self, name: str) -> LoggerLevel:
+        self._maybe_fail()
+        if name not in self.logger_levels:
+            raise NotFound(f"logger {name} has no level set here")
+        return copy.deepcopy(self.logger_levels[name])
+
+    async def set_logger(self, name: str, level: str, scope: LoggerScope) -> list[str]:
+        """As the runner's: the logger and those below it; ``cluster`` is also recorded as
+        what every instance would read."""
+        self._maybe_fail()
+        names = affected(name, self.logger_levels)
+        for each in names:
+            self.logger_levels[each] = {"level": level, "last_modified": NOW_MS}
+        if scope == "cluster":
+            self.cluster_levels.append((name, level))
+            return []
+        return names
 
     async def health(self) -> Health:
         return self.health_state
