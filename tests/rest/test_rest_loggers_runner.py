@@ -67,7 +67,7 @@ async def test_worker_scope_sets_python_loggers_below_the_one_named(
     assert await control.logger(f"{base}.child") == {"level": "DEBUG", "last_modified": stamp}
     listed = await control.loggers()
     assert listed[base] == {"level": "DEBUG", "last_modified": stamp}
-    assert f"{base}.inherits" not in listed  # no level of its own, never changed here
+    assert listed[f"{base}.inherits"] == {"level": "DEBUG", "last_modified": None}
     assert listed["root"]["level"] in {"OFF", "FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"}
 
 

@@ -49,11 +49,12 @@ class LoggerLevels:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._modified: dict[str, int] = {}
+        self._set: set[str] = set()  # every logger a change named or reached, changed or not
 
     def levels(self) -> dict[str, LoggerLevel]:
         """``root``, the runner's loggers that have a level of their own and the loggers set
         through the API, by name."""
-        names = {ROOT, *self._modified}
+        names = {ROOT, *self._set}
         names.update(n for n in _existing() if _ours(n) and _logger(n).level != logging.NOTSET)
         return {name: self._entry(name) for name in sorted(names)}
 
@@ -66,6 +67,7 @@ class LoggerLevels:
         :class:`ConfigError` naming ``level`` otherwise); return their names, sorted."""
         number = LEVELS[check_level(level)]
         names = affected(name, _existing())
+        self._set.update(names)  # listed from now on, as its answer named them
         now = round(self._clock() * 1000)
         # The named logger first: one below it that inherits its level then already has the
         # new one, and keeps inheriting rather than getting a level of its own.
