@@ -38,10 +38,8 @@ from watukuy.rest.port import (
     ParkedKind,
     PartitionInfo,
     TaskStatus,
-    ValidationReport,
     merge_patch,
     relative_path,
-    validation_report,
 )
 
 WORKER = "runner-1"
@@ -65,6 +63,7 @@ class FakeConnector:
     state: Target = Target.RUNNING
     keys: dict[str, FakeKey] = field(default_factory=dict)
     parked: list[dict[str, Any]] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
 
 
 def keys_of(config: Mapping[str, Any]) -> list[str]:
@@ -73,6 +72,41 @@ def keys_of(config: Mapping[str, Any]) -> list[str]:
     if isinstance(partitions, Mapping) and isinstance(partitions.get("static"), list):
         return [str(entry["key"]) for entry in partitions["static"]]
     return [""]
+
+
+class FakeLoggers:
+    """The fake's log levels: ``root`` and ``watukuy`` at INFO to begin with."""
+
+    def __init__(self, control: FakeControl) -> None:
+        self._control = control
+        self.known: dict[str, LoggerLevel] = {
+            ROOT: {"level": "INFO", "last_modified": None},
+            "watukuy": {"level": "INFO", "last_modified": None},
+        }
+        self.cluster_levels: list[tuple[str, str]] = []
+        """``(logger, level)`` written with ``scope=cluster``, in order."""
+
+    async def levels(self) -> dict[str, LoggerLevel]:
+        self._control._maybe_fail()
+        return copy.deepcopy(self.known)
+
+    async def level(self, name: str) -> LoggerLevel:
+        self._control._maybe_fail()
+        if name not in self.known:
+            raise NotFound(f"logger {name} has no level set here")
+        return copy.deepcopy(self.known[name])
+
+    async def set_level(self, name: str, level: str, scope: LoggerScope) -> list[str]:
+        """As the runner's: the logger and those below it; ``cluster`` is also recorded as
+        what every instance would read."""
+        self._control._maybe_fail()
+        names = affected(name, self.known)
+        for each in names:
+            self.known[each] = {"level": level, "last_modified": NOW_MS}
+        if scope == "cluster":
+            self.cluster_levels.append((name, level))
+            return []
+        return names
 
 
 class FakeControl:
@@ -86,12 +120,7 @@ class FakeControl:
         """``(operation, connector, key, args)`` for every operation accepted (``restart``
         with its two flags as ``args``)."""
         self.health_state = Health("healthy", "the runner has started and owns its keys")
-        self.logger_levels: dict[str, LoggerLevel] = {
-            ROOT: {"level": "INFO", "last_modified": None},
-            "watukuy": {"level": "INFO", "last_modified": None},
-        }
-        self.cluster_levels: list[tuple[str, str]] = []
-        """``(logger, level)`` written with ``scope=cluster``, in order."""
+        self.loggers = FakeLoggers(self)
         self.fail_with: BaseException | None = None
         """Raised by every call when set (to see how the routes answer a broken seam)."""
 
@@ -115,7 +144,12 @@ class FakeControl:
     def snapshot(self) -> Any:
         """Everything a request could change, as plain data to compare."""
         return copy.deepcopy(
-            (self.connectors_by_name, self.accepted, self.logger_levels, self.cluster_levels)
+            (
+                self.connectors_by_name,
+                self.accepted,
+                self.loggers.known,
+                self.loggers.cluster_levels,
+            )
         )
 
     # --- the seam ------------------------------------------------------------------------
@@ -197,7 +231,7 @@ class FakeControl:
         self._writable(name, connector)
         del self.connectors_by_name[name]
 
-    async def validate(self, plugin: str, config: Config) -> ValidationReport:
+    async def validate(self, plugin: str, config: Config) -> ConfigError | None:
         self._maybe_fail()
         error: ConfigError | None = None
         if plugin == "python":
@@ -209,7 +243,7 @@ class FakeControl:
                 self._compile(str(config.get("name", "validate")), config)
             except ConfigError as exc:
                 error = exc
-        return validation_report(plugin, config, error)
+        return error
 
     async def status(self, name: str) -> ConnectorStatus:
         connector = self._get(name)
@@ -247,6 +281,12 @@ class FakeControl:
 
     async def stop(self, name: str) -> None:
         self._get(name).state = "STOPPED"
+
+    async def active_topics(self, name: str) -> list[str]:
+        return sorted(self._get(name).topics)
+
+    async def reset_active_topics(self, name: str) -> None:
+        self._get(name).topics.clear()
 
     async def restart(self, name: str, *, include_tasks: bool, only_failed: bool) -> None:
         connector = self._get(name)
@@ -347,28 +387,6 @@ class FakeControl:
             if (partition is None or item["partition"] == partition)
             and (kind is None or item["kind"] == kind)
         ]
-
-    async def loggers(self) -> dict[str, LoggerLevel]:
-        self._maybe_fail()
-        return copy.deepcopy(self.logger_levels)
-
-    async def logger(self, name: str) -> LoggerLevel:
-        self._maybe_fail()
-        if name not in self.logger_levels:
-            raise NotFound(f"logger {name} has no level set here")
-        return copy.deepcopy(self.logger_levels[name])
-
-    async def set_logger(self, name: str, level: str, scope: LoggerScope) -> list[str]:
-        """As the runner's: the logger and those below it; ``cluster`` is also recorded as
-        what every instance would read."""
-        self._maybe_fail()
-        names = affected(name, self.logger_levels)
-        for each in names:
-            self.logger_levels[each] = {"level": level, "last_modified": NOW_MS}
-        if scope == "cluster":
-            self.cluster_levels.append((name, level))
-            return []
-        return names
 
     async def health(self) -> Health:
         return self.health_state

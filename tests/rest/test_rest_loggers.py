@@ -14,8 +14,8 @@ from tests.rest.support import error_of, rest_client, seed
 
 def fake_with_loggers() -> FakeControl:
     fake = seed(FakeControl())
-    fake.logger_levels["watukuy.engine"] = {"level": "WARN", "last_modified": None}
-    fake.logger_levels["watukuyx"] = {"level": "ERROR", "last_modified": None}
+    fake.loggers.known["watukuy.engine"] = {"level": "WARN", "last_modified": None}
+    fake.loggers.known["watukuyx"] = {"level": "ERROR", "last_modified": None}
     return fake
 
 
@@ -54,7 +54,7 @@ async def test_worker_scope_sets_the_logger_and_those_below_it() -> None:
         assert explicit.status == 200
     assert engine == {"level": "DEBUG", "last_modified": NOW_MS}
     assert sibling == {"level": "ERROR", "last_modified": None}  # not below: a name apart
-    assert fake.cluster_levels == []
+    assert fake.loggers.cluster_levels == []
 
 
 async def test_a_new_logger_can_be_set_and_read_back() -> None:
@@ -73,7 +73,7 @@ async def test_cluster_scope_is_written_for_every_instance_and_answers_204() -> 
         )
         assert response.status == 204, await response.text()
         assert await response.read() == b""
-    assert fake.cluster_levels == [("watukuy.engine", "WARN")]
+    assert fake.loggers.cluster_levels == [("watukuy.engine", "WARN")]
 
 
 @pytest.mark.parametrize(

@@ -58,14 +58,15 @@ async def test_worker_scope_sets_python_loggers_below_the_one_named(
     inheriting = logging.getLogger(f"{base}.inherits")
     control = runner_control(None, tmp_path, loggers=LoggerLevels(clock=lambda: NOW))
 
-    changed = await control.set_logger(base, "DEBUG", "worker")
+    changed = await control.loggers.set_level(base, "DEBUG", "worker")
 
     assert changed == [base, f"{base}.child", f"{base}.inherits"]
     assert child.isEnabledFor(logging.DEBUG) and inheriting.isEnabledFor(logging.DEBUG)
     assert inheriting.level == logging.NOTSET  # already DEBUG through its parent: left as is
     stamp = round(NOW * 1000)
-    assert await control.logger(f"{base}.child") == {"level": "DEBUG", "last_modified": stamp}
-    listed = await control.loggers()
+    child_level = await control.loggers.level(f"{base}.child")
+    assert child_level == {"level": "DEBUG", "last_modified": stamp}
+    listed = await control.loggers.levels()
     assert listed[base] == {"level": "DEBUG", "last_modified": stamp}
     assert listed[f"{base}.inherits"] == {"level": "DEBUG", "last_modified": None}
     assert listed["root"]["level"] in {"OFF", "FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"}
@@ -75,9 +76,9 @@ async def test_a_logger_without_a_level_of_its_own_is_not_found(base: str, tmp_p
     logging.getLogger(f"{base}.quiet")
     control = runner_control(None, tmp_path, loggers=LoggerLevels())
     with pytest.raises(NotFound):
-        await control.logger(f"{base}.quiet")
+        await control.loggers.level(f"{base}.quiet")
     with pytest.raises(NotFound):
-        await control.logger("never.made.anywhere")
+        await control.loggers.level("never.made.anywhere")
 
 
 async def test_cluster_scope_writes_the_configs_topic_and_changes_nothing_itself(
@@ -87,7 +88,7 @@ async def test_cluster_scope_writes_the_configs_topic_and_changes_nothing_itself
     logging.getLogger(base).setLevel(logging.WARNING)
     control = runner_control(None, tmp_path, configs=configs, loggers=LoggerLevels())
 
-    assert await control.set_logger(base, "trace", "cluster") == []
+    assert await control.loggers.set_level(base, "trace", "cluster") == []
 
     assert configs.written == [(base, "TRACE")]
     assert logging.getLogger(base).level == logging.WARNING  # applied once read back

@@ -84,7 +84,7 @@ class LoggerLevels:
 
 
 class RunnerLoggers:
-    """The ``/admin/loggers`` part of the runner's control: ``worker`` scope sets
+    """The runner's :class:`~watukuy.rest.port.LoggerControl`: ``worker`` scope sets
     :class:`LoggerLevels` here, ``cluster`` scope writes ``<prefix>.configs``, which every
     instance (this one included, before the write returns) applies through
     :func:`follow_cluster_levels`."""
@@ -93,16 +93,16 @@ class RunnerLoggers:
         self._levels = levels
         self._configs = configs
 
-    async def loggers(self) -> dict[str, LoggerLevel]:
+    async def levels(self) -> dict[str, LoggerLevel]:
         return self._levels.levels()
 
-    async def logger(self, name: str) -> LoggerLevel:
+    async def level(self, name: str) -> LoggerLevel:
         found = self._levels.level(name)
         if found is None:
             raise NotFound(f"logger {name} has no level set here")
         return found
 
-    async def set_logger(self, name: str, level: str, scope: LoggerScope) -> list[str]:
+    async def set_level(self, name: str, level: str, scope: LoggerScope) -> list[str]:
         level = check_level(level)
         if scope == "cluster":
             await self._configs.put_logger(name, level)

@@ -15,7 +15,8 @@ parked items from the compacted state topics.
 - :class:`~watukuy.control.offsets.ConnectorOffsets`: offsets and parked items;
 - :class:`~watukuy.control.keyops.KeyOperations`: one key's operations;
 - :class:`~watukuy.control.health.RunnerHealth`: health, this instance's keys, metrics;
-- :class:`~watukuy.control.loggers.RunnerLoggers`: log levels at run time (KIP-495).
+- :class:`~watukuy.control.loggers.RunnerLoggers`: log levels at run time (KIP-495), the
+  ``loggers`` attribute itself (REST reaches it as :attr:`Control.loggers`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from watukuy.config.pollers import PollerSource
+from watukuy.control.cluster import ClusterId
 from watukuy.control.configs import ConfigTopic
 from watukuy.control.connectors import ConnectorConfigs
 from watukuy.control.health import RunnerHealth
@@ -34,6 +36,7 @@ from watukuy.control.offsets import ConnectorOffsets
 from watukuy.control.status import StatusTopic
 from watukuy.control.stored import StoredKeys
 from watukuy.control.tasks import ConnectorTasks
+from watukuy.core.errors import ConfigError
 from watukuy.core.lifecycle import Target
 from watukuy.engine.engine import Engine
 from watukuy.rest.port import (
@@ -44,12 +47,9 @@ from watukuy.rest.port import (
     ConnectorStatus,
     Health,
     KeyOffsets,
-    LoggerLevel,
-    LoggerScope,
     Metrics,
     ParkedKind,
     PartitionInfo,
-    ValidationReport,
 )
 from watukuy.store.kafka.topics import TopicLayout
 
@@ -85,9 +85,14 @@ class RunnerControl:
         self._offsets = ConnectorOffsets(engine, connectors, stored)
         self._keys = KeyOperations(engine, connectors, stored)
         self._health = RunnerHealth(
-            engine, runner_id, started=started, broken=broken, metrics=metrics
+            engine,
+            runner_id,
+            started=started,
+            broken=broken,
+            metrics=metrics,
+            cluster_id=ClusterId(kafka).get,
         )
-        self._loggers = RunnerLoggers(loggers or LoggerLevels(), configs)
+        self.loggers = RunnerLoggers(loggers or LoggerLevels(), configs)
 
     # -- connectors -----------------------------------------------------------------------------
 
@@ -112,7 +117,7 @@ class RunnerControl:
     async def delete_connector(self, name: str) -> None:
         await self._connectors.delete_connector(name)
 
-    async def validate(self, plugin: str, config: Config) -> ValidationReport:
+    async def validate(self, plugin: str, config: Config) -> ConfigError | None:
         return await self._connectors.validate(plugin, config)
 
     # -- targets and status -------------------------------------------------------------------
@@ -131,6 +136,12 @@ class RunnerControl:
 
     async def restart(self, name: str, *, include_tasks: bool, only_failed: bool) -> None:
         await self._tasks.restart(name, include_tasks=include_tasks, only_failed=only_failed)
+
+    async def active_topics(self, name: str) -> list[str]:
+        return await self._tasks.active_topics(name)
+
+    async def reset_active_topics(self, name: str) -> None:
+        await self._tasks.reset_active_topics(name)
 
     async def partitions(self, name: str) -> list[PartitionInfo]:
         return await self._tasks.partitions(name)
@@ -153,17 +164,6 @@ class RunnerControl:
 
     async def operate(self, name: str, key: str, operation: str, args: dict[str, Any]) -> None:
         await self._keys.operate(name, key, operation, args)
-
-    # -- log levels ---------------------------------------------------------------------------
-
-    async def loggers(self) -> dict[str, LoggerLevel]:
-        return await self._loggers.loggers()
-
-    async def logger(self, name: str) -> LoggerLevel:
-        return await self._loggers.logger(name)
-
-    async def set_logger(self, name: str, level: str, scope: LoggerScope) -> list[str]:
-        return await self._loggers.set_logger(name, level, scope)
 
     # -- health -------------------------------------------------------------------------------
 

@@ -43,18 +43,18 @@ def _scope(request: web.Request) -> LoggerScope:
 
 
 async def list_loggers(request: web.Request) -> web.Response:
-    return json_response(dict(await the_control(request).loggers()))
+    return json_response(dict(await the_control(request).loggers.levels()))
 
 
 async def get_logger(request: web.Request) -> web.Response:
-    return json_response(dict(await the_control(request).logger(_logger(request))))
+    return json_response(dict(await the_control(request).loggers.level(_logger(request))))
 
 
 async def set_logger(request: web.Request) -> web.Response:
     name, scope = _logger(request), _scope(request)
     body = inputs.mapping(await json_body(request, required=True), "body")
     level = check_level(body.get("level"))
-    changed = await the_control(request).set_logger(name, level, scope)
+    changed = await the_control(request).loggers.set_level(name, level, scope)
     if scope == "cluster":
         return web.Response(status=204)
     return json_response(changed)

@@ -113,24 +113,6 @@ class KeyOffsets(TypedDict):
     offset: dict[str, JsonValue] | None
 
 
-class ConfigValue(TypedDict):
-    name: str
-    errors: list[str]
-
-
-class ConfigReport(TypedDict):
-    value: ConfigValue
-
-
-class ValidationReport(TypedDict):
-    """Connect's ``PUT /connector-plugins/{class}/config/validate`` answer."""
-
-    name: str
-    error_count: int
-    groups: list[str]
-    configs: list[ConfigReport]
-
-
 class LoggerLevel(TypedDict):
     """KIP-495's entry of one logger: Connect's level name, and when it was last changed
     through the API here (epoch milliseconds; ``None``: never)."""
@@ -142,6 +124,26 @@ class LoggerLevel(TypedDict):
 LoggerScope = Literal["worker", "cluster"]
 LOGGER_SCOPES: tuple[LoggerScope, ...] = ("worker", "cluster")
 """``worker``: this instance only; ``cluster``: every instance, through ``<prefix>.configs``."""
+
+
+class LoggerControl(Protocol):
+    """KIP-495's log levels at run time, the part of :class:`Control` that
+    ``/admin/loggers`` uses."""
+
+    async def levels(self) -> dict[str, LoggerLevel]:
+        """``GET /admin/loggers``: ``root`` and every logger whose level is set here."""
+        ...
+
+    async def level(self, name: str) -> LoggerLevel:
+        """One logger of :meth:`levels`; ``NotFound`` for any other."""
+        ...
+
+    async def set_level(self, name: str, level: str, scope: LoggerScope) -> list[str]:
+        """Set ``name`` and the loggers below it to ``level`` (one of Connect's names,
+        already checked). ``worker``: here, now; returns the loggers it named, sorted.
+        ``cluster``: written to ``<prefix>.configs`` for every instance (this one applies it
+        before the call returns), returns ``[]``."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,9 +206,11 @@ class Control(Protocol):
         config-file connector."""
         ...
 
-    async def validate(self, plugin: str, config: Config) -> ValidationReport:
-        """Check ``config`` for connector class ``plugin`` (one of :data:`PLUGINS`) without
-        storing it; see :func:`validation_report`."""
+    async def validate(self, plugin: str, config: Config) -> ConfigError | None:
+        """Check the nested ``config`` for connector class ``plugin`` (one of
+        :data:`PLUGINS`) without storing it: the first error, its path relative to the
+        config, or ``None``. The route shapes Connect's report
+        (:func:`watukuy.rest.validation.validation_report`)."""
         ...
 
     async def status(self, name: str) -> ConnectorStatus:
@@ -235,6 +239,14 @@ class Control(Protocol):
         """Reset every key. ``Conflict`` unless the connector is STOPPED."""
         ...
 
+    async def active_topics(self, name: str) -> list[str]:
+        """KIP-558: the topics the connector published to (events, dead letters), by name."""
+        ...
+
+    async def reset_active_topics(self, name: str) -> None:
+        """KIP-558: forget them; the next publish to a topic lists it again."""
+        ...
+
     async def partitions(self, name: str) -> list[PartitionInfo]:
         """Refresh the connector's partition list now and return it, in key order."""
         ...
@@ -261,19 +273,9 @@ class Control(Protocol):
         ``attempts``, ``parked_at``, ``lane``...), never partition data."""
         ...
 
-    async def loggers(self) -> dict[str, LoggerLevel]:
-        """``GET /admin/loggers``: ``root`` and every logger whose level is set here."""
-        ...
-
-    async def logger(self, name: str) -> LoggerLevel:
-        """One logger of :meth:`loggers`; ``NotFound`` for any other."""
-        ...
-
-    async def set_logger(self, name: str, level: str, scope: LoggerScope) -> list[str]:
-        """Set ``name`` and the loggers below it to ``level`` (one of Connect's names,
-        already checked). ``worker``: here, now; returns the loggers it touched, sorted.
-        ``cluster``: written to ``<prefix>.configs`` for every instance (this one applies it
-        before the call returns), returns ``[]``."""
+    @property
+    def loggers(self) -> LoggerControl:
+        """``/admin/loggers``: a part of its own, the seam being wide enough already."""
         ...
 
     async def health(self) -> Health: ...
@@ -301,31 +303,6 @@ def merge_patch(config: Mapping[str, JsonValue], patch: Mapping[str, JsonValue])
     return merged
 
 
-def validation_report(
-    plugin: str, config: Mapping[str, JsonValue], error: ConfigError | None, where: str = ""
-) -> ValidationReport:
-    """Connect's validate shape for ``config``: one entry per top-level key, plus one for the
-    bad field's path when it is deeper; ``error`` (the compiler stops at the first) lands on
-    its path, relative to the config once ``where`` (the compiler's prefix) is cut off.
-    Values are not echoed: they may be secrets."""
-    names = [str(key) for key in config]
-    errors: dict[str, list[str]] = {}
-    if error is not None:
-        path = relative_path(error.path, where)
-        if path not in names:
-            names.append(path)
-        errors[path] = [_message_of(error)]
-    configs: list[ConfigReport] = [
-        {"value": {"name": name, "errors": errors.get(name, [])}} for name in names
-    ]
-    return {
-        "name": plugin,
-        "error_count": sum(len(found) for found in errors.values()),
-        "groups": [],
-        "configs": configs,
-    }
-
-
 def relative_path(path: str | None, where: str) -> str:
     """``config.request.url`` -> ``request.url`` for ``where='config'``."""
     if not path:
@@ -335,9 +312,3 @@ def relative_path(path: str | None, where: str) -> str:
     if where and path.startswith((f"{where}.", f"{where}[")):
         return path[len(where) :].lstrip(".")
     return path
-
-
-def _message_of(error: ConfigError) -> str:
-    text = str(error)
-    prefix = f"{error.path}: "
-    return text[len(prefix) :] if error.path and text.startswith(prefix) else text
