@@ -365,3 +365,19 @@ def test_resetting_offsets_of_a_stopped_connector_answers_a_message(live: Live) 
     answer = live["reset offsets"]
     assert answer.status == 200
     assert REST in answer.value()["message"]
+
+
+def test_the_decoder_ignores_extra_fields_but_not_a_wrong_type(
+    connect_decoder: ConnectDecoder,
+) -> None:
+    """What the tests above rest on: lenient means unknown fields pass, while a field Connect
+    declares with another type still fails, naming where (issue 22's nested config did)."""
+    task = {"id": 0, "state": "RUNNING", "worker_id": "w", "lag": 1.5}
+    info = {"name": "a", "config": {"cursor": {"none": True}}, "tasks": [], "type": "source"}
+    extra, wrong = connect_decoder.decode(
+        [("ConnectorStateInfo.TaskState", json.dumps(task)), ("ConnectorInfo", json.dumps(info))]
+    )
+    assert extra.get() == {
+        "id": 0, "state": "RUNNING", "workerId": "w", "trace": None, "version": None
+    }  # fmt: skip
+    assert not wrong.ok and '["config"]' in wrong.error and '["cursor"]' in wrong.error
