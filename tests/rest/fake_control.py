@@ -35,10 +35,8 @@ from watukuy.rest.port import (
     ParkedKind,
     PartitionInfo,
     TaskStatus,
-    ValidationReport,
     merge_patch,
     relative_path,
-    validation_report,
 )
 
 WORKER = "runner-1"
@@ -184,7 +182,7 @@ class FakeControl:
         self._writable(name, connector)
         del self.connectors_by_name[name]
 
-    async def validate(self, plugin: str, config: Config) -> ValidationReport:
+    async def validate(self, plugin: str, config: Config) -> ConfigError | None:
         self._maybe_fail()
         error: ConfigError | None = None
         if plugin == "python":
@@ -196,7 +194,7 @@ class FakeControl:
                 self._compile(str(config.get("name", "validate")), config)
             except ConfigError as exc:
                 error = exc
-        return validation_report(plugin, config, error)
+        return error
 
     async def status(self, name: str) -> ConnectorStatus:
         connector = self._get(name)

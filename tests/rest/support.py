@@ -30,6 +30,18 @@ def config(**overrides: Any) -> dict[str, Any]:
     return base
 
 
+def flat_config(name: str, **settings: str) -> dict[str, str]:
+    """:func:`config` as Connect's clients see it: the class, the name, a string per setting."""
+    return {
+        "connector.class": "http",
+        "name": name,
+        "request.url": f"{API}/items",
+        "records": "data",
+        "identity": "id",
+        **settings,
+    }
+
+
 def partitioned(*keys: str, **overrides: Any) -> dict[str, Any]:
     static = [{"key": key, "data": {"slug": key}} for key in keys]
     return config(

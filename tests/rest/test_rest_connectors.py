@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from tests.rest.fake_control import FakeControl
-from tests.rest.support import API, config, error_of, partitioned, rest_client, seed
+from tests.rest.support import (
+    API,
+    config,
+    error_of,
+    flat_config,
+    partitioned,
+    rest_client,
+    seed,
+)
 
 CANARY = "s3cr3t-token-canary-7781"
 
@@ -36,7 +44,7 @@ async def test_list_connectors_names_and_expansions() -> None:
         assert set(both["tickets"]) == {"status", "info"}
         assert both["tickets"]["info"] == {
             "name": "tickets",
-            "config": config(),
+            "config": flat_config("tickets"),
             "tasks": [{"connector": "tickets", "task": 0}],
             "type": "source",
         }
@@ -54,7 +62,7 @@ async def test_create_answers_201_with_the_info_and_a_location() -> None:
         assert response.headers["Location"] == "/connectors/orders"
         assert await response.json() == {
             "name": "orders",
-            "config": config(),
+            "config": flat_config("orders"),
             "tasks": [{"connector": "orders", "task": 0}],
             "type": "source",
         }
@@ -111,7 +119,14 @@ async def test_get_connector_and_config() -> None:
             {"connector": "tenants", "task": 0},
             {"connector": "tenants", "task": 1},
         ]
-        assert await (await client.get("/connectors/tickets/config")).json() == config()
+        flat = await (await client.get("/connectors/tickets/config")).json()
+        assert flat == flat_config("tickets")
+        nested = await client.get("/connectors/tickets/config?format=nested")
+        assert await nested.json() == config()
+        info = await (await client.get("/connectors/tickets?format=nested")).json()
+        assert info["config"] == config()
+        bad = await client.get("/connectors/tickets/config?format=yaml")
+        assert await error_of(bad, 400) == "format: must be one of: flat, nested"
         assert await error_of(await client.get("/connectors/nope"), 404) == (
             "connector nope not found"
         )
@@ -130,7 +145,7 @@ async def test_put_config_creates_then_replaces() -> None:
             "/connectors/orders/config", json={**config(records="items"), "name": "orders"}
         )
         assert replaced.status == 200
-        assert (await replaced.json())["config"] == config(records="items")
+        assert (await replaced.json())["config"] == flat_config("orders", records="items")
         assert fake.connectors_by_name["orders"].config == config(records="items")
 
         wrong = await client.put("/connectors/orders/config", json={**config(), "name": "x"})
@@ -148,12 +163,15 @@ async def test_patch_merges_and_null_removes_a_key() -> None:
         response = await client.patch("/connectors/orders/config", json=patch)
         assert response.status == 200, await response.text()
         expected = config(records="items") | {"schedule": {"min": "30s", "max": "5m"}}
-        assert (await response.json())["config"] == expected
-        assert await (await client.get("/connectors/orders/config")).json() == expected
+        assert (await response.json())["config"] == flat_config(
+            "orders", records="items", **{"schedule.min": "30s", "schedule.max": "5m"}
+        )
+        nested = "/connectors/orders/config?format=nested"
+        assert await (await client.get(nested)).json() == expected
 
         refused = await client.patch("/connectors/orders/config", json={"identity": None})
         assert (await error_of(refused, 400)).startswith("identity:")
-        assert await (await client.get("/connectors/orders/config")).json() == expected
+        assert await (await client.get(nested)).json() == expected
 
 
 async def test_delete_connector() -> None:
@@ -199,7 +217,10 @@ async def test_secrets_are_read_back_as_written() -> None:
         for path in ("/connectors/orders", "/connectors/orders/config", "/connectors?expand=info"):
             response = await client.get(path)
             texts.append(await response.text())
-        assert (await (await client.get("/connectors/orders/config")).json()) == written
+        nested = await client.get("/connectors/orders/config?format=nested")
+        assert await nested.json() == written
+        flat = await (await client.get("/connectors/orders/config")).json()
+        assert flat["request.auth.bearer"] == "${env:ACME_TOKEN}"
     assert all(CANARY not in text for text in texts)
     assert all("${env:ACME_TOKEN}" in text for text in texts)
 
@@ -246,15 +267,30 @@ async def test_status_pause_resume_stop_restart() -> None:
 async def test_validate_in_connects_shape() -> None:
     async with rest_client() as client:
         good = await client.put("/connector-plugins/http/config/validate", json=config())
-        assert await good.json() == {
-            "name": "http",
-            "error_count": 0,
-            "groups": [],
-            "configs": [
-                {"value": {"name": name, "errors": []}}
-                for name in ("request", "records", "identity")
-            ],
+        report = await good.json()
+        assert (report["name"], report["error_count"]) == ("http", 0)
+        entries = {entry["definition"]["name"]: entry for entry in report["configs"]}
+        # Every setting a console can draw, by its flat key, with what was given or the default.
+        url = entries["request.url"]
+        assert url["definition"]["required"] is True
+        assert url["definition"]["importance"] == "HIGH"
+        assert url["definition"]["group"] == "request"
+        assert url["value"] == {
+            "name": "request.url",
+            "value": f"{API}/items",
+            "recommended_values": [],
+            "errors": [],
+            "visible": True,
         }
+        assert entries["paginate.page.size"]["definition"]["type"] == "INT"
+        assert entries["request.method"]["value"]["recommended_values"] == ["GET", "POST"]
+        assert entries["request.method"]["value"]["value"] == "GET"
+        assert entries["request.auth.bearer"]["definition"]["type"] == "PASSWORD"
+        assert "request" not in entries  # a section is named by its settings
+        assert set(report["groups"]) >= {"Common", "request", "paginate", "schedule"}
+        orders = [e["definition"]["order_in_group"] for e in entries.values()]
+        assert all(order >= 1 for order in orders)
+
         bad = partitioned("acme", paginate={"page": {"param": "page", "size": 0}})
         report = await (
             await client.put("/connector-plugins/http/config/validate", json=bad)
@@ -262,7 +298,34 @@ async def test_validate_in_connects_shape() -> None:
         assert report["error_count"] == 1
         errors = {c["value"]["name"]: c["value"]["errors"] for c in report["configs"]}
         assert errors["paginate.page.size"] == ["must be a positive integer, got 0"]
-        assert errors["request"] == [] and errors["partitions"] == []
+        assert errors["request.url"] == [] and errors["partitions.static"] == []
+
+        flat = {**flat_config("orders"), "schedule.min": "ten", "request.auth.bearer": CANARY}
+        response = await client.put("/connector-plugins/http/config/validate", json=flat)
+        text = await response.text()
+        assert CANARY not in text  # a secret written inline is never echoed
+        report = await response.json()
+        shown = {c["value"]["name"]: c["value"] for c in report["configs"]}
+        assert report["error_count"] == 1
+        assert "a duration like" in shown["schedule.min"]["errors"][0]
+        assert shown["request.auth.bearer"]["value"] == "[redacted]"
+
+        typo = {**flat_config("orders"), "request.ulr": "x"}
+        report = await (
+            await client.put("/connector-plugins/http/config/validate", json=typo)
+        ).json()
+        shown = {c["value"]["name"]: c["value"] for c in report["configs"]}
+        assert report["error_count"] == 1
+        assert "did you mean" in shown["request.ulr"]["errors"][0]
+
+        other = {**flat_config("orders"), "connector.class": "python"}
+        report = await (
+            await client.put("/connector-plugins/http/config/validate", json=other)
+        ).json()
+        shown = {c["value"]["name"]: c["value"] for c in report["configs"]}
+        assert shown["connector.class"]["errors"] == [
+            "must be http, the class this route validates"
+        ]
 
         unknown = await client.put("/connector-plugins/jdbc/config/validate", json=config())
         assert await error_of(unknown, 404) == (

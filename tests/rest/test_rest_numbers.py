@@ -62,5 +62,7 @@ async def test_large_finite_numbers_are_kept() -> None:
             "/connectors/orders/config", json=partitioned("acme", budget_weight=1e300)
         )
         assert response.status == 201, await response.text()
-        shown = await client.get("/connectors/orders/config")
+        shown = await client.get("/connectors/orders/config?format=nested")
         assert (await shown.json())["budget_weight"] == 1e300
+        flat = await client.get("/connectors/orders/config")
+        assert float((await flat.json())["budget_weight"]) == 1e300

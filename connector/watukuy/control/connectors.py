@@ -25,10 +25,8 @@ from watukuy.rest.port import (
     Config,
     ConnectorRecord,
     ConnectorRef,
-    ValidationReport,
     merge_patch,
     relative_path,
-    validation_report,
 )
 
 __all__ = ["ConnectorConfigs", "compile_connector"]
@@ -116,7 +114,7 @@ class ConnectorConfigs:
             raise NotFound(f"connector {name} not found")
         await self._configs.delete(name, expected_version=found.version)
 
-    async def validate(self, plugin: str, config: Config) -> ValidationReport:
+    async def validate(self, plugin: str, config: Config) -> ConfigError | None:
         if plugin not in PLUGINS:
             raise NotFound(f"connector plugin {plugin} not found")
         error: ConfigError | None = None
@@ -130,7 +128,7 @@ class ConnectorConfigs:
                 import_poller(ref, "python")
         except ConfigError as exc:
             error = exc
-        return validation_report(plugin, config, error)
+        return error
 
     # -- targets ----------------------------------------------------------------------------
 

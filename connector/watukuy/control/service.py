@@ -32,6 +32,7 @@ from watukuy.control.offsets import ConnectorOffsets
 from watukuy.control.status import StatusTopic
 from watukuy.control.stored import StoredKeys
 from watukuy.control.tasks import ConnectorTasks
+from watukuy.core.errors import ConfigError
 from watukuy.core.lifecycle import Target
 from watukuy.engine.engine import Engine
 from watukuy.rest.port import (
@@ -45,7 +46,6 @@ from watukuy.rest.port import (
     Metrics,
     ParkedKind,
     PartitionInfo,
-    ValidationReport,
 )
 from watukuy.store.kafka.topics import TopicLayout
 
@@ -106,7 +106,7 @@ class RunnerControl:
     async def delete_connector(self, name: str) -> None:
         await self._connectors.delete_connector(name)
 
-    async def validate(self, plugin: str, config: Config) -> ValidationReport:
+    async def validate(self, plugin: str, config: Config) -> ConfigError | None:
         return await self._connectors.validate(plugin, config)
 
     # -- targets and status -------------------------------------------------------------------

@@ -101,6 +101,11 @@ def _query(name: str, schema: Schema, description: str, **extra: Any) -> Schema:
 
 ACCEPTED = {202: ("Accepted.", None)}
 INFO = ref("ConnectorInfo")
+FORMAT = _query(
+    "format",
+    {"enum": ["flat", "nested"], "default": "flat"},
+    "The config's form in the answer: Connect's flat map of strings, or the nested poller.",
+)
 C = ("name",)
 P = ("name", "key")
 T = ("name", "id")
@@ -222,6 +227,7 @@ def _connector_paths() -> Paths:
                         style="form",
                         explode=True,
                     ),
+                    FORMAT,
                 ),
             ),
             "post": _operation(
@@ -229,10 +235,13 @@ def _connector_paths() -> Paths:
                 {201: ("Created.", INFO)},
                 errors=(409,),
                 body=ref("CreateConnector"),
+                query=(FORMAT,),
             ),
         },
         "/connectors/{name}": {
-            "get": _operation("Get a connector", {200: ("The connector.", INFO)}, parameters=C),
+            "get": _operation(
+                "Get a connector", {200: ("The connector.", INFO)}, parameters=C, query=(FORMAT,)
+            ),
             "delete": _operation(
                 "Delete a connector",
                 {204: ("Deleted; its keys stop, their state is kept.", None)},
@@ -250,6 +259,7 @@ def _config_paths() -> Paths:
                 "Get a connector config",
                 {200: ("The config as written (secrets as placeholders).", ref("Config"))},
                 parameters=C,
+                query=(FORMAT,),
             ),
             "put": _operation(
                 "Create or replace a connector config",
@@ -257,6 +267,7 @@ def _config_paths() -> Paths:
                 errors=(409,),
                 parameters=C,
                 body=ref("Config"),
+                query=(FORMAT,),
             ),
             "patch": _operation(
                 "Patch a connector config",
@@ -264,6 +275,7 @@ def _config_paths() -> Paths:
                 errors=(409,),
                 parameters=C,
                 body=ref("ConfigPatch"),
+                query=(FORMAT,),
             ),
         },
         "/connectors/{name}/status": {

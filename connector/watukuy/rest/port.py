@@ -113,24 +113,6 @@ class KeyOffsets(TypedDict):
     offset: dict[str, JsonValue] | None
 
 
-class ConfigValue(TypedDict):
-    name: str
-    errors: list[str]
-
-
-class ConfigReport(TypedDict):
-    value: ConfigValue
-
-
-class ValidationReport(TypedDict):
-    """Connect's ``PUT /connector-plugins/{class}/config/validate`` answer."""
-
-    name: str
-    error_count: int
-    groups: list[str]
-    configs: list[ConfigReport]
-
-
 @dataclass(frozen=True, slots=True)
 class Health:
     """KIP-1017: ``healthy`` (200), ``starting`` (503) or ``unhealthy`` (500)."""
@@ -191,9 +173,11 @@ class Control(Protocol):
         config-file connector."""
         ...
 
-    async def validate(self, plugin: str, config: Config) -> ValidationReport:
-        """Check ``config`` for connector class ``plugin`` (one of :data:`PLUGINS`) without
-        storing it; see :func:`validation_report`."""
+    async def validate(self, plugin: str, config: Config) -> ConfigError | None:
+        """Check the nested ``config`` for connector class ``plugin`` (one of
+        :data:`PLUGINS`) without storing it: the first error, its path relative to the
+        config, or ``None``. The route shapes Connect's report
+        (:func:`watukuy.rest.validation.validation_report`)."""
         ...
 
     async def status(self, name: str) -> ConnectorStatus:
@@ -273,31 +257,6 @@ def merge_patch(config: Mapping[str, JsonValue], patch: Mapping[str, JsonValue])
     return merged
 
 
-def validation_report(
-    plugin: str, config: Mapping[str, JsonValue], error: ConfigError | None, where: str = ""
-) -> ValidationReport:
-    """Connect's validate shape for ``config``: one entry per top-level key, plus one for the
-    bad field's path when it is deeper; ``error`` (the compiler stops at the first) lands on
-    its path, relative to the config once ``where`` (the compiler's prefix) is cut off.
-    Values are not echoed: they may be secrets."""
-    names = [str(key) for key in config]
-    errors: dict[str, list[str]] = {}
-    if error is not None:
-        path = relative_path(error.path, where)
-        if path not in names:
-            names.append(path)
-        errors[path] = [_message_of(error)]
-    configs: list[ConfigReport] = [
-        {"value": {"name": name, "errors": errors.get(name, [])}} for name in names
-    ]
-    return {
-        "name": plugin,
-        "error_count": sum(len(found) for found in errors.values()),
-        "groups": [],
-        "configs": configs,
-    }
-
-
 def relative_path(path: str | None, where: str) -> str:
     """``config.request.url`` -> ``request.url`` for ``where='config'``."""
     if not path:
@@ -307,9 +266,3 @@ def relative_path(path: str | None, where: str) -> str:
     if where and path.startswith((f"{where}.", f"{where}[")):
         return path[len(where) :].lstrip(".")
     return path
-
-
-def _message_of(error: ConfigError) -> str:
-    text = str(error)
-    prefix = f"{error.path}: "
-    return text[len(prefix) :] if error.path and text.startswith(prefix) else text

@@ -19,11 +19,14 @@ from watukuy.core.operations import (
     ConnectorOperation,
     KeyOperation,
 )
-from watukuy.rest import inputs
+from watukuy.core.validation import message_of
+from watukuy.options.flat import CLASS_KEY, flatten
+from watukuy.rest import configform, inputs
 from watukuy.rest.errors import BadRequest, NotFound
 from watukuy.rest.middleware import RequestError, dumps
 from watukuy.rest.openapi import openapi_document
 from watukuy.rest.port import PARTITION_OPERATIONS, PLUGINS, Control, JsonValue, TaskStatus
+from watukuy.rest.validation import validation_report
 
 CONTROL: web.AppKey[Control] = web.AppKey("control", Control)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -81,14 +84,26 @@ async def validate_config(request: web.Request) -> web.Response:
         raise NotFound(f"unknown connector class; the classes are: {', '.join(PLUGINS)}")
     config = inputs.mapping(await _body(request, required=True), "body")
     inputs.finite(config, "")
-    return _json(dict(await _control(request).validate(plugin, config)))
+    given = config if CLASS_KEY in config else flatten(config, plugin)
+    error: ConfigError | None = None
+    if given[CLASS_KEY] != plugin:
+        error = ConfigError(f"must be {plugin}, the class this route validates", CLASS_KEY)
+    else:
+        try:
+            nested = configform.from_wire(config, "")
+        except ConfigError as exc:
+            error = exc
+        else:
+            error = await _control(request).validate(plugin, nested)
+    return _json(dict(validation_report(plugin, given, error)))
 
 
 # --- connectors ------------------------------------------------------------------------------
 
 
-async def _info(control: Control, name: str) -> dict[str, JsonValue]:
-    """Connect's ``ConnectorInfo``: a task per partition (none before the first status)."""
+async def _info(control: Control, name: str, *, nested: bool) -> dict[str, JsonValue]:
+    """Connect's ``ConnectorInfo``: the config in Connect's form (``nested``: as stored), a
+    task per partition (none before the first status)."""
     record = await control.connector(name)
     try:
         tasks = [
@@ -97,12 +112,14 @@ async def _info(control: Control, name: str) -> dict[str, JsonValue]:
         ]
     except NotFound:
         tasks = []
-    return {"name": name, "config": record.config, "tasks": tasks, "type": "source"}
+    config = configform.to_wire(name, record.config, nested=nested)
+    return {"name": name, "config": config, "tasks": tasks, "type": "source"}
 
 
 async def list_connectors(request: web.Request) -> web.Response:
     control = _control(request)
     expand = inputs.expansions(request.query.getall("expand", []))
+    nested = configform.nested_requested(request.query)
     refs = await control.connectors()
     if not expand:
         return _json([ref.name for ref in refs])
@@ -114,7 +131,7 @@ async def list_connectors(request: web.Request) -> web.Response:
                 entry[kind] = (
                     dict(await control.status(ref.name))
                     if kind == "status"
-                    else await _info(control, ref.name)
+                    else await _info(control, ref.name, nested=nested)
                 )
         except NotFound:  # deleted while listing, as Connect does: left out
             continue
@@ -124,35 +141,51 @@ async def list_connectors(request: web.Request) -> web.Response:
 
 async def create_connector(request: web.Request) -> web.Response:
     control = _control(request)
-    name, config, state = inputs.create_request(await _body(request, required=True))
+    nested = configform.nested_requested(request.query)
+    name, given, state = inputs.create_request(await _body(request, required=True))
+    config = configform.from_wire(given, "config")
     try:
         await control.create_connector(name, config, state)
     except ConfigError as exc:  # the seam's paths are relative to the config
-        raise ConfigError(_message(exc), _under("config", exc.path)) from None
-    return _json(await _info(control, name), 201, {"Location": f"/connectors/{name}"})
+        raise ConfigError(message_of(exc), _under("config", exc.path)) from None
+    info = await _info(control, name, nested=nested)
+    return _json(info, 201, {"Location": f"/connectors/{name}"})
 
 
 async def get_connector(request: web.Request) -> web.Response:
-    return _json(await _info(_control(request), _name(request)))
+    nested = configform.nested_requested(request.query)
+    return _json(await _info(_control(request), _name(request), nested=nested))
 
 
 async def get_config(request: web.Request) -> web.Response:
-    return _json((await _control(request).connector(_name(request))).config)
+    nested = configform.nested_requested(request.query)
+    name = _name(request)
+    record = await _control(request).connector(name)
+    return _json(configform.to_wire(name, record.config, nested=nested))
 
 
 async def put_config(request: web.Request) -> web.Response:
     control, name = _control(request), _name(request)
-    config = inputs.connector_config(await _body(request, required=True), name)
-    created = await control.put_connector_config(name, config)
+    nested = configform.nested_requested(request.query)
+    given = inputs.connector_config(await _body(request, required=True), name)
+    created = await control.put_connector_config(name, configform.from_wire(given, ""))
     headers = {"Location": f"/connectors/{name}"} if created else None
-    return _json(await _info(control, name), 201 if created else 200, headers)
+    return _json(await _info(control, name, nested=nested), 201 if created else 200, headers)
 
 
 async def patch_config(request: web.Request) -> web.Response:
+    """KIP-477. A flat patch is applied to the flat form of the config as it is now, and the
+    result replaces it (the control's merge is for nested patches); a connector deleted
+    in between is a 404 from the read."""
     control, name = _control(request), _name(request)
+    nested = configform.nested_requested(request.query)
     patch = inputs.config_patch(await _body(request, required=True), name)
-    await control.patch_connector_config(name, patch)
-    return _json(await _info(control, name))
+    record = await control.connector(name)
+    if configform.is_flat_patch(patch) and record.origin == "rest":
+        await control.put_connector_config(name, configform.patched(record.config, patch))
+    else:  # a config-file connector is refused here, with the reason
+        await control.patch_connector_config(name, patch)
+    return _json(await _info(control, name, nested=nested))
 
 
 async def delete_connector(request: web.Request) -> web.Response:
@@ -305,12 +338,6 @@ async def metrics(request: web.Request) -> web.Response:
 
 async def openapi(request: web.Request) -> web.Response:
     return _json(openapi_document())
-
-
-def _message(exc: ConfigError) -> str:
-    text = str(exc)
-    prefix = f"{exc.path}: "
-    return text[len(prefix) :] if exc.path and text.startswith(prefix) else text
 
 
 def _under(field: str, path: str | None) -> str:

@@ -55,14 +55,19 @@ SCHEMAS: dict[str, Schema] = {
     ),
     "Config": {
         "type": "object",
-        "description": "A declarative poller (the keys of a `pollers:` entry, without `name`). "
-        "Secrets are written as `${env:NAME}` / `${file:PATH}` and read back as written.",
+        "description": "Connect's form: `connector.class` (`http` or `python`), `name`, and "
+        "one string per setting by its dotted path (`request.url`, `schedule.min`); a list or "
+        "a map a dotted path cannot name is one key holding JSON text. With `?format=nested`, "
+        "or when `connector.class` is absent on input: a declarative poller (the keys of a "
+        "`pollers:` entry, without `name`). Secrets are written as `${env:NAME}` / "
+        "`${file:PATH}` and read back as written.",
         "additionalProperties": True,
     },
     "ConfigPatch": {
         "type": "object",
-        "description": "JSON Merge Patch (RFC 7386) of the config: `null` removes a key, an "
-        "object merges into an object, anything else replaces.",
+        "description": "Flat keys (KIP-477: a dotted key or only string/null values): each "
+        "given key is set, `null` removes it. Otherwise a JSON Merge Patch (RFC 7386) of the "
+        "nested config: `null` removes a key, an object merges into an object.",
         "additionalProperties": True,
     },
     "CreateConnector": object_schema(
@@ -178,19 +183,38 @@ SCHEMAS: dict[str, Schema] = {
             "name": {"type": "string"},
             "error_count": {"type": "integer", "minimum": 0},
             "groups": {"type": "array", "items": {"type": "string"}},
-            "configs": {
-                "type": "array",
-                "items": object_schema(
-                    {
-                        "value": object_schema(
-                            {
-                                "name": {"type": "string"},
-                                "errors": {"type": "array", "items": {"type": "string"}},
-                            }
-                        )
-                    }
-                ),
-            },
+            "configs": {"type": "array", "items": ref("ConfigInfo")},
+        }
+    ),
+    "ConfigInfo": object_schema(
+        {
+            "definition": object_schema(
+                {
+                    "name": {"type": "string"},
+                    "type": {"enum": ["STRING", "INT", "DOUBLE", "BOOLEAN", "LIST", "PASSWORD"]},
+                    "required": {"type": "boolean"},
+                    "default_value": {"type": ["string", "null"]},
+                    "importance": {"enum": ["HIGH", "MEDIUM", "LOW"]},
+                    "documentation": {"type": "string"},
+                    "group": {"type": "string"},
+                    "order_in_group": {"type": "integer"},
+                    "width": {"type": "string"},
+                    "display_name": {"type": "string"},
+                    "dependents": {"type": "array", "items": {"type": "string"}},
+                }
+            ),
+            "value": object_schema(
+                {
+                    "name": {"type": "string"},
+                    "value": {
+                        "type": ["string", "null"],
+                        "description": "As given, or the default; a secret is `[redacted]`.",
+                    },
+                    "recommended_values": {"type": "array", "items": {"type": "string"}},
+                    "errors": {"type": "array", "items": {"type": "string"}},
+                    "visible": {"type": "boolean"},
+                }
+            ),
         }
     ),
     "Health": object_schema(
