@@ -19,6 +19,10 @@ RUN pip install . && rm -rf /src
 COPY integration/__init__.py /opt/watukuy/integration/__init__.py
 COPY integration/simulator /opt/watukuy/integration/simulator
 
+# GET / reports the commit it was built from: docker build --build-arg WATUKUY_COMMIT=$(git rev-parse HEAD)
+ARG WATUKUY_COMMIT=unknown
+ENV WATUKUY_COMMIT=${WATUKUY_COMMIT}
+
 RUN useradd --system --uid 10001 --no-create-home watukuy
 USER watukuy
 WORKDIR /opt/watukuy

@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any
 
 from watukuy.config import RunnerConfig
+from watukuy.control.activetopics import Published
 from watukuy.control.applier import ConfigApplier
 from watukuy.control.configs import ConfigTopic
 from watukuy.control.service import RunnerControl
@@ -152,7 +153,7 @@ async def _serve(
                 )
                 helpers = [
                     applier.run(),
-                    _publish_statuses(engine, status),
+                    _publish_statuses(engine, status, store.layout),
                     _freeze_long_lived(),
                     hanging.run(),
                 ]
@@ -224,13 +225,23 @@ async def _freeze_long_lived() -> None:
     gc.freeze()
 
 
-async def _publish_statuses(engine: Engine, status: StatusTopic) -> None:
-    """Publish what changed of this instance's keys, every :data:`STATUS_EVERY` seconds."""
+async def _publish_statuses(engine: Engine, status: StatusTopic, layout: TopicLayout) -> None:
+    """Publish what changed of this instance's keys, and the topics they newly published to
+    (KIP-558), every :data:`STATUS_EVERY` seconds."""
+
+    def topic_of(found: Published) -> str:
+        if found.kind == "dlq":
+            return layout.dlq(found.poller)
+        poller = engine.pollers.get(found.poller)
+        return layout.events(found.poller, None if poller is None else poller.topic)
+
     while True:
         targets = {name: Target(engine.target(name)) for name in engine.pollers}
-        statuses = key_statuses(engine.inspect(), now=time.time(), targets=targets)
+        inspections = engine.inspect()
+        statuses = key_statuses(inspections, now=time.time(), targets=targets)
         try:
             await status.publish(statuses)
+            await status.list_topics(inspections, topic_of)
         except WatukuyError as exc:  # Kafka busy: the next round writes it
             log.warning("publishing key statuses failed: %s", exc)
         await asyncio.sleep(STATUS_EVERY)

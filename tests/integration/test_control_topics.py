@@ -13,9 +13,11 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.integration.kafka_support import delete_prefix, latest_values, read_to_end, unique_prefix
+from watukuy.control.activetopics import Published
 from watukuy.control.configs import ConfigTopic, Conflict, encode_connector, encode_target
 from watukuy.control.keystatus import BackfillProgress, KeyStatus
 from watukuy.control.status import StatusTopic
+from watukuy.core.inspect import PollerInspect
 from watukuy.store.kafka.clients import admin_client
 from watukuy.store.kafka.topics import TopicLayout, ensure_topics
 
@@ -432,3 +434,50 @@ async def test_a_clean_stop_shows_its_keys_unassigned_at_once(
     latest = await asyncio.to_thread(latest_values, kafka_bootstrap, layout.status)
     assert latest[b"worker/r1"] is None
     assert json.loads(latest[b"worker/r3"] or b"{}")["runner"] == "r3"
+
+
+def _inspect(partition: str, sequence: int, poison: int = 0) -> PollerInspect:
+    return PollerInspect(
+        poller="invoices",
+        partition=partition,
+        paused=False,
+        circuit="closed",
+        interval=1.0,
+        next_due=None,
+        lag=None,
+        parked={"invalid": 0, "poison": poison},
+        sequence=sequence,
+    )
+
+
+def _topic_of(found: Published) -> str:
+    return f"events.{found.poller}" if found.kind == "events" else f"dlq.{found.poller}"
+
+
+async def test_the_topics_a_connector_published_to_are_listed_everywhere_until_reset(
+    statuses: list[StatusTopic], kafka: dict[str, Any], layout: TopicLayout
+) -> None:
+    clock = Clock()
+    writer = await _status_topic(statuses, kafka, layout, "r1", clock)
+    viewer = await _status_topic(statuses, kafka, layout, "r2", clock)
+
+    await writer.list_topics([_inspect("t1", 4)], _topic_of)  # a baseline: nothing published
+    await writer.list_topics([_inspect("t1", 4), _inspect("t2", 0)], _topic_of)
+    await viewer.caught_up()
+    assert viewer.active_topics("invoices") == []
+
+    await writer.list_topics([_inspect("t1", 5), _inspect("t2", 0, poison=1)], _topic_of)
+    await viewer.caught_up()
+    assert viewer.active_topics("invoices") == ["dlq.invoices", "events.invoices"]
+    assert viewer.active_topics("other") == []
+
+    await viewer.reset_topics("invoices")  # any instance may reset
+    await writer.caught_up()
+    assert writer.active_topics("invoices") == []
+    await writer.list_topics([_inspect("t1", 5), _inspect("t2", 0, poison=1)], _topic_of)
+    await viewer.caught_up()
+    assert viewer.active_topics("invoices") == []  # nothing published since the reset
+
+    await writer.list_topics([_inspect("t1", 6), _inspect("t2", 0, poison=1)], _topic_of)
+    late = await _status_topic(statuses, kafka, layout, "r3", clock)  # reads it from the topic
+    assert late.active_topics("invoices") == ["events.invoices"]

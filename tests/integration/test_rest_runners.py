@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import signal
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from integration.demo import Simulator, example_config, runner_config
 from integration.demo import write_config as write_runner_config
@@ -99,6 +101,15 @@ def test_a_connector_posted_to_one_runner_runs_everywhere(
     simulator: Simulator,
 ) -> None:
     (a, b), connector = cluster
+
+    # GET / names the code's commit and the Kafka cluster, as Connect's ServerInfo does.
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True)
+    metadata = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10)
+    for port in (a, b):
+        code, root = call(port, "GET", "/")
+        assert code == 200
+        assert root["commit"] == head.stdout.strip()
+        assert root["kafka_cluster_id"] == metadata.cluster_id
 
     # The config-file poller is listed, and cannot be reconfigured over REST.
     assert call(a, "GET", "/connectors") == (200, ["invoices"])

@@ -58,6 +58,7 @@ class FakeConnector:
     state: Target = Target.RUNNING
     keys: dict[str, FakeKey] = field(default_factory=dict)
     parked: list[dict[str, Any]] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
 
 
 def keys_of(config: Mapping[str, Any]) -> list[str]:
@@ -232,6 +233,12 @@ class FakeControl:
 
     async def stop(self, name: str) -> None:
         self._get(name).state = "STOPPED"
+
+    async def active_topics(self, name: str) -> list[str]:
+        return sorted(self._get(name).topics)
+
+    async def reset_active_topics(self, name: str) -> None:
+        self._get(name).topics.clear()
 
     async def restart(self, name: str, *, include_tasks: bool, only_failed: bool) -> None:
         connector = self._get(name)

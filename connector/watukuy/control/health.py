@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
+from watukuy.control.cluster import build_commit
 from watukuy.core.version import VERSION
 from watukuy.engine.engine import Engine
 from watukuy.rest.port import ClusterInfo, Health, Metrics
@@ -17,7 +18,8 @@ __all__ = ["RunnerHealth"]
 
 class RunnerHealth:
     """``started`` says whether the engine polls; ``broken`` what stopped the Kafka store, if
-    anything did; ``metrics`` renders the Prometheus exposition (none: an empty one)."""
+    anything did; ``metrics`` renders the Prometheus exposition (none: an empty one);
+    ``cluster_id`` asks Kafka for its cluster id (none: unknown)."""
 
     def __init__(
         self,
@@ -27,15 +29,18 @@ class RunnerHealth:
         started: Callable[[], bool],
         broken: Callable[[], BaseException | None],
         metrics: Callable[[], Awaitable[Metrics]] | None = None,
+        cluster_id: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
         self._engine = engine
+        self._cluster_id = cluster_id
         self._runner_id = runner_id
         self._started = started
         self._broken = broken
         self._metrics = metrics
 
     async def cluster(self) -> ClusterInfo:
-        return {"version": VERSION, "commit": "", "kafka_cluster_id": None}
+        cluster_id = None if self._cluster_id is None else await self._cluster_id()
+        return {"version": VERSION, "commit": build_commit(), "kafka_cluster_id": cluster_id}
 
     async def health(self) -> Health:
         broken = self._broken()

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from watukuy.config.pollers import PollerSource
+from watukuy.control.cluster import ClusterId
 from watukuy.control.configs import ConfigTopic
 from watukuy.control.connectors import ConnectorConfigs
 from watukuy.control.health import RunnerHealth
@@ -80,7 +81,12 @@ class RunnerControl:
         self._offsets = ConnectorOffsets(engine, connectors, stored)
         self._keys = KeyOperations(engine, connectors, stored)
         self._health = RunnerHealth(
-            engine, runner_id, started=started, broken=broken, metrics=metrics
+            engine,
+            runner_id,
+            started=started,
+            broken=broken,
+            metrics=metrics,
+            cluster_id=ClusterId(kafka).get,
         )
 
     # -- connectors -----------------------------------------------------------------------------
@@ -125,6 +131,12 @@ class RunnerControl:
 
     async def restart(self, name: str, *, include_tasks: bool, only_failed: bool) -> None:
         await self._tasks.restart(name, include_tasks=include_tasks, only_failed=only_failed)
+
+    async def active_topics(self, name: str) -> list[str]:
+        return await self._tasks.active_topics(name)
+
+    async def reset_active_topics(self, name: str) -> None:
+        await self._tasks.reset_active_topics(name)
 
     async def partitions(self, name: str) -> list[PartitionInfo]:
         return await self._tasks.partitions(name)

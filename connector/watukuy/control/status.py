@@ -28,6 +28,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka import Message as KafkaMessage
 
+from watukuy.control.activetopics import ActiveTopics, Published, decode_topic, topic_record
 from watukuy.control.keystatus import (
     BackfillProgress,
     Heartbeat,
@@ -57,6 +58,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("watukuy.control")
+
+TopicOf = Callable[[Published], str]
 
 FULL_EVERY = 30.0  # seconds: every key is written again at least this often
 
@@ -106,6 +109,7 @@ class StatusTopic:
         self._heartbeats = heartbeats
         group = group or f"{layout.prefix}.runners"
         self._table = StatusTable()
+        self._topics = ActiveTopics()
         self._reader = TopicReader(
             kafka,
             self.topic,
@@ -162,9 +166,17 @@ class StatusTopic:
         """Return once everything written to the topic before this call was read."""
         await self._reader.caught_up()
 
+    def active_topics(self, connector: str) -> list[str]:
+        """KIP-558: the topics ``connector`` published to, as listed (:mod:`.activetopics`)."""
+        return self._topics.of(connector)
+
     def _apply(self, batch: list[Message]) -> None:
         for message in batch:
             try:
+                listing = None if message.key is None else decode_topic(message.key, message.value)
+                if listing is not None:
+                    self._topics.apply(listing)
+                    continue
                 self._table.apply(message.key, message.value)
             except StateCorrupted as exc:
                 log.warning(
@@ -223,6 +235,28 @@ class StatusTopic:
                 raise Retriable(
                     f"could not remove a status from {self.topic}: {failed.popitem()[1]}"
                 )
+
+    async def list_topics(self, inspections: Iterable[PollerInspect], topic_of: TopicOf) -> None:
+        """List the topics this runner's keys published to since the last call and that are
+        not listed yet (``topic_of`` names a poller's events or dead-letter topic)."""
+        now = self._clock()
+        records = [
+            topic_record(found.poller, topic, now)
+            for found in self._topics.published(inspections)
+            if (topic := topic_of(found)) not in self._topics.of(found.poller)
+        ]
+        async with self._write:
+            failed = await self._send(list(dict.fromkeys(records)))
+        if failed:
+            raise Retriable(f"could not list a topic in {self.topic}: {failed.popitem()[1]}")
+
+    async def reset_topics(self, connector: str) -> None:
+        """KIP-558's reset: tombstone every topic listed for ``connector``."""
+        records = [topic_record(connector, topic, None) for topic in self.active_topics(connector)]
+        async with self._write:
+            failed = await self._send(records)
+        if failed:
+            raise Retriable(f"could not reset topics in {self.topic}: {failed.popitem()[1]}")
 
     def _heartbeat_record(self, now: float) -> tuple[bytes, bytes]:
         return heartbeat_key(self.runner_id), encode_heartbeat(Heartbeat(self.runner_id, now))

@@ -45,6 +45,14 @@ class ConnectorTasks:
             "tasks": tasks,
         }
 
+    async def active_topics(self, name: str) -> list[str]:
+        self._connectors.target(name)
+        return self._status.active_topics(name)
+
+    async def reset_active_topics(self, name: str) -> None:
+        self._connectors.target(name)
+        await self._status.reset_topics(name)
+
     async def partitions(self, name: str) -> list[PartitionInfo]:
         self._connectors.target(name)
         listed = await self._engine.partitions.list(name)

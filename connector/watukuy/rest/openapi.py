@@ -318,6 +318,20 @@ def _task_paths() -> Paths:
                 parameters=T,
             )
         },
+        "/connectors/{name}/topics": {
+            "get": _operation(
+                "Get connector active topics",
+                {200: ("KIP-558: the topics it published to.", ref("ActiveTopics"))},
+                parameters=C,
+            )
+        },
+        "/connectors/{name}/topics/reset": {
+            "put": _operation(
+                "Reset connector active topics",
+                {202: ("Forgotten; the next publish to a topic lists it again.", None)},
+                parameters=C,
+            )
+        },
     }
 
 

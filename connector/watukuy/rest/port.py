@@ -206,6 +206,14 @@ class Control(Protocol):
         """Reset every key. ``Conflict`` unless the connector is STOPPED."""
         ...
 
+    async def active_topics(self, name: str) -> list[str]:
+        """KIP-558: the topics the connector published to (events, dead letters), by name."""
+        ...
+
+    async def reset_active_topics(self, name: str) -> None:
+        """KIP-558: forget them; the next publish to a topic lists it again."""
+        ...
+
     async def partitions(self, name: str) -> list[PartitionInfo]:
         """Refresh the connector's partition list now and return it, in key order."""
         ...

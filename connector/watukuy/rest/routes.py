@@ -260,6 +260,19 @@ async def restart_task(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+# --- active topics (KIP-558) ----------------------------------------------------------------
+
+
+async def get_topics(request: web.Request) -> web.Response:
+    control, name = _control(request), _name(request)
+    return _json({name: {"topics": await control.active_topics(name)}})
+
+
+async def reset_topics(request: web.Request) -> web.Response:
+    await _control(request).reset_active_topics(_name(request))
+    return web.Response(status=202)
+
+
 # --- offsets ---------------------------------------------------------------------------------
 
 
@@ -366,6 +379,8 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", CONNECTOR + "/tasks", list_tasks),
     ("GET", CONNECTOR + "/tasks/{id}/status", get_task_status),
     ("POST", CONNECTOR + "/tasks/{id}/restart", restart_task),
+    ("GET", CONNECTOR + "/topics", get_topics),
+    ("PUT", CONNECTOR + "/topics/reset", reset_topics),
     ("GET", CONNECTOR + "/offsets", get_offsets),
     ("PATCH", CONNECTOR + "/offsets", patch_offsets),
     ("DELETE", CONNECTOR + "/offsets", delete_offsets),

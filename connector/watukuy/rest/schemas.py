@@ -139,6 +139,13 @@ SCHEMAS: dict[str, Schema] = {
             additionalProperties=False,
         ),
     },
+    "ActiveTopics": {
+        "type": "object",
+        "description": "By connector name (the one asked for), its topics.",
+        "additionalProperties": object_schema(
+            {"topics": {"type": "array", "items": {"type": "string"}}}
+        ),
+    },
     "LaneCursors": {
         "type": "object",
         "properties": {"live": CURSOR, "backfill": CURSOR, "reconcile": CURSOR},
