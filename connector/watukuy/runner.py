@@ -22,6 +22,7 @@ from watukuy.config import RunnerConfig
 from watukuy.control.activetopics import Published
 from watukuy.control.applier import ConfigApplier
 from watukuy.control.configs import ConfigTopic
+from watukuy.control.loggers import LoggerLevels, follow_cluster_levels
 from watukuy.control.service import RunnerControl
 from watukuy.control.status import StatusTopic, key_statuses
 from watukuy.core.errors import WatukuyError
@@ -126,6 +127,8 @@ async def _serve(
     await configs.start()
     try:
         configs.listen(applier.changed)
+        loggers = LoggerLevels()
+        follow_cluster_levels(configs, loggers)
         await applier.apply_view(configs.view())
         await status.start()
         try:
@@ -142,6 +145,7 @@ async def _serve(
                 started=polling.is_set,
                 broken=lambda: store.crashed,
                 metrics=partial(_scrape, metrics),
+                loggers=loggers,
             )
             async with start_rest(control, config.rest) as server:
                 log.info(

@@ -17,6 +17,7 @@ from typing import Any
 
 from watukuy.core.errors import ConfigError
 from watukuy.core.lifecycle import Target, TaskState
+from watukuy.core.loglevels import ROOT, affected
 from watukuy.core.operations import KEY_OPERATIONS, LANES
 from watukuy.core.validation import message_of
 from watukuy.declarative import compile_poller
@@ -31,6 +32,8 @@ from watukuy.rest.port import (
     ConnectorStatus,
     Health,
     KeyOffsets,
+    LoggerLevel,
+    LoggerScope,
     Metrics,
     ParkedKind,
     PartitionInfo,
@@ -40,6 +43,8 @@ from watukuy.rest.port import (
 )
 
 WORKER = "runner-1"
+NOW_MS = 1_767_225_600_000
+"""``last_modified`` of what the fake's loggers change."""
 WHERE = "config"
 
 
@@ -69,6 +74,41 @@ def keys_of(config: Mapping[str, Any]) -> list[str]:
     return [""]
 
 
+class FakeLoggers:
+    """The fake's log levels: ``root`` and ``watukuy`` at INFO to begin with."""
+
+    def __init__(self, control: FakeControl) -> None:
+        self._control = control
+        self.known: dict[str, LoggerLevel] = {
+            ROOT: {"level": "INFO", "last_modified": None},
+            "watukuy": {"level": "INFO", "last_modified": None},
+        }
+        self.cluster_levels: list[tuple[str, str]] = []
+        """``(logger, level)`` written with ``scope=cluster``, in order."""
+
+    async def levels(self) -> dict[str, LoggerLevel]:
+        self._control._maybe_fail()
+        return copy.deepcopy(self.known)
+
+    async def level(self, name: str) -> LoggerLevel:
+        self._control._maybe_fail()
+        if name not in self.known:
+            raise NotFound(f"logger {name} has no level set here")
+        return copy.deepcopy(self.known[name])
+
+    async def set_level(self, name: str, level: str, scope: LoggerScope) -> list[str]:
+        """As the runner's: the logger and those below it; ``cluster`` is also recorded as
+        what every instance would read."""
+        self._control._maybe_fail()
+        names = affected(name, self.known)
+        for each in names:
+            self.known[each] = {"level": level, "last_modified": NOW_MS}
+        if scope == "cluster":
+            self.cluster_levels.append((name, level))
+            return []
+        return names
+
+
 class FakeControl:
     def __init__(
         self, environ: Mapping[str, str] | None = None, base_dir: Path = Path(".")
@@ -80,6 +120,7 @@ class FakeControl:
         """``(operation, connector, key, args)`` for every operation accepted (``restart``
         with its two flags as ``args``)."""
         self.health_state = Health("healthy", "the runner has started and owns its keys")
+        self.loggers = FakeLoggers(self)
         self.fail_with: BaseException | None = None
         """Raised by every call when set (to see how the routes answer a broken seam)."""
 
@@ -102,7 +143,14 @@ class FakeControl:
 
     def snapshot(self) -> Any:
         """Everything a request could change, as plain data to compare."""
-        return copy.deepcopy((self.connectors_by_name, self.accepted))
+        return copy.deepcopy(
+            (
+                self.connectors_by_name,
+                self.accepted,
+                self.loggers.known,
+                self.loggers.cluster_levels,
+            )
+        )
 
     # --- the seam ------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from tests.rest.fake_control import FakeControl
 from watukuy.config.model import RestAuth
 from watukuy.control.configs import ConfigTopic
+from watukuy.control.loggers import LoggerLevels
 from watukuy.control.service import RunnerControl
 from watukuy.control.status import StatusTopic
 from watukuy.control.stored import StoredKeys
@@ -97,6 +98,7 @@ def runner_control(
     status: object = None,
     stored: object = None,
     file_pollers: Mapping[str, str] | None = None,
+    loggers: LoggerLevels | None = None,
 ) -> RunnerControl:
     """The real ``RunnerControl`` over stand-ins for what a test does not exercise (runner
     ``runner-1``, topics prefix ``p``, started and never broken); ``stored`` stands in for the
@@ -113,4 +115,5 @@ def runner_control(
         started=lambda: True,
         broken=lambda: None,
         stored=cast(StoredKeys | None, stored),
+        loggers=loggers,
     )

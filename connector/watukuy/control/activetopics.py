@@ -7,8 +7,10 @@ runner writes one when a key it owns publishes to a topic the view does not list
 .../topics/reset`` tombstones them all, and the next publish lists the topic again.
 
 A key "published" when its sequence (events) or its parked count (dead letters) grew since this
-runner last looked: the first look at a key is its baseline, so a restart or a takeover does
-not list again what a reset cleared. Pure: the status topic reads and writes the records.
+runner last looked; at the first look, when either is above zero (a key's first poll often
+publishes before the first look). So a runner that starts, or takes a key over, lists again
+the topics its keys published to before a reset. Pure: the status topic reads and writes the
+records.
 """
 
 from __future__ import annotations
@@ -97,10 +99,8 @@ class ActiveTopics:
         found: set[Published] = set()
         for key in inspections:
             now = (key.sequence, sum(key.parked.values()))
-            before = self._seen.get((key.poller, key.partition))
+            before = self._seen.get((key.poller, key.partition), (0, 0))
             self._seen[(key.poller, key.partition)] = now
-            if before is None:
-                continue
             if now[0] > before[0]:
                 found.add(Published(key.poller, "events"))
             if now[1] > before[1]:

@@ -6,6 +6,9 @@ Like Kafka Connect's config topic, it holds two records per connector (a declara
   placeholders (the caller passes the unresolved mapping; nothing here resolves anything);
 - ``target/<name>``: the state it should be in, RUNNING, PAUSED or STOPPED.
 
+It also holds ``logger/<name>``, a log level set with KIP-495's ``?scope=cluster``: every
+instance applies each one it reads, in order, one that starts later included.
+
 A put writes both in one Kafka transaction and a delete writes a tombstone for both, so a
 ``read_committed`` reader never sees one without the other. Every record goes to partition 0:
 Connect requires a one-partition config topic for the same reason, a total order of changes
@@ -29,20 +32,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka import Message as KafkaMessage
 
-from watukuy.control.jsonrecord import json_record
+from watukuy.control.configrecords import (
+    CONNECTOR_PREFIX,
+    FORMAT_VERSION,
+    LOGGER_PREFIX,
+    TARGET_PREFIX,
+    Record,
+    check_name,
+    check_target,
+    decode_record,
+    encode_connector,
+    encode_logger,
+    encode_target,
+)
 from watukuy.control.reader import Message, TopicReader
-from watukuy.core.errors import ConfigError, Retriable, StateCorrupted, WatukuyError
 from watukuy.core.errors import Conflict as CoreConflict
-from watukuy.core.keys import POLLER_NAME
+from watukuy.core.errors import Retriable, StateCorrupted, WatukuyError
 from watukuy.core.lifecycle import Target
 from watukuy.store.kafka import clients
 from watukuy.store.kafka.topics import TopicLayout
@@ -53,25 +66,22 @@ __all__ = [
     "Conflict",
     "Connector",
     "Listener",
+    "LoggerListener",
     "UnknownConnector",
     "decode_record",
     "encode_connector",
+    "encode_logger",
     "encode_target",
 ]
 
 log = logging.getLogger("watukuy.control")
 
-FORMAT_VERSION = 1
-"""``format_version`` written by this release; a record with a higher one is skipped."""
-
-CONNECTOR_PREFIX = "connector/"
-TARGET_PREFIX = "target/"
 PARTITION = 0  # every record: one total order of changes
-
-_TARGETS = [target.value for target in Target]
 
 Listener = Callable[[str, Mapping[str, Any] | None, Target | None], None]
 """``on_change(name, config, target)``; ``config`` and ``target`` are ``None`` once deleted."""
+LoggerListener = Callable[[str, str], None]
+"""``on_level(logger, level)``: a cluster-scoped log level, Connect's level name."""
 
 
 class Conflict(CoreConflict):
@@ -88,83 +98,6 @@ class Connector:
     config: Mapping[str, Any] | None  # None: a target record without its config
     target: Target
     version: int
-
-
-# -- records ----------------------------------------------------------------------------------
-
-
-def _json(value: Any) -> bytes:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return text.encode("utf-8")
-
-
-def _check_name(name: str) -> None:
-    if not isinstance(name, str) or not POLLER_NAME.fullmatch(name):
-        raise ConfigError("must match [A-Za-z0-9._-]+", "name")
-
-
-def _check_target(target: str) -> Target:
-    """``target`` as a :class:`Target`: the enum itself, or its exact value (case counts)."""
-    if isinstance(target, str) and target in _TARGETS:
-        return Target(target)
-    raise ConfigError(f"must be one of: {', '.join(_TARGETS)}", "target")
-
-
-def encode_connector(name: str, config: Mapping[str, Any], version: int) -> bytes:
-    """The ``connector/<name>`` value: ``config`` exactly as given (placeholders kept)."""
-    _check_name(name)
-    if not isinstance(config, Mapping):
-        raise ConfigError("must be a JSON object", "config")
-    value = {"format_version": FORMAT_VERSION, "name": name, "config": config, "version": version}
-    try:
-        return _json(value)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"must be JSON: {exc}", "config") from None
-
-
-def encode_target(name: str, target: str, version: int) -> bytes:
-    """The ``target/<name>`` value."""
-    _check_name(name)
-    target = _check_target(target)
-    return _json(
-        {"format_version": FORMAT_VERSION, "name": name, "target": target, "version": version}
-    )
-
-
-_Kind = Literal["connector", "target"]
-_KINDS: tuple[tuple[str, _Kind], ...] = ((CONNECTOR_PREFIX, "connector"), (TARGET_PREFIX, "target"))
-
-
-@dataclass(frozen=True, slots=True)
-class _Record:
-    kind: _Kind
-    name: str
-    value: dict[str, Any] | None  # None: a tombstone
-
-
-def decode_record(key: bytes | None, value: bytes | None) -> _Record | None:
-    """What a record of the configs topic says; ``None`` for a key this release does not
-    know. Raises :class:`StateCorrupted` for a value it cannot read (never quoting it)."""
-    if key is None:
-        return None
-    text = key.decode("utf-8", errors="replace")
-    found = next(((k, text[len(p) :]) for p, k in _KINDS if text.startswith(p)), None)
-    if found is None:
-        return None
-    kind, name = found
-    if value is None:
-        return _Record(kind, name, None)
-    decoded = json_record(value, f"{kind} record of '{name}'", FORMAT_VERSION)
-    if kind == "connector":
-        field, ok = "config", isinstance(decoded.get("config"), dict)
-    else:
-        field, ok = "target", decoded.get("target") in _TARGETS
-    if not ok or not isinstance(decoded.get("version"), int):
-        raise StateCorrupted(f"unreadable {kind} record of '{name}': bad {field} or version")
-    return _Record(kind, name, decoded)
-
-
-# -- the topic --------------------------------------------------------------------------------
 
 
 class ConfigTopic:
@@ -201,6 +134,8 @@ class ConfigTopic:
             timeout=timeout,
         )
         self._listeners: list[Listener] = [] if on_change is None else [on_change]
+        self._logger_listeners: list[LoggerListener] = []
+        self._loggers: dict[str, str] = {}  # in the order last written: the order to apply
         self._view: dict[str, Connector] = {}
         self._configs: dict[str, tuple[dict[str, Any], int]] = {}
         self._versions: dict[str, int] = {}  # highest seen, deleted connectors included
@@ -221,6 +156,11 @@ class ConfigTopic:
         order. It must not block (start a task for slow work); what it raises is logged."""
         self._listeners.append(listener)
 
+    def listen_loggers(self, listener: LoggerListener) -> None:
+        """Call ``listener(logger, level)`` on the loop for each cluster-scoped level read
+        after start, in order; :meth:`loggers` has the ones read before."""
+        self._logger_listeners.append(listener)
+
     # -- reading ----------------------------------------------------------------------------
 
     def view(self) -> dict[str, tuple[Mapping[str, Any] | None, Target]]:
@@ -232,6 +172,11 @@ class ConfigTopic:
         if found is None:
             return None
         return Connector(found.name, copy.deepcopy(found.config), found.target, found.version)
+
+    def loggers(self) -> list[tuple[str, str]]:
+        """``(logger, level)`` of every cluster-scoped level, in the order last written: applied
+        in this order, they leave each logger as applying every record would."""
+        return list(self._loggers.items())
 
     def version(self, name: str) -> int:
         """The connector's current version; 0 when there is none."""
@@ -254,8 +199,8 @@ class ConfigTopic:
         ``expected_version``: the version the caller read (0: the connector must not exist);
         :class:`Conflict` if it moved.
         """
-        _check_name(name)
-        target = _check_target(target)
+        check_name(name)
+        target = check_target(target)
         async with self._write:
             self._check_version(name, expected_version)
             version = max(self.version(name), self._versions.get(name, 0)) + 1
@@ -264,7 +209,7 @@ class ConfigTopic:
                 (f"{TARGET_PREFIX}{name}".encode(), encode_target(name, target, version)),
             ]
             end = await asyncio.to_thread(self._transact, records, f"writing connector '{name}'")
-            await self._read_back(end, name)
+            await self._read_back(end, f"connector '{name}'")
         return version
 
     async def set_target(
@@ -281,18 +226,25 @@ class ConfigTopic:
     async def put_target(self, name: str, target: str) -> int:
         """A target alone, for a poller from a runner's config file: its config is not here
         (nor writable over REST), but pausing or stopping it must reach every instance."""
-        _check_name(name)
-        target = _check_target(target)
+        check_name(name)
+        target = check_target(target)
         async with self._write:
             version = max(self.version(name), self._versions.get(name, 0)) + 1
             records = [(f"{TARGET_PREFIX}{name}".encode(), encode_target(name, target, version))]
             end = await asyncio.to_thread(self._transact, records, f"writing target of '{name}'")
-            await self._read_back(end, name)
+            await self._read_back(end, f"connector '{name}'")
         return version
+
+    async def put_logger(self, name: str, level: str) -> None:
+        """A cluster-scoped log level, for every instance; returns once this one applied it."""
+        records = [(f"{LOGGER_PREFIX}{name}".encode(), encode_logger(name, level))]
+        async with self._write:
+            end = await asyncio.to_thread(self._transact, records, f"writing logger '{name}'")
+            await self._read_back(end, f"logger '{name}'")
 
     async def delete(self, name: str, *, expected_version: int | None = None) -> bool:
         """Tombstone both records in one transaction; ``False`` when there was nothing."""
-        _check_name(name)
+        check_name(name)
         async with self._write:
             self._check_version(name, expected_version)
             if name not in self._view and name not in self._configs:
@@ -302,7 +254,7 @@ class ConfigTopic:
                 (f"{TARGET_PREFIX}{name}".encode(), None),
             ]
             end = await asyncio.to_thread(self._transact, records, f"deleting connector '{name}'")
-            await self._read_back(end, name)
+            await self._read_back(end, f"connector '{name}'")
         return True
 
     def _check_version(self, name: str, expected: int | None) -> None:
@@ -356,14 +308,14 @@ class ConfigTopic:
         with contextlib.suppress(KafkaException):  # librdkafka #4849: the abort can fail too
             producer.abort_transaction(self._timeout)
 
-    async def _read_back(self, end: int, name: str) -> None:
+    async def _read_back(self, end: int, what: str) -> None:
         """Wait until this instance's view holds the write: callers read their writes."""
         try:
             async with asyncio.timeout(self._timeout):
                 await self._reader.caught_up_to({PARTITION: end})
         except TimeoutError:
             raise Retriable(
-                f"connector '{name}' was written but cannot be read back yet: an open "
+                f"{what} was written but cannot be read back yet: an open "
                 f"transaction on {self.topic} holds readers back; it shows once that one ends"
             ) from None
 
@@ -399,8 +351,11 @@ class ConfigTopic:
             if record is not None:
                 self._apply_record(record)
 
-    def _apply_record(self, record: _Record) -> None:
+    def _apply_record(self, record: Record) -> None:
         name, value = record.name, record.value
+        if record.kind == "logger":
+            self._apply_logger(name, value)
+            return
         if value is not None:
             self._versions[name] = max(self._versions.get(name, 0), value["version"])
         if record.kind == "connector":
@@ -429,6 +384,17 @@ class ConfigTopic:
                 return
         if self._live:
             self._notify(name, after)
+
+    def _apply_logger(self, name: str, value: dict[str, Any] | None) -> None:
+        self._loggers.pop(name, None)  # re-inserted last: the order is the order written
+        if value is None:  # never written by watukuy; an operator's tombstone forgets it
+            return
+        self._loggers[name] = value["level"]
+        for listener in list(self._logger_listeners) if self._live else []:
+            try:
+                listener(name, value["level"])
+            except Exception:
+                log.exception("a configs listener failed on logger '%s'", name)
 
     def _notify(self, name: str, after: Connector | None) -> None:
         for listener in list(self._listeners):

@@ -14,7 +14,9 @@ parked items from the compacted state topics.
 - :class:`~watukuy.control.tasks.ConnectorTasks`: status, partitions, restart;
 - :class:`~watukuy.control.offsets.ConnectorOffsets`: offsets and parked items;
 - :class:`~watukuy.control.keyops.KeyOperations`: one key's operations;
-- :class:`~watukuy.control.health.RunnerHealth`: health, this instance's keys, metrics.
+- :class:`~watukuy.control.health.RunnerHealth`: health, this instance's keys, metrics;
+- :class:`~watukuy.control.loggers.RunnerLoggers`: log levels at run time (KIP-495), the
+  ``loggers`` attribute itself (REST reaches it as :attr:`Control.loggers`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from watukuy.control.configs import ConfigTopic
 from watukuy.control.connectors import ConnectorConfigs
 from watukuy.control.health import RunnerHealth
 from watukuy.control.keyops import KeyOperations
+from watukuy.control.loggers import LoggerLevels, RunnerLoggers
 from watukuy.control.offsets import ConnectorOffsets
 from watukuy.control.status import StatusTopic
 from watukuy.control.stored import StoredKeys
@@ -72,6 +75,7 @@ class RunnerControl:
         broken: Callable[[], BaseException | None],
         metrics: Callable[[], Awaitable[Metrics]] | None = None,
         stored: StoredKeys | None = None,
+        loggers: LoggerLevels | None = None,
     ) -> None:
         connectors = ConnectorConfigs(configs, file_pollers, base_dir)
         if stored is None:  # given only to read the state topics some other way (tests)
@@ -88,6 +92,7 @@ class RunnerControl:
             metrics=metrics,
             cluster_id=ClusterId(kafka).get,
         )
+        self.loggers = RunnerLoggers(loggers or LoggerLevels(), configs)
 
     # -- connectors -----------------------------------------------------------------------------
 

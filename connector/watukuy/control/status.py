@@ -28,7 +28,13 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka import Message as KafkaMessage
 
-from watukuy.control.activetopics import ActiveTopics, Published, decode_topic, topic_record
+from watukuy.control.activetopics import (
+    ActiveTopics,
+    Published,
+    TopicRecord,
+    decode_topic,
+    topic_record,
+)
 from watukuy.control.keystatus import (
     BackfillProgress,
     Heartbeat,
@@ -240,23 +246,32 @@ class StatusTopic:
         """List the topics this runner's keys published to since the last call and that are
         not listed yet (``topic_of`` names a poller's events or dead-letter topic)."""
         now = self._clock()
-        records = [
-            topic_record(found.poller, topic, now)
+        listings = {
+            TopicRecord(found.poller, topic, now)
             for found in self._topics.published(inspections)
             if (topic := topic_of(found)) not in self._topics.of(found.poller)
-        ]
-        async with self._write:
-            failed = await self._send(list(dict.fromkeys(records)))
-        if failed:
-            raise Retriable(f"could not list a topic in {self.topic}: {failed.popitem()[1]}")
+        }
+        await self._write_listings(listings, "list a topic")
 
     async def reset_topics(self, connector: str) -> None:
         """KIP-558's reset: tombstone every topic listed for ``connector``."""
-        records = [topic_record(connector, topic, None) for topic in self.active_topics(connector)]
+        listings = {TopicRecord(connector, topic, None) for topic in self.active_topics(connector)}
+        await self._write_listings(listings, "reset topics")
+
+    async def _write_listings(self, listings: set[TopicRecord], doing: str) -> None:
+        """Write them, and take them into the view at once: this runner's next look must not
+        list a topic again, nor miss one just reset, before it reads them back."""
+        records = {
+            listing: topic_record(listing.connector, listing.topic, listing.discovered)
+            for listing in listings
+        }
         async with self._write:
-            failed = await self._send(records)
+            failed = await self._send(list(records.values()))
+        for listing, (key, _) in records.items():
+            if key not in failed:
+                self._topics.apply(listing)
         if failed:
-            raise Retriable(f"could not reset topics in {self.topic}: {failed.popitem()[1]}")
+            raise Retriable(f"could not {doing} in {self.topic}: {failed.popitem()[1]}")
 
     def _heartbeat_record(self, now: float) -> tuple[bytes, bytes]:
         return heartbeat_key(self.runner_id), encode_heartbeat(Heartbeat(self.runner_id, now))

@@ -109,6 +109,8 @@ FORMAT = _query(
 C = ("name",)
 P = ("name", "key")
 T = ("name", "id")
+L = ("logger",)
+STRING = {"type": "string"}
 
 
 # --- the registry's operations --------------------------------------------------------------
@@ -191,6 +193,7 @@ def _paths() -> dict[str, dict[str, Any]]:
     """Every route, in the order the contract lists them: the connectors, their configs and
     status, what their keys hold, the runner's own routes; then the registry's operations."""
     paths = _connector_paths() | _config_paths() | _stored_paths() | _runner_paths()
+    paths |= _logger_paths()
     for op in CONNECTOR_OPERATIONS.values():
         paths[f"/connectors/{{name}}/{op.name}"] = _connector_operation(op)
     return paths | _key_operations()
@@ -425,6 +428,37 @@ def _runner_paths() -> Paths:
     paths["/metrics"]["get"]["responses"]["200"]["content"] = {
         "text/plain": {"schema": {"type": "string"}}
     }
+    return paths
+
+
+def _logger_paths() -> Paths:
+    """KIP-495's log levels at run time."""
+    scope = _query(
+        "scope",
+        {"enum": ["worker", "cluster"], "default": "worker"},
+        "`worker`: this instance; `cluster`: every instance, through Kafka (any case).",
+    )
+    paths: Paths = {
+        "/admin/loggers": {
+            "get": _operation("List loggers", {200: ("`root` and those set.", ref("Loggers"))})
+        },
+        "/admin/loggers/{logger}": {
+            "get": _operation(
+                "Get a logger level", {200: ("Its level.", ref("LoggerLevel"))}, parameters=L
+            ),
+            "put": _operation(
+                "Set a logger level",
+                {
+                    200: ("Worker scope: the loggers set.", {"type": "array", "items": STRING}),
+                    204: ("Cluster scope: written for every instance.", None),
+                },
+                parameters=L,
+                query=(scope,),
+                body=ref("LoggerLevelChange"),
+            ),
+        },
+    }
+    del paths["/admin/loggers/{logger}"]["put"]["responses"]["404"]  # a new name is created
     return paths
 
 

@@ -113,6 +113,39 @@ class KeyOffsets(TypedDict):
     offset: dict[str, JsonValue] | None
 
 
+class LoggerLevel(TypedDict):
+    """KIP-495's entry of one logger: Connect's level name, and when it was last changed
+    through the API here (epoch milliseconds; ``None``: never)."""
+
+    level: str
+    last_modified: int | None
+
+
+LoggerScope = Literal["worker", "cluster"]
+LOGGER_SCOPES: tuple[LoggerScope, ...] = ("worker", "cluster")
+"""``worker``: this instance only; ``cluster``: every instance, through ``<prefix>.configs``."""
+
+
+class LoggerControl(Protocol):
+    """KIP-495's log levels at run time, the part of :class:`Control` that
+    ``/admin/loggers`` uses."""
+
+    async def levels(self) -> dict[str, LoggerLevel]:
+        """``GET /admin/loggers``: ``root`` and every logger whose level is set here."""
+        ...
+
+    async def level(self, name: str) -> LoggerLevel:
+        """One logger of :meth:`levels`; ``NotFound`` for any other."""
+        ...
+
+    async def set_level(self, name: str, level: str, scope: LoggerScope) -> list[str]:
+        """Set ``name`` and the loggers below it to ``level`` (one of Connect's names,
+        already checked). ``worker``: here, now; returns the loggers it named, sorted.
+        ``cluster``: written to ``<prefix>.configs`` for every instance (this one applies it
+        before the call returns), returns ``[]``."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Health:
     """KIP-1017: ``healthy`` (200), ``starting`` (503) or ``unhealthy`` (500)."""
@@ -238,6 +271,11 @@ class Control(Protocol):
     ) -> list[dict[str, JsonValue]]:
         """Parked items (``id``, ``partition``, ``kind``, ``subject``, ``error``,
         ``attempts``, ``parked_at``, ``lane``...), never partition data."""
+        ...
+
+    @property
+    def loggers(self) -> LoggerControl:
+        """``/admin/loggers``: a part of its own, the seam being wide enough already."""
         ...
 
     async def health(self) -> Health: ...

@@ -8,8 +8,6 @@ bodies' checks and the connector routes are derived from it, not declared here.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 from aiohttp import web
 
 from watukuy.core.errors import ConfigError
@@ -22,49 +20,21 @@ from watukuy.core.operations import (
 from watukuy.core.validation import message_of
 from watukuy.options.flat import CLASS_KEY, flatten
 from watukuy.rest import configform, inputs
-from watukuy.rest.errors import BadRequest, NotFound
-from watukuy.rest.middleware import RequestError, dumps
+from watukuy.rest.errors import NotFound
+from watukuy.rest.handling import CONTROL, Handler
+from watukuy.rest.handling import json_body as _body
+from watukuy.rest.handling import json_response as _json
+from watukuy.rest.handling import the_control as _control
+from watukuy.rest.loggers import LOGGER_ROUTES
 from watukuy.rest.openapi import openapi_document
 from watukuy.rest.port import PARTITION_OPERATIONS, PLUGINS, Control, JsonValue, TaskStatus
 from watukuy.rest.validation import validation_report
 
-CONTROL: web.AppKey[Control] = web.AppKey("control", Control)
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
 HEALTH_STATUS = {"healthy": 200, "starting": 503, "unhealthy": 500}
-
-
-def _json(
-    value: JsonValue, status: int = 200, headers: dict[str, str] | None = None
-) -> web.Response:
-    return web.json_response(value, status=status, headers=headers, dumps=dumps)
-
-
-def _control(request: web.Request) -> Control:
-    return request.app[CONTROL]
 
 
 def _name(request: web.Request) -> str:
     return inputs.check_name(request.match_info["name"])
-
-
-def _is_json(content_type: str) -> bool:
-    kind, _, subtype = content_type.partition("/")
-    return kind == "application" and (subtype == "json" or subtype.endswith("+json"))
-
-
-async def _body(request: web.Request, *, required: bool) -> JsonValue | None:
-    """The JSON body: 415 unless ``application/json`` (or ``+json``), 413 over the limit,
-    400 if it does not parse; ``None`` when there is none and none is required."""
-    if request.body_exists:
-        if not _is_json(request.content_type):
-            raise RequestError(415, "the body must be JSON: send Content-Type: application/json")
-        raw = await request.read()
-        if raw.strip():
-            return inputs.parse_json(raw)
-    if required:
-        raise BadRequest("is required: a JSON object", "body")
-    return None
 
 
 # --- cluster and plugins ---------------------------------------------------------------------
@@ -398,6 +368,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/healthz", healthz),
     ("GET", "/metrics", metrics),
     ("GET", "/openapi.json", openapi),
+    *LOGGER_ROUTES,
 ]
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from watukuy.core.keys import POLLER_NAME
 from watukuy.core.lifecycle import Target, TaskState
+from watukuy.core.loglevels import LEVELS, LOGGER_NAME
 from watukuy.core.operations import CURSOR_SCHEMA
 
 __all__ = ["KEY_IN_BODY", "PARAMETERS", "SCHEMAS", "Schema", "object_schema", "ref"]
@@ -18,6 +19,7 @@ NAME = f"^{POLLER_NAME.pattern}$"
 KEY = "^([A-Za-z0-9._-]+|~)$"
 STATES = [state.value for state in TaskState]
 TARGETS = [target.value for target in Target]
+LOG_LEVELS = list(LEVELS)
 
 
 def ref(name: str) -> Schema:
@@ -46,6 +48,20 @@ SCHEMAS: dict[str, Schema] = {
         additionalProperties=False,
     ),
     "Message": object_schema({"message": {"type": "string"}}),
+    "LoggerLevel": object_schema(
+        {
+            "level": {"enum": LOG_LEVELS},
+            "last_modified": {
+                "type": ["integer", "null"],
+                "description": "When this instance last changed it through the API (epoch ms).",
+            },
+        },
+        additionalProperties=False,
+    ),
+    "Loggers": {"type": "object", "additionalProperties": ref("LoggerLevel")},
+    "LoggerLevelChange": object_schema(
+        {"level": {"type": "string", "description": f"One of {', '.join(LOG_LEVELS)} (any case)."}}
+    ),
     "ClusterInfo": object_schema(
         {
             "version": {"type": "string"},
@@ -261,5 +277,12 @@ PARAMETERS: dict[str, Schema] = {
         "required": True,
         "description": "The connector class.",
         "schema": {"enum": ["http", "python"]},
+    },
+    "logger": {
+        "name": "logger",
+        "in": "path",
+        "required": True,
+        "description": "A logger's dotted name (`watukuy.engine`), or `root`.",
+        "schema": {"type": "string", "pattern": f"^{LOGGER_NAME.pattern}$"},
     },
 }
