@@ -61,6 +61,20 @@ class HandlerSpec:
     max_backoff: float = 30.0
 
 
+@dataclass(frozen=True, slots=True)
+class StreamOf:
+    """What a poller is when it is one stream of a connector (CONTRACT.md, "Several streams"):
+    the poller is named ``<connector>.<stream>``; REST, the CLI and metrics group the streams
+    of one connector by it."""
+
+    connector: str
+    stream: str
+
+    @property
+    def poller(self) -> str:
+        return f"{self.connector}.{self.stream}"
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Poller:
     """A validated poller definition: build it with :func:`define_poller`."""
@@ -88,6 +102,8 @@ class Poller:
     extra: Mapping[str, Any] = field(default_factory=dict)
     validate: Callable[[Any], str | None] | None = None
     """Set by the engine from ``schema``: the reason an item does not conform, or None."""
+    stream_of: StreamOf | None = None
+    """Set for a stream of a connector with ``streams:``; ``None`` for a poller on its own."""
 
     @property
     def partitioned(self) -> bool:
