@@ -83,6 +83,8 @@ def test_the_per_key_operations() -> None:
         "retry",
         "remove",
         "alter_offsets",
+        "adopt",
+        "pause_child",
     ]
     assert {n: op.effect for n, op in KEY_OPERATIONS.items() if op.effect is not Effect.STATE} == {
         "retry": Effect.RETRY,
@@ -102,6 +104,9 @@ def test_which_targets_allow_which_operations() -> None:
         expected = {
             "remove": set(Target),
             "alter_offsets": {Target.STOPPED},
+            # Sent by a parent's commit: a child is created whatever its connector does.
+            "adopt": set(Target),
+            "pause_child": set(Target),
         }.get(name, holding)
         assert op.allowed == expected, name
 
@@ -146,6 +151,8 @@ VALUES: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "retry": st.fixed_dictionaries({"ids": st.lists(st.text(min_size=1, max_size=8))}),
     "remove": st.just({}),
     "alter_offsets": st.fixed_dictionaries({"offset": OFFSETS}),
+    "adopt": st.just({}),
+    "pause_child": st.just({}),
 }
 
 
@@ -373,3 +380,24 @@ def test_a_poller_without_partitions_has_only_the_empty_key() -> None:
     with pytest.raises(ConfigError, match="no partitions") as raised:
         decode_offsets([{"partition": {"key": "a"}, "offset": None}], partitioned=False)
     assert raised.value.path == "offsets[0].partition.key"
+
+
+# -- child streams' operations ------------------------------------------------------------------
+
+
+def test_adopt_resumes_only_a_child_its_parent_paused() -> None:
+    adopt = KEY_OPERATIONS["adopt"]
+    live = state()
+    assert adopt.apply(view(s=live), {}, LATER).state == live  # a live child is not re-read
+    by_user = replace(live, paused="user")
+    assert adopt.apply(view(s=by_user), {}, LATER).state == by_user
+    resumed = adopt.apply(view(s=replace(live, paused="parent")), {}, LATER).state
+    assert resumed.paused is None
+    assert resumed.schedule.next_due == LATER  # due at once
+
+
+def test_pause_child_keeps_a_users_pause() -> None:
+    pause = KEY_OPERATIONS["pause_child"]
+    assert pause.apply(view(), {}, LATER).state.paused == "parent"
+    by_user = replace(state(), paused="user")
+    assert pause.apply(view(s=by_user), {}, LATER).state.paused == "user"

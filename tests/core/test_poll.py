@@ -130,7 +130,7 @@ def test_live_beats_reconcile_beats_backfill() -> None:
     assert next_lane(replace(only_backfill, backfill=LaneState()), NOW) is None
 
 
-@pytest.mark.parametrize("reason", ["user", "removed"])
+@pytest.mark.parametrize("reason", ["user", "removed", "parent"])
 def test_paused_key_has_no_lane(reason: Any) -> None:
     state = replace(fresh_state(POLLER, "t_1", NOW), paused=reason, backfill=LaneState(active=True))
     assert next_lane(state, NOW + 100) is None

@@ -100,7 +100,8 @@ def held_phase(state: PartitionState) -> KeyPhase:
     ``"removed"`` reads as active: a key is held only while it is listed, so a flag left from
     an earlier removal is cleared as the key is restored.
     """
-    return _P.PAUSED_BY_USER if state.paused == "user" else _P.ACTIVE
+    # A child paused by its parent is held and shown paused, as a user's pause is.
+    return _P.PAUSED_BY_USER if state.paused in ("user", "parent") else _P.ACTIVE
 
 
 class Target(StrEnum):

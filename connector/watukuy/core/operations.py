@@ -232,6 +232,20 @@ def _alter_offsets(view: KeyView, values: Mapping[str, Any], now: float) -> KeyC
     return KeyChange(_triggered(state, now))
 
 
+def _adopt(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
+    # Sent by every parent commit that creates (or updates) the parent item: only a child
+    # paused by its parent changes, so a live child is not re-read on each parent change.
+    if view.state.paused == "parent":
+        return KeyChange(_triggered(replace(view.state, paused=None), now))
+    return KeyChange(view.state)
+
+
+def _pause_child(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
+    if view.state.paused is None:  # a user's pause stays the user's
+        return KeyChange(replace(view.state, paused="parent"))
+    return KeyChange(view.state)
+
+
 CURSOR_SCHEMA: Mapping[str, Any] = {
     "description": "A cursor: any JSON value as the poller keeps it (a token, an ISO-8601 "
     "timestamp...)."
@@ -314,6 +328,21 @@ _KEY_OPERATIONS = (
         (Argument("offset", "offset", offset, schema=_OFFSET_SCHEMA),),
         _alter_offsets,
         allowed=frozenset({Target.STOPPED}),
+        partition_route=False,
+    ),
+    # Sent by a parent stream's commits to its child keys' owners (watukuy.core.children).
+    KeyOperation(
+        "adopt",
+        "create a child stream's key (due at once), or resume it if its parent paused it",
+        apply_state=_adopt,
+        allowed=frozenset(Target),
+        partition_route=False,
+    ),
+    KeyOperation(
+        "pause_child",
+        "pause a child stream's key: its parent item was deleted or left the filter",
+        apply_state=_pause_child,
+        allowed=frozenset(Target),
         partition_route=False,
     ),
 )

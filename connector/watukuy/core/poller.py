@@ -27,6 +27,9 @@ class Partition:
 
     key: str
     data: Any = None
+    parents: tuple[str, ...] = ()
+    """A child stream's ancestors' item keys, nearest first: ``{parent.key}`` is
+    ``parents[0]``, ``{parent.parent.key}`` ``parents[1]``; ``()`` for a tenant."""
 
     def __repr__(self) -> str:
         # data often holds credentials: keep it out of logs and tracebacks.
@@ -75,6 +78,19 @@ class StreamOf:
         return f"{self.connector}.{self.stream}"
 
 
+@dataclass(frozen=True, slots=True)
+class ParentSpec:
+    """What makes a poller a child stream: one partition per item of the ``poller`` it names.
+
+    ``key`` reads the parent item's key (the child partition is ``<parent partition>/<key>``);
+    ``where`` (optional) says which parent items have a child. Both read the parent's item.
+    """
+
+    poller: str
+    key: Callable[[Any], Any]
+    where: Callable[[Any], bool] | None = None
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Poller:
     """A validated poller definition: build it with :func:`define_poller`."""
@@ -104,10 +120,12 @@ class Poller:
     """Set by the engine from ``schema``: the reason an item does not conform, or None."""
     stream_of: StreamOf | None = None
     """Set for a stream of a connector with ``streams:``; ``None`` for a poller on its own."""
+    parent: ParentSpec | None = None
+    """Set for a child stream: its keys are created by its parent's commits, not listed."""
 
     @property
     def partitioned(self) -> bool:
-        return self.partitions is not None
+        return self.partitions is not None or self.parent is not None
 
 
 def define_poller(
@@ -132,6 +150,7 @@ def define_poller(
     handler: Mapping[str, Any] | None = None,
     topic: str | None = None,
     schema: Any = None,
+    parent: ParentSpec | Mapping[str, Any] | None = None,
 ) -> Poller:
     """Define a poller; a ``ConfigError`` names the first bad field."""
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
@@ -167,7 +186,31 @@ def define_poller(
         handler=_handler_spec(handler, f"{where}.handler"),
         topic=_topic(topic, f"{where}.topic"),
         schema=schema,
+        parent=_parent_spec(parent, name, where, partitions is not None),
     )
+
+
+def _parent_spec(given: object, name: str, where: str, listed: bool) -> ParentSpec | None:
+    if given is None:
+        return None
+    if listed:  # a child's keys come from its parent's items: a listing would compete
+        raise ConfigError("a child poller (with parent) takes no partitions", f"{where}.partitions")
+    path = f"{where}.parent"
+    if isinstance(given, ParentSpec):
+        spec = given
+    elif isinstance(given, Mapping):
+        _known_keys(given, {"poller", "key", "where"}, path)
+        spec = ParentSpec(given.get("poller"), given.get("key"), given.get("where"))  # type: ignore[arg-type]
+    else:
+        raise ConfigError(f"must be a ParentSpec or a mapping, got {type(given).__name__}", path)
+    if not isinstance(spec.poller, str) or not NAME_PATTERN.match(spec.poller):
+        raise ConfigError(f"must name a poller, got {spec.poller!r}", f"{path}.poller")
+    if spec.poller == name:
+        raise ConfigError("a poller cannot be its own parent", f"{path}.poller")
+    _require_callable(spec.key, f"{path}.key")
+    if spec.where is not None:
+        _require_callable(spec.where, f"{path}.where")
+    return spec
 
 
 def _require_callable(value: object, path: str) -> None:

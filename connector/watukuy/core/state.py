@@ -45,7 +45,8 @@ class Validators:
     last_modified: str | None = None
 
 
-PauseReason = Literal["user", "removed"]
+PauseReason = Literal["user", "removed", "parent"]
+"""``parent``: a child stream's key whose parent item was deleted or left ``where``."""
 
 
 @dataclass(frozen=True, slots=True)

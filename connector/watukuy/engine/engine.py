@@ -23,6 +23,7 @@ from watukuy.core.poller import Partition, Poller
 from watukuy.core.state import ParkedItem
 from watukuy.core.validation import positive_int
 from watukuy.engine.budgets import BudgetGate, build_budgets, split_budgets
+from watukuy.engine.children import check_parents
 from watukuy.engine.connectors import Connectors, OffsetsApi
 from watukuy.engine.handlers import Dispatcher, Handler, Subscription
 from watukuy.engine.keys import KeyRuntime
@@ -423,6 +424,7 @@ def _checked_pollers(pollers: Iterable[Poller]) -> dict[str, Poller]:
         if poller.name in by_name:
             raise ConfigError(f"duplicate poller name '{poller.name}'", f"pollers[{index}]")
         by_name[poller.name] = _with_data_schema(poller, f"pollers[{index}].schema")
+    check_parents(by_name)
     return by_name
 
 

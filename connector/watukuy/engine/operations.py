@@ -27,6 +27,7 @@ from watukuy.core.operations import Effect, KeyOperation, KeyView, key_operation
 from watukuy.core.poll import fresh_state
 from watukuy.core.poller import Partition
 from watukuy.core.state import ParkedItem
+from watukuy.engine import children
 from watukuy.engine.handlers import Dispatcher
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.roster import Roster
@@ -137,6 +138,9 @@ class Operations:
     async def received(self, command: Command) -> None:
         """Apply a command from another instance; it is tombstoned in the same commit."""
         op = key_operation(command.op)
+        if op.name in children.CHILD_OPERATIONS:
+            await children.received(self._roster, command)
+            return
         values = op.decode(command.args, "args")
         definition = self._roster.poller(command.poller)
         self.check_target(op, command.poller)

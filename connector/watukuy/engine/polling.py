@@ -12,6 +12,7 @@ import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
+from watukuy.core.children import sends as child_sends
 from watukuy.core.circuit import CircuitState
 from watukuy.core.errors import Fenced, Retriable
 from watukuy.core.observe import Observer, OutcomeKind, parked_reason
@@ -31,6 +32,7 @@ from watukuy.core.poll import (
 )
 from watukuy.core.state import Lane, PartitionState
 from watukuy.engine.budgets import BudgetGate
+from watukuy.engine.children import children_of
 from watukuy.engine.fetching import execute
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.progress import LaneProgress
@@ -123,7 +125,7 @@ class KeyPoller:
             if not roster.still_holds(runtime):
                 return False  # let go meanwhile: the result is dropped
             try:
-                await roster.commit(runtime, _commit_of(decision))
+                await roster.commit(runtime, self._commit_of(runtime, decision))
             except Fenced:
                 return False  # the roster let the key go
             except Retriable as exc:
@@ -146,6 +148,30 @@ class KeyPoller:
             if not self._may_go_on(runtime):
                 return False
             step = next_page(poller, step, decision)
+
+    def _commit_of(self, runtime: KeyRuntime, decision: Decision) -> KeyCommit:
+        if not isinstance(decision, Emit):
+            return KeyCommit(state=decision.state)
+        parked, sent = decision.parked, []
+        children = children_of(self._roster.definitions(), runtime.poller.name)
+        if children and decision.events:
+            asked = child_sends(
+                runtime.poller,
+                runtime.partition.key,
+                children,
+                decision.events,
+                self._roster.clock.now(),
+                runtime.parked.keys() | {item.id for item in parked},
+            )
+            parked, sent = [*parked, *asked.parked], asked.commands
+        return KeyCommit(
+            state=decision.state,
+            events=decision.events,
+            upserts=decision.upserts,
+            forget=decision.forget,
+            parked=parked,
+            sends=sent,
+        )
 
     def _observed(
         self,
@@ -217,15 +243,3 @@ def _collect(into: list[Answer]) -> Callable[[str, int | None, float], None]:
         into.append((method, status, seconds))
 
     return answered
-
-
-def _commit_of(decision: Emit | Backoff | Trip) -> KeyCommit:
-    if isinstance(decision, Emit):
-        return KeyCommit(
-            state=decision.state,
-            events=decision.events,
-            upserts=decision.upserts,
-            forget=decision.forget,
-            parked=decision.parked,
-        )
-    return KeyCommit(state=decision.state)

@@ -31,6 +31,7 @@ from watukuy.core.partitions import SINGLE, diff, normalise
 from watukuy.core.poll import due_at, fresh_state
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.redaction import failure_text
+from watukuy.engine import children
 from watukuy.engine.due_times import KeyTimes
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.listings import Listings
@@ -135,6 +136,8 @@ class Roster:
                 runtime.partition = latest[key]
         table.current = latest
         table.refreshed_at = now = self.clock.now()
+        for child in children.descendants(self._pollers, name):  # they follow its tenants
+            self.listings.of(child).refreshed_at = None
         if table.listed:
             within = poller.partitions_refresh
             table.arrivals = table.arrivals.listed(changes.added, changes.removed, now, within)
@@ -194,6 +197,8 @@ class Roster:
             await self.refresh(name, force=False)
 
     async def _evaluate(self, poller: Poller) -> dict[str, Partition]:
+        if poller.parent is not None:
+            return await children.child_listing(self, poller)
         if poller.partitions is None:
             return {SINGLE.key: SINGLE}
         returned = poller.partitions()
@@ -302,6 +307,8 @@ class Roster:
                 self.drop(runtime, KeyPhase.FENCED, retry=False)
         for name in self.listings.names():
             await self.activate_listed(name)
+            if self._pollers[name].parent is not None:  # its stored keys may have moved
+                self.listings.of(name).refreshed_at = None
         if set(self._keys) != before:
             log.info(
                 "now owning %d key(s)%s; gave up %d, took %d",
@@ -311,13 +318,18 @@ class Roster:
                 len(set(self._keys) - before),
             )
 
-    async def activate_listed(self, name: str) -> None:
-        """Hold every listed key of ``name`` this instance owns and does not hold yet."""
+    async def activate_listed(self, name: str, only: list[str] | None = None) -> None:
+        """Hold every listed key of ``name`` (or of ``only``: a child stream's keys just
+        created) this instance owns and does not hold yet."""
         table = self.listings.table(name)
-        if table is None or table.refreshed_at is None or not self.target(name).holds_keys:
+        if table is None or not self.target(name).holds_keys:
+            return
+        if table.refreshed_at is None and only is None:
             return
         poller = self._pollers[name]
-        for key, partition in list(table.current.items()):
+        listed = table.current
+        chosen = [(k, listed[k]) for k in only if k in listed] if only else list(listed.items())
+        for key, partition in chosen:
             if key_text(name, key) not in self._keys and self.store.owns(name, key):
                 await self._activate(poller, partition)
 

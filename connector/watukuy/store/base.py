@@ -9,8 +9,9 @@ keys) stays inside it.
 
 The one rule every implementation keeps: a :class:`KeyCommit` (a poll's page, or an
 operation) is committed whole or not at all — events, the key's new state, snapshot changes,
-parked records and the commands it applies together. A batch of commits is one atomic unit
-too, which is what lets the Kafka store put several keys' pages in one transaction.
+parked records, the commands it applies and the commands it sends together. A batch of
+commits is one atomic unit too, which is what lets the Kafka store put several keys' pages
+in one transaction.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ class KeyCommit:
     unpark: Sequence[str] = ()
     fenced: bool = True
     commands: Sequence[str] = ()  # ids of the commands this commit applies (gone with it)
+    sends: Sequence[Command] = ()
+    """Commands for other keys' owners, written with this commit or not at all: a parent
+    stream's page creates or pauses its child keys (:mod:`watukuy.core.children`)."""
 
     @property
     def key(self) -> str:

@@ -28,6 +28,11 @@ class MemoryStore:
         self.outbox: dict[str, list[Event]] = defaultdict(list)
         self.commits = 0
         self._listeners: dict[str, list[asyncio.Queue[Event]]] = defaultdict(list)
+        # Commands sent by commits (a parent's to its children), pending until a commit names
+        # them; handed over again to every engine that starts watching (a restart).
+        self.pending: dict[str, Command] = {}
+        self._handed: list[Command] = []
+        self._watchers: list[Callable[[], None]] = []
 
     def bind(self, pollers: Mapping[str, Poller]) -> None:
         return None
@@ -39,10 +44,12 @@ class MemoryStore:
         return True  # one process, no group: every key is ours
 
     def watch(self, changed: Callable[[], None]) -> None:
-        return None
+        self._watchers.append(changed)
+        self._handed = list(self.pending.values())  # a new engine: nothing was applied yet
 
     def take_commands(self) -> list[Command]:
-        return []
+        taken, self._handed = self._handed, []
+        return taken
 
     async def send_command(self, command: Command) -> None:
         raise ConfigError(f"no owner to send {command.op} to: the memory store owns every key")
@@ -69,6 +76,9 @@ class MemoryStore:
         for entry in batch:
             self._apply(entry)
         self.commits += 1
+        if any(entry.sends for entry in batch):
+            for changed in self._watchers:
+                changed()
 
     def unpublishable(self, event: Event) -> str | None:
         return None  # no topic, no size limit
@@ -76,6 +86,11 @@ class MemoryStore:
     def _apply(self, entry: KeyCommit) -> None:
         key = entry.key
         self.states[key] = commit_rule.apply(entry, self.snapshots[key], self.parked[key])
+        for command_id in entry.commands:
+            self.pending.pop(command_id, None)
+        for command in entry.sends:
+            self.pending[command.id] = command
+            self._handed.append(command)
         if entry.events:
             poller = entry.state.poller
             self.outbox[poller].extend(entry.events)
@@ -85,6 +100,8 @@ class MemoryStore:
 
     async def remove(self, poller: str, partition: str, command: str | None = None) -> None:
         key = key_text(poller, partition)
+        if command is not None:
+            self.pending.pop(command, None)
         self.states.pop(key, None)
         self.snapshots.pop(key, None)
         self.parked.pop(key, None)

@@ -313,6 +313,8 @@ class KafkaStore:
             out.extend(
                 outgoing.of(checked.written, checked.kafka_partition, checked.command_records)
             )
+            # In the same transaction: the child keys' owners see them only if it commits.
+            out.extend(self._command_record(command) for command in entry.sends)
         future = self._new_future()
 
         def done(error: BaseException | None) -> None:
@@ -403,14 +405,16 @@ class KafkaStore:
         await future
         self.observer.dlq_written(item.poller, item.partition, 1)
 
-    async def send_command(self, command: Command) -> None:
-        kafka_partition = self.kafka_partition_of(command.poller, command.partition)
-        record = Record(
+    def _command_record(self, command: Command) -> Record:
+        return Record(
             self.layout.state,
             records.command_key(command.poller, command.partition, command.id),
             records.encode_command(command),
-            kafka_partition,
+            self.kafka_partition_of(command.poller, command.partition),
         )
+
+    async def send_command(self, command: Command) -> None:
+        record = self._command_record(command)
         future = self._new_future()
         self._running().send_plain(record, self._hop(lambda error: _settle(future, error)))
         await future

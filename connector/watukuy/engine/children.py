@@ -1,0 +1,157 @@
+"""Child streams in the engine: a child poller's keys, and the commands its parent sends.
+
+A child poller lists no partitions of its own: its listing is the keys the store holds for it
+(restored, or created by an ``adopt``) whose tenant its root poller lists now. Each carries the
+tenant's live data and its ancestors' item keys (``Partition.parents``). A key whose tenant is
+no longer listed leaves the listing, so it is paused as a removed tenant is (grandchildren
+too), and resumes when the tenant comes back.
+
+``adopt`` and ``pause_child`` (sent by a parent's commit, :mod:`watukuy.core.children`) are
+applied by the child key's owner here: ``adopt`` of a key never stored creates it, due at once;
+of a live key changes nothing; of a key its parent paused resumes it. ``pause_child`` of a key
+never stored only takes the command away. Each is applied in one commit that also takes its
+command away, so a command handed over again (a restart, a move) finds its work done.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from watukuy.core.children import ancestry, split_child
+from watukuy.core.commands import Command
+from watukuy.core.errors import ConfigError, Fenced
+from watukuy.core.keys import key_text
+from watukuy.core.operations import KeyView, key_operation
+from watukuy.core.poll import fresh_state
+from watukuy.core.poller import Partition, Poller
+from watukuy.store.base import KeyCommit
+
+if TYPE_CHECKING:
+    from watukuy.engine.roster import Roster
+
+log = logging.getLogger("watukuy.children")
+
+CHILD_OPERATIONS = frozenset({"adopt", "pause_child"})
+"""The operations only a parent's commit sends."""
+
+__all__ = [
+    "CHILD_OPERATIONS",
+    "check_parents",
+    "child_listing",
+    "children_of",
+    "descendants",
+    "received",
+]
+
+
+def check_parents(pollers: Mapping[str, Poller]) -> None:
+    """``ConfigError`` if a poller's parent is not among ``pollers``, or parents make a cycle."""
+    for name, poller in pollers.items():
+        if poller.parent is None:
+            continue
+        path = f"poller '{name}'.parent.poller"
+        try:
+            ancestry(pollers, name)
+        except KeyError as exc:
+            raise ConfigError(f"unknown parent poller {exc.args[0]!r}", path) from None
+        except ValueError as exc:
+            raise ConfigError(str(exc), path) from None
+
+
+def children_of(pollers: Mapping[str, Poller], name: str) -> list[Poller]:
+    """The pollers whose parent is ``name`` (its direct children)."""
+    return [p for p in pollers.values() if p.parent is not None and p.parent.poller == name]
+
+
+def descendants(pollers: Mapping[str, Poller], root: str) -> list[str]:
+    """Every child poller whose root is ``root`` (children, grandchildren...)."""
+    out = []
+    for name, poller in pollers.items():
+        if poller.parent is None:
+            continue
+        try:
+            chain = ancestry(pollers, name)
+        except (KeyError, ValueError):
+            continue  # refused by check_parents; a poller removed at run time leaves orphans
+        if chain[-1] == root:
+            out.append(name)
+    return out
+
+
+def _tenant_partition(roster: Roster, poller: Poller, key: str) -> Partition | None:
+    """``key`` of the child ``poller`` with its tenant's live data, if the tenant is listed."""
+    pollers = roster.definitions()
+    try:
+        chain = ancestry(pollers, poller.name)
+    except (KeyError, ValueError):
+        return None
+    split = split_child(key, len(chain) - 1)
+    if split is None:
+        return None
+    tenant, parents = split
+    listed = roster.listings.partition(chain[-1], tenant)
+    return None if listed is None else Partition(key, listed.data, parents)
+
+
+async def child_listing(roster: Roster, poller: Poller) -> dict[str, Partition]:
+    """What a child poller "lists": its stored keys whose tenant is listed now."""
+    out: dict[str, Partition] = {}
+    for key in await roster.store.partitions(poller.name):
+        partition = _tenant_partition(roster, poller, key)
+        if partition is not None:
+            out[key] = partition
+    return out
+
+
+async def _tenant_of(roster: Roster, poller: Poller, key: str) -> Partition | None:
+    """As :func:`_tenant_partition`, listing the root first if it never was (a runner that
+    just started) or lacks the tenant (added since its last listing)."""
+    found = _tenant_partition(roster, poller, key)
+    if found is not None:
+        return found
+    chain = ancestry(roster.definitions(), poller.name)
+    split = split_child(key, len(chain) - 1)
+    if split is None:
+        return None
+    table = roster.listings.table(chain[-1])
+    if table is not None and table.refreshed_at is None:
+        await roster.refresh(chain[-1], force=False)
+    else:
+        await roster.list_for_command(chain[-1], split[0])
+    return _tenant_partition(roster, poller, key)
+
+
+async def received(roster: Roster, command: Command) -> None:
+    """Apply an ``adopt`` or ``pause_child`` sent by a parent's commit (see the module)."""
+    poller = roster.poller(command.poller)
+    op = key_operation(command.op)
+    key = command.partition
+    now = roster.clock.now()
+    runtime = roster.runtime_of(key_text(poller.name, key))
+    if runtime is not None and runtime.held:
+        async with runtime.lock:
+            view = KeyView(poller, runtime.state, runtime.snapshot)
+            change = op.apply(view, {}, now)
+            await roster.commit(runtime, KeyCommit(state=change.state, commands=(command.id,)))
+        return
+    if not roster.store.owns(poller.name, key):
+        raise Fenced(f"{key_text(poller.name, key)}: owned by another instance")
+    stored = await roster.store.load(poller.name, key)
+    if stored is None and op.name == "pause_child":
+        await roster.store.remove(poller.name, key, command.id)  # no child: nothing to pause
+        return
+    if stored is None:
+        state = fresh_state(poller, key, now)  # due at once
+        view = KeyView(poller, state, {})
+    else:
+        view = KeyView(poller, stored.state, stored.snapshot)
+    change = op.apply(view, {}, now)
+    await roster.store.commit([KeyCommit(state=change.state, commands=(command.id,))])
+    if stored is None:
+        log.info("%s: child partition created", key_text(poller.name, key))
+    partition = await _tenant_of(roster, poller, key)
+    if partition is not None:  # else held once its tenant is listed
+        roster.listings.of(poller.name).current[key] = partition
+        await roster.activate_listed(poller.name, [key])
