@@ -1,0 +1,111 @@
+"""Child streams on the Kafka store, against a real broker: the commands that create a child
+partition are written in its parent's transaction, and the child key's owner applies them once,
+even when the owner changes between the parent's commit and the child's creation."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from tests.integration.kafka_support import latest_values, make_store, read_topic, wait_owned
+from watukuy import Engine, Partition, define_poller
+from watukuy.core.poller import ParentSpec, Poller
+from watukuy.store.kafka import records
+
+PARTITIONS = 4
+PROJECTS = {"acme": ["P1", "P2", "P3"], "globex": ["P1"]}
+CHILDREN = sorted(f"{tenant}/{p}" for tenant, ids in PROJECTS.items() for p in ids)
+
+
+class Vendor:
+    def __init__(self) -> None:
+        self.issue_fetches: list[str] = []
+
+    def listing(self) -> list[Partition]:
+        return [Partition(tenant, {"slug": tenant}) for tenant in PROJECTS]
+
+    async def projects(self, ctx: Any) -> dict[str, Any]:
+        return {"items": [{"id": p} for p in PROJECTS[ctx.partition.key]], "cursor": None}
+
+    async def issues(self, ctx: Any) -> dict[str, Any]:
+        self.issue_fetches.append(ctx.partition.key)
+        return {"items": [{"id": f"{ctx.partition.parents[0]}-1"}], "cursor": None}
+
+    def pollers(self) -> list[Poller]:
+        return [
+            define_poller(
+                name="tracker.projects",
+                partitions=self.listing,
+                identity=lambda item: item["id"],
+                fetch=self.projects,
+                cursor={"strategy": "none"},
+                schedule={"min": "10m", "max": "1h"},
+            ),
+            define_poller(
+                name="tracker.issues",
+                parent=ParentSpec("tracker.projects", key=lambda item: item["id"]),
+                identity=lambda item: item["id"],
+                fetch=self.issues,
+                cursor={"strategy": "none"},
+                schedule={"min": "10m", "max": "1h"},
+            ),
+        ]
+
+
+async def _running(
+    vendor: Vendor, bootstrap: str, prefix: str, runner: str
+) -> tuple[Engine, Callable[[], Awaitable[None]]]:
+    store = make_store(bootstrap, prefix, runner, partitions=PARTITIONS)
+    engine = Engine(vendor.pollers(), store=store)
+    await engine.__aenter__()
+    await wait_owned(store, PARTITIONS)
+    return engine, engine.close
+
+
+async def test_a_child_created_by_a_parent_commit_is_applied_once_across_owners(
+    kafka_bootstrap: str, prefix: str
+) -> None:
+    vendor = Vendor()
+    # The first owner polls the parents and stops before it takes the commands they sent.
+    first, close = await _running(vendor, kafka_bootstrap, prefix, "r1")
+    try:
+        await first.tick()
+        assert sorted(first.listed("tracker.projects")) == ["acme", "globex"]
+    finally:
+        await close()
+    assert vendor.issue_fetches == []
+
+    # The next owner finds the commands in the state topic and creates every child, at once.
+    second, close = await _running(vendor, kafka_bootstrap, prefix, "r2")
+    try:
+        async with asyncio.timeout(60):
+            while sorted(set(vendor.issue_fetches)) != CHILDREN:
+                await second.tick()
+                await asyncio.sleep(0.2)
+        created = {s.partition: s.created for s in second.store.states_of("tracker.issues")}
+    finally:
+        await close()
+    assert sorted(created) == CHILDREN
+
+    # A third owner restores them: nothing is created again, nothing polled again.
+    third, close = await _running(vendor, kafka_bootstrap, prefix, "r3")
+    try:
+        for _ in range(5):
+            await third.tick()
+            await asyncio.sleep(0.2)
+        again = {s.partition: s.created for s in third.store.states_of("tracker.issues")}
+        held = sorted(i.partition for i in third.inspect() if i.poller == "tracker.issues")
+    finally:
+        await close()
+    assert again == created
+    assert held == CHILDREN
+    assert sorted(vendor.issue_fetches) == CHILDREN  # each child polled once
+
+    state = await asyncio.to_thread(latest_values, kafka_bootstrap, f"{prefix}.state")
+    commands = {k: v for k, v in state.items() if k.startswith(records.COMMAND_PREFIX.encode())}
+    assert len(commands) == len(CHILDREN)  # one creation per child was ever written...
+    assert all(v is None for v in commands.values())  # ...and taken away when applied
+    events = await asyncio.to_thread(read_topic, kafka_bootstrap, f"{prefix}.events.tracker.issues")
+    assert sorted(events.by_key) == [f"tracker.issues/{c}" for c in CHILDREN]
+    assert all(events.sequences(key) == [1] for key in events.by_key)
