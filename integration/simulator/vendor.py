@@ -210,8 +210,10 @@ class VendorSimulator:
     ) -> dict[str, Any]:
         """Merge ``fields`` into a record; it gets a new ``etag`` and ``updated_at``."""
         kind, state = collection(name), self._state(tenant_id)
+        # A child never moves to another parent; the items' message is the one it always was.
+        moved = f"/{kind.parent_field}" if kind.parent_field else ""
         fixed = _RESERVED | ({kind.parent_field} if kind.parent_field else set())
-        require(not (set(fields) & fixed), f"{', '.join(sorted(fixed))} cannot be set")
+        require(not (set(fields) & fixed), f"id/etag/updated_at{moved} cannot be set")
         current = self._record(state, name, record_id)
         shelf = state.shelves[name]
         shelf.put(make_item(record_id, self._stamp(state), current.fields | fields), None)
