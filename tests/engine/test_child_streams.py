@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from watukuy import ConfigError, Engine, FakeClock, MemoryStore, Partition, define_poller
-from watukuy.core.poller import ParentSpec, Poller
+from watukuy.core.poller import Poller
 
 
 @dataclass
@@ -67,7 +67,7 @@ def pollers(vendor: Vendor, *, where: Any = None, grandchildren: bool = False) -
         ),
         define_poller(
             name="tracker.issues",
-            parent=ParentSpec("tracker.projects", key=lambda item: item["id"], where=where),
+            parent={"poller": "tracker.projects", "key": "id", "where": where},
             identity=lambda item: item["id"],
             fetch=vendor.fetch_issues,
             cursor=none,
@@ -191,9 +191,14 @@ async def test_a_deleted_parent_item_pauses_its_child_and_its_return_resumes_it(
     assert vendor.polls("issues", "acme/P2") == 2  # resumed, and due at once
 
 
-async def test_a_parent_item_leaving_where_pauses_its_child(vendor: Vendor) -> None:
+@pytest.mark.parametrize(
+    "where",
+    [lambda item: item.get("archived") is False, {"path": "archived", "equals": False}],
+    ids=["callable", "filter"],
+)
+async def test_a_parent_item_leaving_where_pauses_its_child(vendor: Vendor, where: Any) -> None:
     clock = FakeClock()
-    live = pollers(vendor, where=lambda item: item.get("archived") is False)
+    live = pollers(vendor, where=where)
     vendor.projects["acme"][1]["archived"] = True  # never wanted: no child at all
     engine = Engine(live, store=MemoryStore(), clock=clock)
     await engine.tick()
@@ -244,7 +249,7 @@ async def test_a_parent_item_without_its_key_is_parked_with_the_reason(vendor: V
     live = pollers(vendor)
     live[1] = define_poller(
         name="tracker.issues",
-        parent=ParentSpec("tracker.projects", key=lambda item: item["slug"]),
+        parent={"poller": "tracker.projects", "key": "meta.slug"},
         identity=lambda item: item["id"],
         fetch=vendor.fetch_issues,
         cursor={"strategy": "none"},
@@ -261,9 +266,9 @@ async def test_a_parent_item_without_its_key_is_parked_with_the_reason(vendor: V
     await engine.tick()
 
     parked = await engine.parked.list("tracker.projects", partition="acme")
-    assert len(parked) == 3  # every acme project lacks "slug"
+    assert len(parked) == 3  # every acme project lacks "meta.slug"
     assert all("child stream 'tracker.issues' has no key" in p.error for p in parked)
-    assert all("KeyError" in p.error for p in parked)
+    assert all("no value at key path 'meta.slug'" in p.error for p in parked)
     assert keys_of(engine, "tracker.issues") == {}
 
 
@@ -272,7 +277,14 @@ def test_a_parent_is_checked_where_it_is_defined() -> None:
         return {"items": []}
 
     with pytest.raises(ConfigError, match=r"parent\.key"):
-        define_poller(name="c", parent={"poller": "p", "key": "id"}, identity=id, fetch=fetch)
+        define_poller(name="c", parent={"poller": "p", "key": 5}, identity=id, fetch=fetch)
+    with pytest.raises(ConfigError, match=r"parent\.where"):
+        define_poller(
+            name="c",
+            parent={"poller": "p", "key": "id", "where": {"path": "a", "near": 1}},
+            identity=id,
+            fetch=fetch,
+        )
     with pytest.raises(ConfigError, match="own parent"):
         define_poller(name="c", parent={"poller": "c", "key": id}, identity=id, fetch=fetch)
     with pytest.raises(ConfigError, match="takes no partitions"):

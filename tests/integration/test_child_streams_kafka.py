@@ -9,8 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tests.integration.kafka_support import latest_values, make_store, read_topic, wait_owned
-from watukuy import Engine, Partition, define_poller
-from watukuy.core.poller import ParentSpec, Poller
+from watukuy import Engine, ParentSpec, Partition, Poller, define_poller
 from watukuy.store.kafka import records
 
 PARTITIONS = 4

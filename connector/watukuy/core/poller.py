@@ -15,7 +15,9 @@ from typing import Any
 from watukuy.core.circuit import CircuitSpec
 from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError
+from watukuy.core.filters import MISSING, ItemPath, compile_filter, parse_item_path
 from watukuy.core.schedule import ScheduleSpec
+from watukuy.core.transforms import Transform, compile_transform
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
 CURSOR_STRATEGIES = ("token", "timestamp", "none")
@@ -120,6 +122,8 @@ class Poller:
     """Set by the engine from ``schema``: the reason an item does not conform, or None."""
     stream_of: StreamOf | None = None
     """Set for a stream of a connector with ``streams:``; ``None`` for a poller on its own."""
+    transform: Transform | None = None
+    """What is published of each item (``None``: the item as the vendor sent it)."""
     parent: ParentSpec | None = None
     """Set for a child stream: its keys are created by its parent's commits, not listed."""
 
@@ -150,19 +154,16 @@ def define_poller(
     handler: Mapping[str, Any] | None = None,
     topic: str | None = None,
     schema: Any = None,
+    transform: Mapping[str, Any] | Transform | None = None,
     parent: ParentSpec | Mapping[str, Any] | None = None,
 ) -> Poller:
-    """Define a poller; a ``ConfigError`` names the first bad field."""
+    """Define a poller; a ``ConfigError`` names the first bad field (see :func:`_transform`)."""
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise ConfigError(f"must match [A-Za-z0-9._-]+, got {name!r}", "name")
     where = f"poller '{name}'"
     _require_callable(fetch, f"{where}.fetch")
     _require_callable(identity, f"{where}.identity")
-    for label, fn in (("version", version), ("fingerprint", fingerprint)):
-        if fn is not None:
-            _require_callable(fn, f"{where}.{label}")
-    if partitions is not None:
-        _require_callable(partitions, f"{where}.partitions")
+    _optional_callables(where, version=version, fingerprint=fingerprint, partitions=partitions)
     if budget is not None and (not isinstance(budget, str) or not budget):
         raise ConfigError(f"must be a budget name, got {budget!r}", f"{where}.budget")
     return Poller(
@@ -186,8 +187,17 @@ def define_poller(
         handler=_handler_spec(handler, f"{where}.handler"),
         topic=_topic(topic, f"{where}.topic"),
         schema=schema,
+        transform=_transform(transform, f"{where}.transform", schema),
         parent=_parent_spec(parent, name, where, partitions is not None),
     )
+
+
+def _transform(given: object, path: str, schema: Any) -> Transform | None:
+    """``transform=`` takes the mapping of a declarative poller's ``transform:`` key (see
+    :mod:`watukuy.core.transforms`), with HMAC keys themselves rather than references."""
+    if given is None or isinstance(given, Transform):  # compiled: a declarative poller's
+        return given
+    return compile_transform(given, path, schema=schema if isinstance(schema, Mapping) else None)
 
 
 def _parent_spec(given: object, name: str, where: str, listed: bool) -> ParentSpec | None:
@@ -200,7 +210,13 @@ def _parent_spec(given: object, name: str, where: str, listed: bool) -> ParentSp
         spec = given
     elif isinstance(given, Mapping):
         _known_keys(given, {"poller", "key", "where"}, path)
-        spec = ParentSpec(given.get("poller"), given.get("key"), given.get("where"))  # type: ignore[arg-type]
+        key, keep = given.get("key"), given.get("where")
+        # The declarative form: a path for key, a filter mapping for where (core.filters).
+        if isinstance(key, str):
+            key = _KeyAt(parse_item_path(key, f"{path}.key"))
+        if isinstance(keep, Mapping):
+            keep = compile_filter(keep, f"{path}.where")
+        spec = ParentSpec(given.get("poller"), key, keep)  # type: ignore[arg-type]
     else:
         raise ConfigError(f"must be a ParentSpec or a mapping, got {type(given).__name__}", path)
     if not isinstance(spec.poller, str) or not NAME_PATTERN.match(spec.poller):
@@ -211,6 +227,25 @@ def _parent_spec(given: object, name: str, where: str, listed: bool) -> ParentSp
     if spec.where is not None:
         _require_callable(spec.where, f"{path}.where")
     return spec
+
+
+@dataclass(frozen=True, slots=True)
+class _KeyAt:
+    """A parent item's key read at a path; ``ValueError`` naming the path when absent."""
+
+    path: ItemPath
+
+    def __call__(self, item: Any) -> Any:
+        found = self.path.find(item)
+        if found is MISSING or found is None:
+            raise ValueError(f"no value at key path {self.path.text!r}")
+        return found
+
+
+def _optional_callables(where: str, **given: object) -> None:
+    for label, fn in given.items():
+        if fn is not None:
+            _require_callable(fn, f"{where}.{label}")
 
 
 def _require_callable(value: object, path: str) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from watukuy.core.errors import ConfigError
 from watukuy.core.keys import POLLER_NAME
 from watukuy.core.poller import Poller, define_poller
+from watukuy.core.transforms import Transform, compile_transform
 from watukuy.core.validation import positive_int
 from watukuy.declarative import cursors
 from watukuy.declarative.fetch import PollSpec, make_fetch
@@ -42,6 +43,7 @@ def compile_poller(
     base_dir: Path,
     transport: Transport | None = None,
     written: Mapping[str, Written] | None = None,
+    parents: int = 0,
 ) -> Poller:
     """The poller ``spec`` describes; a ``ConfigError`` names the first bad field.
 
@@ -50,7 +52,8 @@ def compile_poller(
     by an ``http`` partition source only (the polls go through the engine's ``ctx.http``);
     ``written`` holds, by config path, the strings that held ``${...}`` references (see
     :class:`~watukuy.options.secrets.Written`), so templates keep their values literal and
-    show only the references.
+    show only the references; ``parents`` is a child stream's depth (what ``transform.set``
+    may read of ``{parent.key}``, ``{parent.parent.key}``...).
     """
     written = written or {}
     given = section(spec, "", where)
@@ -72,6 +75,7 @@ def compile_poller(
         "schedule": schedule,
         "schema": _schema(given.get("schema"), f"{where}.schema", base_dir),
     }
+    options["transform"] = _transform(given, where, options["schema"], written, parents)
     if refresh is not None:
         options["partitions_refresh"] = refresh
     if request.timeout is not None:
@@ -165,6 +169,26 @@ def _tuning(given: Mapping[str, Any], where: str) -> dict[str, Any]:
     if given.get("circuit") is not None:
         options["circuit"] = _circuit(given["circuit"], f"{where}.circuit")
     return options
+
+
+def _transform(
+    given: Mapping[str, Any],
+    where: str,
+    schema: Any,
+    written: Mapping[str, Written],
+    parents: int,
+) -> Transform | None:
+    """The compiled ``transform``; an HMAC key must come from a ``${...}`` reference, so the
+    config (and what REST shows of it) holds the reference, never the key."""
+    if given.get("transform") is None:
+        return None
+    return compile_transform(
+        given["transform"],
+        f"{where}.transform",
+        parents=parents,
+        schema=schema,
+        secret_at=lambda path: path in written,
+    )
 
 
 def _getter(path: ItemPath, what: str) -> Callable[[Any], Any]:
