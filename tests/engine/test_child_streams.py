@@ -294,3 +294,32 @@ def test_a_parent_is_checked_where_it_is_defined() -> None:
     orphan = define_poller(name="c", parent={"poller": "p", "key": id}, identity=id, fetch=fetch)
     with pytest.raises(ConfigError, match="unknown parent poller 'p'"):
         Engine([orphan])
+
+
+class SharedStore(MemoryStore):
+    """A memory store that owns every key but ``acme/P2``'s children (another instance's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[Any] = []
+
+    def owns(self, poller: str, partition: str) -> bool:
+        return not partition.startswith("acme/P2")
+
+    async def send_command(self, command: Any) -> None:
+        self.sent.append(command)
+
+
+async def test_an_operation_on_a_child_key_held_elsewhere_goes_to_its_owner(
+    vendor: Vendor,
+) -> None:
+    store = SharedStore()
+    engine = Engine(pollers(vendor), store=store, clock=FakeClock())
+    await engine.tick()
+    await engine.tick()
+    assert sorted(keys_of(engine, "tracker.issues")) == ["acme/P1", "globex/P1"]
+    assert "tracker.issues/acme/P2" not in store.states  # not ours to create
+
+    await engine.pause("tracker.issues", partition="acme/P2")
+
+    assert [(c.op, c.key) for c in store.sent] == [("pause", "tracker.issues/acme/P2")]

@@ -75,9 +75,14 @@ class Operations:
         if op.effect is Effect.REMOVE:
             await roster.remove(poller, key)
             return None
-        # Another instance's key goes to it as a command: a listed key, or any key for an
-        # operation that works on keys nobody holds (offsets, while the connector is stopped).
-        remote = roster.listings.is_listed(poller, key) or Target.STOPPED in op.allowed
+        # Another instance's key goes to it as a command: a listed key, a child stream's key
+        # (listed only where it is owned), or any key for an operation that works on keys
+        # nobody holds (offsets, while the connector is stopped).
+        remote = (
+            roster.listings.is_listed(poller, key)
+            or roster.poller(poller).parent is not None
+            or Target.STOPPED in op.allowed
+        )
         if not roster.store.owns(poller, key) and remote:
             command = Command.issue(op.name, poller, key, op.encode(values), roster.clock.now())
             await roster.store.send_command(command)
