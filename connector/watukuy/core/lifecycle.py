@@ -9,7 +9,8 @@ let go for one reason is never silently let go again for another (a fenced key i
 marked removed), and a key that was let go comes back only through ``RESTORING``.
 
 The stored ``PartitionState.paused`` flag is a different thing: it is what survives a
-restart ("user" or "removed"). :func:`held_phase` reads it when a key is restored.
+restart ("user", "removed", or "parent": a child stream's key whose parent item went).
+:func:`held_phase` reads it when a key is restored.
 
 The connector's target is independent of each key's phase: a key the user paused stays paused
 when its connector is resumed, and a running key of a paused connector keeps its phase
