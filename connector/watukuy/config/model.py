@@ -242,7 +242,7 @@ class RunnerConfig:
             "budgets": self.budgets,
             "pollers": [
                 {"python": ref, "name": poller.name} if isinstance(ref, str) else shown_entry(ref)
-                for ref, poller in zip(self._refs(), self.pollers, strict=True)
+                for ref, poller in self._entries()
             ],
         }
         if self.schema_registry.url is not None:
@@ -278,6 +278,14 @@ class RunnerConfig:
         for index, (ref, poller) in enumerate(zip(self._refs(), self.pollers, strict=True)):
             written = self.written_pollers[index] if index < len(self.written_pollers) else ref
             out[poller.name] = ref if isinstance(ref, str) else written
+        return out
+
+    def _entries(self) -> list[tuple[str | Mapping[str, Any], Poller]]:
+        """Each ``pollers:`` entry once: the streams of a connector share their entry."""
+        out: list[tuple[str | Mapping[str, Any], Poller]] = []
+        for ref, poller in zip(self._refs(), self.pollers, strict=True):
+            if not (out and isinstance(ref, Mapping) and out[-1][0] is ref):
+                out.append((ref, poller))
         return out
 
     def _refs(self) -> tuple[str | Mapping[str, Any], ...]:

@@ -36,6 +36,8 @@ class ConfigApplier:
         self._base_dir = base_dir
         self._queue: asyncio.Queue[Change] = asyncio.Queue()
         self._applied: dict[str, Mapping[str, Any]] = {}
+        self._installed: dict[str, list[str]] = {}
+        """The engine's pollers of each connector: its name, or ``<name>.<stream>`` each."""
 
     def changed(self, name: str, config: Mapping[str, Any] | None, target: Target | None) -> None:
         self._queue.put_nowait((name, config, target))
@@ -65,14 +67,26 @@ class ConfigApplier:
             if target is not None:  # a config-file poller's target alone lives in the topic
                 await engine.set_target(name, target)
             return
+        installed = self._installed.get(name, [name])
         if config is None or target is None:
-            if name in engine.pollers:
-                await engine.remove_poller(name)
+            for poller in installed:
+                if poller in engine.pollers:
+                    await engine.remove_poller(poller)
             self._applied.pop(name, None)
+            self._installed.pop(name, None)
             return
-        if self._applied.get(name) != config or name not in engine.pollers:
-            poller = compile_connector(name, config, self._base_dir)
-            await engine.add_poller(poller, target=target)
+        if self._applied.get(name) != config or any(p not in engine.pollers for p in installed):
+            # Compiled whole before anything changes: a config that fails leaves it as it was.
+            compiled = compile_connector(name, config, self._base_dir)
+            wanted = [definition.name for definition in compiled]
+            for gone in installed:  # a stream dropped from the config, or streams added
+                if gone not in wanted and gone in engine.pollers:
+                    await engine.remove_poller(gone)
+            for definition in compiled:
+                await engine.add_poller(definition, target=target)
             self._applied[name] = config
-        elif engine.target(name) != target:
-            await engine.set_target(name, target)
+            self._installed[name] = wanted
+            return
+        for poller in installed:
+            if engine.target(poller) != target:
+                await engine.set_target(poller, target)

@@ -17,7 +17,7 @@ from watukuy.core.errors import ConfigError, Conflict
 from watukuy.core.lifecycle import Target
 from watukuy.core.poller import Poller
 from watukuy.core.validation import message_of
-from watukuy.declarative import compile_poller
+from watukuy.declarative import compile_connector_entry
 from watukuy.options.secrets import Secrets, resolve_references
 from watukuy.rest.errors import NotFound
 from watukuy.rest.port import (
@@ -35,14 +35,15 @@ WHERE = "config"
 """Where a REST connector's config sits: its errors are named relative to it."""
 
 
-def compile_connector(name: str, config: Mapping[str, Any], base_dir: Path) -> Poller:
-    """The poller a REST connector's ``config`` (``${...}`` unresolved) describes; a
-    ``ConfigError`` names the field relative to the config (``request.url``)."""
+def compile_connector(name: str, config: Mapping[str, Any], base_dir: Path) -> list[Poller]:
+    """The pollers a REST connector's ``config`` (``${...}`` unresolved) describes: one, or one
+    per stream of a config with ``streams``; a ``ConfigError`` names the field relative to the
+    config (``request.url``, ``streams[1].request.path``)."""
     secrets: Secrets | None = None
     try:
         resolved, secrets = resolve_references({WHERE: dict(config)}, base_dir)
         body = {key: value for key, value in resolved[WHERE].items() if key != "name"}
-        return compile_poller(
+        return compile_connector_entry(
             {**body, "name": name}, where=WHERE, base_dir=base_dir, written=secrets.written
         )
     except ConfigError as exc:
@@ -85,12 +86,12 @@ class ConnectorConfigs:
         self._writable(name)
         if self._rest_config(name) is not None:
             raise Conflict(f"connector {name} already exists")
-        compile_connector(name, config, self._base_dir)
+        self._compiled(name, config)
         await self._configs.put(name, _stored(config), initial_state, expected_version=0)
 
     async def put_connector_config(self, name: str, config: Config) -> bool:
         self._writable(name)
-        compile_connector(name, config, self._base_dir)
+        self._compiled(name, config)
         found = self._configs.get(name)
         created = found is None or found.config is None
         target = Target.RUNNING if created or found is None else found.target
@@ -104,7 +105,7 @@ class ConnectorConfigs:
         if found is None or found.config is None:
             raise NotFound(f"connector {name} not found")
         merged = merge_patch(found.config, patch)
-        compile_connector(name, merged, self._base_dir)
+        self._compiled(name, merged)
         await self._configs.put(name, _stored(merged), found.target, expected_version=found.version)
 
     async def delete_connector(self, name: str) -> None:
@@ -156,6 +157,16 @@ class ConnectorConfigs:
             await self._configs.set_target(name, target)
         except UnknownConnector as exc:
             raise NotFound(f"connector {name} not found") from exc
+
+    def _compiled(self, name: str, config: Mapping[str, Any]) -> None:
+        """Refuse a config that does not compile, or whose streams' pollers would take the name
+        of a config-file poller (``<name>.<stream>`` is a poller name like any other)."""
+        for poller in compile_connector(name, config, self._base_dir):
+            if poller.name != name and poller.name in self._file:
+                raise Conflict(
+                    f"stream poller {poller.name} of connector {name} has the name of a poller "
+                    "of the runner's config file"
+                )
 
     def _writable(self, name: str) -> None:
         if name in self._file:
