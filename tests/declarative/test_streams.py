@@ -152,9 +152,17 @@ def test_a_stream_may_choose_another_auth_or_a_whole_url() -> None:
             "pollers[0].streams[0].publish: must be true or false, got 'no'",
         ),
         ({"streams": []}, "pollers[0]: must be a non-empty list of streams"),
+        (
+            {"streams": [{"name": "a"}], "defaults": {}},
+            "pollers[0].streams[0].request: is required",
+        ),
+        (
+            {"streams": [{"name": "a", "request": {"url": API}}], "defaults": {}},
+            "pollers[0].streams[0].identity: is required",
+        ),
         ({"budget": "vendor"}, "pollers[0].budget: unknown key; expected one of: name, partitions"),
         (
-            {"defaults": {"request": {"base": "ftp://x"}}},
+            {"defaults": {"request": {"base": "ftp://x"}, "identity": "id"}},
             "pollers[0].defaults.request.base: must be an absolute http:// or https:// URL",
         ),
     ],

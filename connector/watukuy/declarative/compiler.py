@@ -84,6 +84,7 @@ def compile_stream(
 ) -> Poller:
     """One stream of a connector (its entry merged with ``defaults``, ``name`` the poller's
     ``<connector>.<stream>``): the connector's listing, token cache and pacing are ``shared``."""
+    section(given, "", where)  # the keys a poller requires, whether written here or in defaults
     listing = None if shared.listing is None else shared.listing.for_stream(stream_of.stream)
     poller = _compile(
         given, where, base_dir, written, (listing, shared.refresh), shared, given.get("publish")
