@@ -13,6 +13,8 @@ from watukuy import ConfigError, Partition, Poller
 from watukuy.core.poller import StreamOf
 from watukuy.declarative import compile_connector_entry
 from watukuy.declarative.errors import StatusFailed
+from watukuy.declarative.request import parse_request
+from watukuy.declarative.templates import Scope, compile_template
 from watukuy.options.flat import flatten, unflatten
 from watukuy.options.secrets import resolve_references
 
@@ -213,3 +215,23 @@ def test_streams_and_defaults_round_trip_through_connects_flat_form() -> None:
     flat = flatten(one_key, "http")
     assert flat["defaults.budget"] == "vendor"
     assert unflatten(flat) == ("http", one_key)
+
+
+@pytest.mark.parametrize(
+    ("base", "path", "url"),
+    [
+        (f"{API}/v1", "items", f"{API}/v1/items"),
+        (f"{API}/v1/", "/items", f"{API}/v1/items"),
+        (f"{API}/v1//", "//items?x=1", f"{API}/v1/items?x=1"),
+        ("{partition.data.host}", "/items/{partition.key}", "https://h.test/items/acme"),
+        (f"{API}/{{partition.key}}", "{partition.key}", f"{API}/acme/acme"),
+    ],
+)
+def test_path_joins_base_with_one_slash(base: str, path: str, url: str) -> None:
+    def compile_value(raw: object, at: str) -> Any:
+        return compile_template(raw, at, partitioned=True, cursor=False)
+
+    spec = parse_request({"base": base, "path": path}, "request", "r", compile_value)
+    tenant = Partition(key="acme", data={"host": "https://h.test"})
+    assert spec.render(Scope(partition=tenant)).url == url
+    assert spec.url.where == "r.path"  # a render error names the path, which the stream wrote
