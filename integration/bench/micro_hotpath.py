@@ -26,6 +26,7 @@ from integration.pollers import invoices
 from integration.simulator import VendorSimulator
 from watukuy.core.changes import detect
 from watukuy.core.poll import fresh_state
+from watukuy.core.poller import Poller
 from watukuy.serde.events import EventSchemas, encode_event
 from watukuy.store.base import KeyCommit
 from watukuy.store.kafka.outgoing import Outgoing
@@ -38,14 +39,16 @@ def pages(items: int, size: int) -> list[list[dict[str, Any]]]:
     return [listed[i : i + size] for i in range(0, len(listed), size)]
 
 
-def one_round(chunks: list[list[dict[str, Any]]], outgoing: Outgoing) -> tuple[float, float, int]:
-    state = fresh_state(invoices, "tenant-1", 1_700_000_000.0)
+def one_round(
+    chunks: list[list[dict[str, Any]]], outgoing: Outgoing, poller: Poller = invoices
+) -> tuple[float, float, int]:
+    state = fresh_state(poller, "tenant-1", 1_700_000_000.0)
     detect_s = records_s = 0.0
     events = 0
     for chunk in chunks:
         t0 = time.thread_time()
         found = detect(
-            invoices, "tenant-1", chunk, {}, lane="live", sequence=events, now=1_700_000_001.0
+            poller, "tenant-1", chunk, {}, lane="live", sequence=events, now=1_700_000_001.0
         )
         t1 = time.thread_time()
         commit = KeyCommit(state=state, events=found.events, upserts=found.upserts)

@@ -11,6 +11,7 @@ import pytest
 from tests.declarative.helpers import API, WHERE, Driver
 from watukuy import ConfigError, Partition, Poller
 from watukuy.core.poller import StreamOf
+from watukuy.core.transforms import TransformContext
 from watukuy.declarative import compile_connector_entry
 from watukuy.declarative.errors import StatusFailed
 from watukuy.declarative.request import parse_request
@@ -235,3 +236,22 @@ def test_path_joins_base_with_one_slash(base: str, path: str, url: str) -> None:
     tenant = Partition(key="acme", data={"host": "https://h.test"})
     assert spec.render(Scope(partition=tenant)).url == url
     assert spec.url.where == "r.path"  # a render error names the path, which the stream wrote
+
+
+def test_a_transform_in_defaults_reaches_every_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PII_KEY", "k3y-material")
+    defaults = tracker()["defaults"] | {
+        "transform": {"mask": {"email": {"hmac": "${env:PII_KEY}"}}, "drop": ["note"]}
+    }
+    entry = tracker(defaults=defaults)
+    entry["streams"][1]["transform"] = {"drop": ["secret"]}  # merged: its own drop, the mask
+    resolved, secrets = resolve_references({"pollers": [entry]}, Path("."))
+    projects, users = compiled(resolved["pollers"][0], written=secrets.written)
+    item = {"id": 1, "login": "ann", "email": "a@x.test", "note": "n", "secret": "s"}
+    published = []
+    for poller in (projects, users):
+        assert poller.transform is not None
+        published.append(poller.transform.apply(item, TransformContext("acme")))
+    assert published[0] is not None and "note" not in published[0] and "secret" in published[0]
+    assert published[1] is not None and "note" in published[1] and "secret" not in published[1]
+    assert published[0]["email"] == published[1]["email"] != "a@x.test"

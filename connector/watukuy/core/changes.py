@@ -18,6 +18,7 @@ from typing import Any
 from watukuy.core.events import Event, EventType, canonical_json, event_id, fingerprint, utc
 from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, SnapshotEntry
+from watukuy.core.transforms import Transform, TransformContext
 
 
 @dataclass(slots=True)
@@ -117,6 +118,98 @@ def _read(
     return identity, version
 
 
+@dataclass(frozen=True, slots=True)
+class _Left:
+    """An item that ``transform.filter`` leaves out; ``identity`` None when it has none
+    either (it was never published: there is nothing to delete)."""
+
+    identity: str | None
+
+
+Read = tuple[tuple[str, str] | ParkedItem | _Left, Any]
+"""An item's identity and version (or why not) and its published form."""
+
+
+def _reader(poller: Poller, partition: str, lane: str, now: float) -> Callable[[Any], Read]:
+    transform = poller.transform
+    if transform is None:
+        return lambda item: (_read(poller, partition, item, lane, now), item)
+    context = transform.context(partition)  # once per page
+    return lambda item: _read_transformed(poller, transform, context, partition, item, lane, now)
+
+
+def _read_transformed(
+    poller: Poller,
+    transform: Transform,
+    context: TransformContext,
+    partition: str,
+    item: Any,
+    lane: str,
+    now: float,
+) -> Read:
+    """Like :func:`_read`, with the published item: identity and version read the vendor's
+    item, the fingerprint and the schema the published one."""
+    if not transform.matches(item):
+        try:
+            return _Left(_as_text(poller.identity(item), "identity")), None
+        except Exception:
+            return _Left(None), None
+    try:
+        published = transform.reshape(item, context)
+        identity = _as_text(poller.identity(item), "identity")
+        if poller.version is not None:
+            version = _as_text(poller.version(item), "version")
+        elif poller.fingerprint is not None:
+            version = _as_text(poller.fingerprint(published), "fingerprint")
+        else:
+            version = fingerprint(published)
+    except Exception as exc:
+        error = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+        return invalid_item(poller, partition, item, error, lane, now), None
+    problem = poller.validate(published) if poller.validate is not None else None
+    if problem is not None:
+        return invalid_item(poller, partition, item, f"SchemaError: {problem}", lane, now), None
+    return (identity, version), published
+
+
+def _set_aside(
+    out: Detected,
+    poller: Poller,
+    partition: str,
+    read: ParkedItem | _Left,
+    snapshot: Mapping[str, SnapshotEntry],
+    parked: Container[str],
+    lane: str,
+    now: float,
+) -> None:
+    """An item that is parked, or that the filter leaves out: the latter is published once
+    as ``deleted`` if it was live."""
+    if isinstance(read, ParkedItem):
+        _park(out, parked, read)
+        return
+    identity = read.identity
+    previous = None if identity is None else out.upserts.get(identity) or snapshot.get(identity)
+    if identity is None or previous is None or previous.deleted is not None:
+        return
+    out.sequence += 1
+    out.events.append(
+        Event(
+            event_id(poller.name, partition, identity, previous.version, "deleted"),
+            poller.name,
+            partition,
+            identity,
+            "deleted",
+            previous.version,
+            out.sequence,
+            utc(now),
+            lane,
+            poller.schema_version,
+            None,
+        )
+    )
+    out.upserts[identity] = SnapshotEntry(previous.version, now, previous.scan, deleted=now)
+
+
 def _change(
     in_page: SnapshotEntry | None, previous: SnapshotEntry | None, version: str, replaying: bool
 ) -> EventType | None:
@@ -154,10 +247,11 @@ def detect(
     # What every event of the page shares is computed once per page, not per item.
     name, schema_version, time = poller.name, poller.schema_version, utc(now)
     upserts, events = out.upserts, out.events
+    read_item = _reader(poller, partition, lane, now)
     for item in items:
-        read = _read(poller, partition, item, lane, now)
-        if isinstance(read, ParkedItem):
-            _park(out, parked, read)
+        read, published = read_item(item)
+        if not isinstance(read, tuple):  # parked, or left out by the filter
+            _set_aside(out, poller, partition, read, snapshot, parked, lane, now)
             continue
         identity, version = read
         in_page = upserts.get(identity)
@@ -175,7 +269,7 @@ def detect(
                 time,
                 lane,
                 schema_version,
-                item,
+                published,
             )
             refused = publishable(event) if publishable is not None else None
             if refused is not None:  # parked like a schema error: a fix is a change

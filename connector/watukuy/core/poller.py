@@ -16,6 +16,7 @@ from watukuy.core.circuit import CircuitSpec
 from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError
 from watukuy.core.schedule import ScheduleSpec
+from watukuy.core.transforms import Transform, compile_transform
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
 CURSOR_STRATEGIES = ("token", "timestamp", "none")
@@ -104,6 +105,8 @@ class Poller:
     """Set by the engine from ``schema``: the reason an item does not conform, or None."""
     stream_of: StreamOf | None = None
     """Set for a stream of a connector with ``streams:``; ``None`` for a poller on its own."""
+    transform: Transform | None = None
+    """What is published of each item (``None``: the item as the vendor sent it)."""
 
     @property
     def partitioned(self) -> bool:
@@ -132,8 +135,9 @@ def define_poller(
     handler: Mapping[str, Any] | None = None,
     topic: str | None = None,
     schema: Any = None,
+    transform: Mapping[str, Any] | Transform | None = None,
 ) -> Poller:
-    """Define a poller; a ``ConfigError`` names the first bad field."""
+    """Define a poller; a ``ConfigError`` names the first bad field (see :func:`_transform`)."""
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise ConfigError(f"must match [A-Za-z0-9._-]+, got {name!r}", "name")
     where = f"poller '{name}'"
@@ -167,7 +171,16 @@ def define_poller(
         handler=_handler_spec(handler, f"{where}.handler"),
         topic=_topic(topic, f"{where}.topic"),
         schema=schema,
+        transform=_transform(transform, f"{where}.transform", schema),
     )
+
+
+def _transform(given: object, path: str, schema: Any) -> Transform | None:
+    """``transform=`` takes the mapping of a declarative poller's ``transform:`` key (see
+    :mod:`watukuy.core.transforms`), with HMAC keys themselves rather than references."""
+    if given is None or isinstance(given, Transform):  # compiled: a declarative poller's
+        return given
+    return compile_transform(given, path, schema=schema if isinstance(schema, Mapping) else None)
 
 
 def _require_callable(value: object, path: str) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 from watukuy.core.errors import ConfigError
 from watukuy.core.keys import POLLER_NAME
 from watukuy.core.poller import Poller, StreamOf, define_poller
+from watukuy.core.transforms import Transform, compile_transform
 from watukuy.core.validation import positive_int
 from watukuy.declarative import cursors
 from watukuy.declarative.fetch import PollSpec, make_fetch
@@ -44,6 +45,7 @@ def compile_poller(
     base_dir: Path,
     transport: Transport | None = None,
     written: Mapping[str, Written] | None = None,
+    parents: int = 0,
 ) -> Poller:
     """The poller ``spec`` describes; a ``ConfigError`` names the first bad field.
 
@@ -52,7 +54,8 @@ def compile_poller(
     by an ``http`` partition source only (the polls go through the engine's ``ctx.http``);
     ``written`` holds, by config path, the strings that held ``${...}`` references (see
     :class:`~watukuy.options.secrets.Written`), so templates keep their values literal and
-    show only the references.
+    show only the references; ``parents`` is a child stream's depth (what ``transform.set``
+    may read of ``{parent.key}``, ``{parent.parent.key}``...).
 
     An entry with ``streams:`` is several pollers: see
     :func:`~watukuy.declarative.streams.compile_connector_entry`.
@@ -63,7 +66,7 @@ def compile_poller(
             raise ConfigError(_ONLY[key], f"{where}.{key}")
     written = written or {}
     partitions, refresh = _partitions(given.get("partitions"), where, base_dir, transport, written)
-    return _compile(given, where, base_dir, written, (partitions, refresh), None)
+    return _compile(given, where, base_dir, written, (partitions, refresh), None, parents)
 
 
 _ONLY = {
@@ -81,14 +84,20 @@ def compile_stream(
     written: Mapping[str, Written],
     shared: Shared,
     stream_of: StreamOf,
+    parents: int = 0,
 ) -> Poller:
     """One stream of a connector (its entry merged with ``defaults``, ``name`` the poller's
     ``<connector>.<stream>``): the connector's listing, token cache and pacing are ``shared``."""
     section(given, "", where)  # the keys a poller requires, whether written here or in defaults
     listing = None if shared.listing is None else shared.listing.for_stream(stream_of.stream)
-    poller = _compile(
-        given, where, base_dir, written, (listing, shared.refresh), shared, given.get("publish")
-    )
+    source = (listing, shared.refresh)
+    poller = _compile(given, where, base_dir, written, source, shared, parents)
+    publish = given.get("publish")
+    if publish is None:
+        return replace(poller, stream_of=stream_of)
+    if not isinstance(publish, bool):
+        raise ConfigError(f"must be true or false, got {publish!r}", f"{where}.publish")
+    return replace(poller, stream_of=stream_of, extra={**poller.extra, "publish": publish})
     return replace(poller, stream_of=stream_of)
 
 
@@ -99,7 +108,7 @@ def _compile(
     written: Mapping[str, Written],
     source: tuple[Callable[[], Any] | None, float | None],
     shared: Shared | None,
-    publish: object = None,
+    parents: int,
 ) -> Poller:
     name = _name(given["name"], f"{where}.name")
     partitions, refresh = source
@@ -120,17 +129,13 @@ def _compile(
         "schedule": schedule,
         "schema": _schema(given.get("schema"), f"{where}.schema", base_dir),
     }
+    options["transform"] = _transform(given, where, options["schema"], written, parents)
     if refresh is not None:
         options["partitions_refresh"] = refresh
     if request.timeout is not None:
         options["fetch_timeout"] = request.timeout
     options.update(_tuning(given, where))
-    poller = _define(options, where)
-    if publish is None:
-        return poller
-    if not isinstance(publish, bool):
-        raise ConfigError(f"must be true or false, got {publish!r}", f"{where}.publish")
-    return replace(poller, extra={**poller.extra, "publish": publish})
+    return _define(options, where)
 
 
 def _name(raw: object, where: str) -> str:
@@ -218,6 +223,26 @@ def _tuning(given: Mapping[str, Any], where: str) -> dict[str, Any]:
     if given.get("circuit") is not None:
         options["circuit"] = _circuit(given["circuit"], f"{where}.circuit")
     return options
+
+
+def _transform(
+    given: Mapping[str, Any],
+    where: str,
+    schema: Any,
+    written: Mapping[str, Written],
+    parents: int,
+) -> Transform | None:
+    """The compiled ``transform``; an HMAC key must come from a ``${...}`` reference, so the
+    config (and what REST shows of it) holds the reference, never the key."""
+    if given.get("transform") is None:
+        return None
+    return compile_transform(
+        given["transform"],
+        f"{where}.transform",
+        parents=parents,
+        schema=schema,
+        secret_at=lambda path: path in written,
+    )
 
 
 def _getter(path: ItemPath, what: str) -> Callable[[Any], Any]:

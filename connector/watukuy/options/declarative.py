@@ -161,6 +161,43 @@ def _page_size(path: str) -> KeyDoc:
     )
 
 
+def _transform(prefix: str) -> list[KeyDoc]:
+    return [
+        KeyDoc(
+            prefix,
+            "mapping",
+            None,
+            "What is published of each item; the steps run in the order below, whatever "
+            "order they are written in. Paths are dotted keys (`reporter.email`).",
+        ),
+        KeyDoc(
+            f"{prefix}.filter",
+            "mapping",
+            None,
+            "Publish only matching items: `{path, equals|in|exists|matches: value}`, "
+            "`{all: [...]}`, `{any: [...]}`, `{not: ...}`. An item that stops matching is "
+            "published once as `deleted`.",
+        ),
+        KeyDoc(f"{prefix}.select", "list", None, "Keep only these paths, where they are nested."),
+        KeyDoc(f"{prefix}.drop", "list", None, "Remove these paths."),
+        KeyDoc(f"{prefix}.rename", "mapping", None, "Source path -> target path."),
+        KeyDoc(
+            f"{prefix}.mask",
+            "mapping",
+            None,
+            "Path -> `{hmac: ${env:KEY}}` (lowercase hex HMAC-SHA256; the key must be a "
+            "secret reference) or `{redact: TEXT}`.",
+        ),
+        KeyDoc(
+            f"{prefix}.set",
+            "mapping",
+            None,
+            "Key -> literal or template over `{partition.key}`, `{parent.key}`, `{item.PATH}` "
+            "(never `{partition.data...}`).",
+        ),
+    ]
+
+
 _TENANTS = "partitions.http"
 
 DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
@@ -349,6 +386,7 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
         "A stream's events are published; `false`: the stream is polled only to drive its "
         "child streams. Only in a stream.",
     ),
+    *_transform("transform"),
 )
 
 STREAM_ONLY = ("publish",)

@@ -59,6 +59,7 @@ from integration.faults.topics import read_raw
 from integration.faults.vendor import Simulator
 from integration.runners import RunnerProcess, wait_for
 from watukuy.options.declarative import DECLARATIVE_KEYS
+from watukuy.rest.openapi import openapi_document
 from watukuy.rest.routes import ROUTES
 from watukuy.store.kafka.partitioner import partition_for
 
@@ -230,7 +231,8 @@ class Fire:
         return answers[: len(configs)], answers[len(configs) :]
 
     def _agreed(self) -> dict[str, Any] | None:
-        shown = [call(port, "GET", f"/connectors/{FIRE}/config") for port in self.ports()]
+        nested = f"/connectors/{FIRE}/config?format=nested"  # as the PUTs wrote it
+        shown = [call(port, "GET", nested) for port in self.ports()]
         bodies = [a.body for a in shown if a.status == 200]
         if len(bodies) == len(shown) and all(b == bodies[0] for b in bodies):
             config: dict[str, Any] = bodies[0]
@@ -582,18 +584,16 @@ def _fill(template: str, name: str, key: str, plugin: str) -> str:
         template.replace("{name}", quote(name, safe=""))
         .replace("{key}", quote(key, safe=""))
         .replace("{plugin}", quote(plugin, safe=""))
+        .replace("{id}", "0")
+        .replace("{logger}", "root")
     )
 
 
 def _reads_body(method: str, template: str) -> bool:
-    """The write routes that read a body (the target changes and restart take none)."""
-    last = template.rsplit("/", 1)[-1]
-    return method in {"POST", "PUT", "PATCH"} and last not in {
-        "pause",
-        "resume",
-        "stop",
-        "restart",
-    }
+    """The routes the OpenAPI document gives a body (the target changes, restarts and resets
+    take none), so a route added with a body is checked without a list here to keep."""
+    operation = openapi_document()["paths"].get(template, {}).get(method.lower(), {})
+    return "requestBody" in operation
 
 
 def _canonical(config: Any) -> str:
