@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from watukuy.core.errors import ConfigError
 from watukuy.core.poller import Poller
 
-__all__ = ["Named", "stream_names", "stream_pollers"]
+__all__ = ["Named", "poller_named", "stream_names", "stream_pollers"]
 
 
 def stream_names(config: Mapping[str, Any]) -> tuple[str, ...]:
@@ -65,3 +66,20 @@ def stream_pollers(pollers: Mapping[str, Poller], connector: str) -> list[str]:
         if poller.stream_of is not None and poller.stream_of.connector == connector
     ]
     return [stream.poller for stream in sorted(found, key=lambda s: s.stream)]
+
+
+def poller_named(pollers: Mapping[str, Poller], name: str, path: str) -> Poller:
+    """The poller ``name`` of the CLI's ``--poller`` (``path``): a poller, or a stream as
+    ``<connector>.<stream>``. A connector with streams is refused with its streams' names,
+    since keys and events are each stream's."""
+    found = pollers.get(name)
+    if found is not None:
+        return found
+    streams = stream_pollers(pollers, name)
+    if streams:
+        raise ConfigError(
+            f"connector '{name}' has streams, each with its own keys and events: name one "
+            f"({', '.join(streams)})",
+            path,
+        )
+    raise ConfigError(f"unknown poller '{name}' (known: {', '.join(sorted(pollers))})", path)
