@@ -8,25 +8,43 @@ HTTP (see :mod:`integration.simulator.app` for the endpoints)::
     async with running_simulator(sim) as base_url:
         sim.update_item("t_0001", "it_00001", amount=1.0)
         sim.faults("t_0002").fail_next = 2
+
+Besides invoices (``/{slug}/items``) every tenant has a tracker's projects, their issues, the
+issues' comments and users, sized by ``tracker=TrackerSizes(...)``.
 """
 
 from __future__ import annotations
 
 from .app import build_app, running_simulator
 from .paging import decode_cursor, encode_cursor, from_iso, to_iso
-from .records import POISON_KINDS, Admission, Conflict, Faults, Item, LogEntry, NotFound, Tenant
+from .records import (
+    COLLECTIONS,
+    POISON_KINDS,
+    Admission,
+    Collection,
+    Conflict,
+    Faults,
+    Item,
+    LogEntry,
+    NotFound,
+    Tenant,
+    TrackerSizes,
+)
 from .vendor import DEFAULT_HISTORY_END, VendorSimulator
 
 __all__ = [
+    "COLLECTIONS",
     "DEFAULT_HISTORY_END",
     "POISON_KINDS",
     "Admission",
+    "Collection",
     "Conflict",
     "Faults",
     "Item",
     "LogEntry",
     "NotFound",
     "Tenant",
+    "TrackerSizes",
     "VendorSimulator",
     "build_app",
     "decode_cursor",

@@ -2,6 +2,8 @@
 
     python -m integration.simulator --tenants 5 --items 20 --seed 7 --port 8099 --mutate-every 2s
 
+Each tenant also has a tracker (``--projects``, ``--issues``, ``--comments``, ``--users``).
+
 The first line on stdout is one JSON object, ``{"base_url": ..., "tenants": [{"id", "slug",
 "token"}]}``, so a script can read it and start polling; progress goes to stderr. It serves
 until SIGINT or SIGTERM.
@@ -19,6 +21,7 @@ import sys
 from collections.abc import Sequence
 
 from .app import running_simulator
+from .records import TrackerSizes
 from .vendor import VendorSimulator
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m)?")
@@ -37,6 +40,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m integration.simulator", description=__doc__)
     parser.add_argument("--tenants", type=int, default=3, help="number of tenants (3)")
     parser.add_argument("--items", type=int, default=20, help="initial items per tenant (20)")
+    parser.add_argument("--projects", type=int, default=2, help="tracker projects per tenant (2)")
+    parser.add_argument("--issues", type=int, default=3, help="issues per project (3)")
+    parser.add_argument("--comments", type=int, default=2, help="comments per issue (2)")
+    parser.add_argument("--users", type=int, default=3, help="users per tenant (3)")
     parser.add_argument("--seed", type=int, default=0, help="seed of all generated data (0)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     parser.add_argument("--port", type=int, default=8099, help="port, 0 for any free (8099)")
@@ -47,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
         type=parse_duration,
         default=None,
         metavar="DURATION",
-        help="make a random create/update/delete this often (off)",
+        help="make a random item change, and one tracker change, this often (off)",
     )
     return parser
 
@@ -60,11 +67,22 @@ async def _mutate(sim: VendorSimulator, every: float) -> None:
         if change is not None:
             operation, tenant_id, item_id = change
             print(f"mutated: {operation} {tenant_id}/{item_id}", file=sys.stderr, flush=True)
+        tracker_change = sim.mutate_tracker_randomly()
+        if tracker_change is not None:
+            operation, tenant_id, name, record_id = tracker_change
+            line = f"mutated: {operation} {tenant_id}/{name}/{record_id}"
+            print(line, file=sys.stderr, flush=True)
 
 
 async def _serve(args: argparse.Namespace) -> None:
+    tracker = TrackerSizes(args.projects, args.issues, args.comments, args.users)
     sim = VendorSimulator(
-        args.tenants, args.items, seed=args.seed, quota=args.quota, window=args.window
+        args.tenants,
+        args.items,
+        seed=args.seed,
+        quota=args.quota,
+        window=args.window,
+        tracker=tracker,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

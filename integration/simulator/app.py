@@ -23,17 +23,35 @@ Public API (what a poller talks to):
       once the quota is spent the answer is 429 with ``Retry-After`` (seconds).
     - The tenant's :class:`~.vendor.Faults` apply after authentication and rate limiting.
 
+A tracker's collections, with the same paging, cursors, ETags, auth, quota and faults (one
+quota per tenant across all of them), each record also carrying ``etag``:
+
+``GET /{slug}/projects``: ``{"id", "name", "archived", "updated_at"}``
+``GET /{slug}/projects/{project}/issues``: ``{"id", "title", "status"`` (open, pending or
+    closed)``, "spam", "reporter": {"email", "internal_note"}, "updated_at"}``
+``GET /{slug}/projects/{project}/issues/{issue}/comments``: ``{"id", "body", "author",
+    "updated_at"}``
+``GET /{slug}/users``: ``{"id", "email", "name", "updated_at"}``
+    A parent that does not exist (or not under that project) is a 404 after the quota and
+    faults, as a vendor checks it; an archived project's issues are still served. Deleting a
+    record deletes what is under it. A change to a child does not touch its parent.
+
 Admin API (test control; not counted, not rate-limited, never faulty; ids are tenant ids):
 
 - ``POST /_admin/tenants`` ``{"slug"?, "items"?}`` → 201 tenant; ``DELETE /_admin/tenants/{id}``
 - ``GET|POST /_admin/tenants/{id}/faults``: read, or replace with the given fields
   (:class:`~.records.Faults`; ``"heal_after": seconds`` lifts them that long from now)
-- ``GET|POST /_admin/tenants/{id}/items``: every item, or create one (201)
-- ``PUT|PATCH|DELETE /_admin/tenants/{id}/items/{item_id}``: merge-update, or delete (204)
-- ``GET /_admin/tenants/{id}/served``: ``[{"id", "version"}]``, every item version (``etag``)
-  served intact in a page, once each, first-served order; the ground truth of the fault suite
-- ``GET /_admin/tenants/{id}/poisoned``: ``[{"id", "version", "kind"}]``, the item versions
-  served poisoned (``poison_rate`` or ``drop_id``): no event, one dead letter each
+- ``GET|POST /_admin/tenants/{id}/{collection}``: every record, or create one (201); a
+  collection is ``items``, ``projects``, ``issues``, ``comments`` or ``users``. An issue names
+  its project in ``"project"``, a comment its issue in ``"issue"`` (given to create one, and
+  shown in the listing); unspecified fields are generated
+- ``PUT|PATCH|DELETE /_admin/tenants/{id}/{collection}/{item_id}``: merge-update, or delete
+  (204) with everything under it
+- ``GET /_admin/tenants/{id}/served?collection=items``: ``[{"id", "version"}]`` (plus the parent
+  field in a child collection), every version (``etag``) served intact in a page, once each,
+  first-served order; the ground truth of the fault suite
+- ``GET /_admin/tenants/{id}/poisoned?collection=items``: ``[{"id", "version", "kind"}]``, the
+  versions served poisoned (``poison_rate`` or ``drop_id``): no event, one dead letter each
 - ``GET /_admin/tenants/{id}/log``: ``[{"path", "query", "status"}]``, every API request
 - ``GET /_admin/stats``: ``{"total": n, "tenants": {id: n}}`` request counts
 """
@@ -50,7 +68,7 @@ from typing import Any
 from aiohttp import web
 
 from .paging import BadRequest, Page, lower_bound, parse_limit
-from .records import Conflict, Item, NotFound
+from .records import COLLECTIONS, Conflict, Item, NotFound
 from .vendor import VendorSimulator
 
 SIMULATOR = web.AppKey("simulator", VendorSimulator)
@@ -68,17 +86,23 @@ def build_app(sim: VendorSimulator) -> web.Application:
     routes.add_delete("/_admin/tenants/{tenant_id}", _remove_tenant)
     routes.add_get("/_admin/tenants/{tenant_id}/faults", _get_faults)
     routes.add_post("/_admin/tenants/{tenant_id}/faults", _set_faults)
-    routes.add_get("/_admin/tenants/{tenant_id}/items", _all_items)
-    routes.add_post("/_admin/tenants/{tenant_id}/items", _create_item)
-    routes.add_put("/_admin/tenants/{tenant_id}/items/{item_id}", _update_item)
-    routes.add_patch("/_admin/tenants/{tenant_id}/items/{item_id}", _update_item)
-    routes.add_delete("/_admin/tenants/{tenant_id}/items/{item_id}", _delete_item)
+    records = f"/_admin/tenants/{{tenant_id}}/{{collection:{'|'.join(COLLECTIONS)}}}"
+    routes.add_get(records, _all_items)
+    routes.add_post(records, _create_item)
+    routes.add_put(records + "/{item_id}", _update_item)
+    routes.add_patch(records + "/{item_id}", _update_item)
+    routes.add_delete(records + "/{item_id}", _delete_item)
     routes.add_get("/_admin/tenants/{tenant_id}/served", _served)
     routes.add_get("/_admin/tenants/{tenant_id}/poisoned", _poisoned)
     routes.add_get("/_admin/tenants/{tenant_id}/log", _log)
     routes.add_get("/_admin/stats", _stats)
     routes.add_get("/tenants", _list_tenants)
-    routes.add_get("/{slug}/items", _list_items)
+    routes.add_get("/{slug}/items", _lister("items"))
+    routes.add_get("/{slug}/projects", _lister("projects"))
+    routes.add_get("/{slug}/users", _lister("users"))
+    routes.add_get("/{slug}/projects/{project}/issues", _lister("issues", "project"))
+    comments = "/{slug}/projects/{project}/issues/{issue}/comments"
+    routes.add_get(comments, _lister("comments", "project", "issue"))
     return app
 
 
@@ -146,8 +170,19 @@ async def _list_tenants(request: web.Request) -> web.Response:
     return web.json_response({"tenants": [tenant.to_json() for tenant in sim.tenants]})
 
 
-async def _list_items(request: web.Request) -> web.Response:
-    """Authenticate, rate-limit, inject faults, then serve one page."""
+def _lister(name: str, *ancestors: str) -> Handler:
+    """The handler of collection ``name``'s listing; ``ancestors`` name the path parameters
+    holding its parents' ids, outermost first (``project``, ``issue``)."""
+
+    async def handler(request: web.Request) -> web.Response:
+        parents = tuple(request.match_info[ancestor] for ancestor in ancestors)
+        return await _list(request, name, parents)
+
+    return handler
+
+
+async def _list(request: web.Request, name: str, parents: tuple[str, ...]) -> web.Response:
+    """Authenticate, rate-limit, inject faults, then serve one page of ``name``."""
     sim = request.app[SIMULATOR]
     tenant = sim.tenant_by_slug(request.match_info["slug"])
     if tenant is None:
@@ -172,17 +207,26 @@ async def _list_items(request: web.Request) -> web.Response:
         limit = parse_limit(request.query.get("limit"))
     except BadRequest as exc:
         return _error(400, str(exc), headers)
-    page = sim.page(tenant.id, after, limit)
-    return _page_response(request, tenant.id, page, headers)
+    try:
+        page = sim.page(tenant.id, after, limit, name, parents)
+    except NotFound as exc:  # a parent that is not (or no longer) there
+        return _error(404, str(exc), headers)
+    return _page_response(request, tenant.id, page, headers, (name, parents))
 
 
 def _page_response(
-    request: web.Request, tenant_id: str, page: Page[Item], headers: dict[str, str]
+    request: web.Request,
+    tenant_id: str,
+    page: Page[Item],
+    headers: dict[str, str],
+    scope: tuple[str, tuple[str, ...]] = ("items", ()),
 ) -> web.Response:
-    """Serialise a page, honouring ``If-None-Match`` and the body-mangling faults; note the
-    versions it hands out intact (a 304 hands out the same versions again)."""
+    """Serialise a page of the collection ``scope`` names (and its parents' ids), honouring
+    ``If-None-Match`` and the body-mangling faults; note the versions it hands out intact (a
+    304 hands out the same versions again)."""
     sim = request.app[SIMULATOR]
-    rendered = [sim.render(tenant_id, item) for item in page.items]
+    name, parents = scope
+    rendered = [sim.render(tenant_id, item, name) for item in page.items]
     payload = {
         "data": [body for body, _ in rendered],
         "next": page.next,
@@ -192,7 +236,9 @@ def _page_response(
     if sim.faults(tenant_id).malformed_json:
         # Half of a JSON object never parses: its braces cannot balance.
         return _json_body(body[: len(body) // 2], headers)
-    sim.record_served(tenant_id, zip(page.items, (kind for _, kind in rendered), strict=True))
+    kinds = (kind for _, kind in rendered)
+    parent = parents[-1] if parents else None
+    sim.record_served(tenant_id, zip(page.items, kinds, strict=True), name, parent)
     etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
     headers = headers | {"ETag": etag}
     if _etag_matches(request.headers.get("If-None-Match"), etag):
@@ -237,35 +283,40 @@ async def _set_faults(request: web.Request) -> web.Response:
 
 
 async def _all_items(request: web.Request) -> web.Response:
-    items = request.app[SIMULATOR].items(request.match_info["tenant_id"])
-    return web.json_response({"data": items})
+    tenant_id, name = request.match_info["tenant_id"], request.match_info["collection"]
+    return web.json_response({"data": request.app[SIMULATOR].records(tenant_id, name)})
 
 
 async def _create_item(request: web.Request) -> web.Response:
     body = await _json_object(request)
-    item = request.app[SIMULATOR].create_item(request.match_info["tenant_id"], **body)
+    tenant_id, name = request.match_info["tenant_id"], request.match_info["collection"]
+    item = request.app[SIMULATOR].create_record(tenant_id, name, **body)
     return web.json_response(item, status=201)
 
 
 async def _update_item(request: web.Request) -> web.Response:
     body = await _json_object(request)
-    tenant_id, item_id = request.match_info["tenant_id"], request.match_info["item_id"]
-    item = request.app[SIMULATOR].update_item(tenant_id, item_id, **body)
+    tenant_id, name = request.match_info["tenant_id"], request.match_info["collection"]
+    item = request.app[SIMULATOR].update_record(
+        tenant_id, name, request.match_info["item_id"], **body
+    )
     return web.json_response(item)
 
 
 async def _delete_item(request: web.Request) -> web.Response:
-    tenant_id, item_id = request.match_info["tenant_id"], request.match_info["item_id"]
-    request.app[SIMULATOR].delete_item(tenant_id, item_id)
+    tenant_id, name = request.match_info["tenant_id"], request.match_info["collection"]
+    request.app[SIMULATOR].delete_record(tenant_id, name, request.match_info["item_id"])
     return web.Response(status=204)
 
 
 async def _served(request: web.Request) -> web.Response:
-    return web.json_response(request.app[SIMULATOR].served(request.match_info["tenant_id"]))
+    tenant_id, name = request.match_info["tenant_id"], request.query.get("collection", "items")
+    return web.json_response(request.app[SIMULATOR].served(tenant_id, name))
 
 
 async def _poisoned(request: web.Request) -> web.Response:
-    return web.json_response(request.app[SIMULATOR].poisoned(request.match_info["tenant_id"]))
+    tenant_id, name = request.match_info["tenant_id"], request.query.get("collection", "items")
+    return web.json_response(request.app[SIMULATOR].poisoned(tenant_id, name))
 
 
 async def _log(request: web.Request) -> web.Response:

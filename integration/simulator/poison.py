@@ -11,7 +11,7 @@ import hashlib
 import random
 from typing import Any
 
-from .records import Faults, Item
+from .records import COLLECTIONS, Collection, Faults, Item
 
 
 def poison_kind(tenant_id: str, item: Item, faults: Faults) -> str | None:
@@ -28,22 +28,28 @@ def poison_kind(tenant_id: str, item: Item, faults: Faults) -> str | None:
     return kinds[int.from_bytes(digest[8:12], "big") % len(kinds)]
 
 
-def poisoned(item: Item, kind: str, size: int) -> dict[str, Any]:
-    """The JSON of ``item`` served as poison of ``kind`` (one of ``POISON_KINDS``).
+def poisoned(
+    item: Item, kind: str, size: int, where: Collection = COLLECTIONS["items"]
+) -> dict[str, Any]:
+    """The JSON of ``item`` of collection ``where`` served as poison of ``kind``.
 
     - ``malformed``: no ``id`` (the identity the pollers read is missing);
-    - ``schema``: ``amount`` is text, which the invoice schema's ``double`` refuses;
-    - ``oversized``: ``name`` carries ``size`` more characters, a valid but huge invoice;
+    - ``schema``: an item's ``amount`` is text, which the invoice schema's ``double`` refuses;
+      any other record's ``updated_at`` is a number, which a ``string`` field refuses;
+    - ``oversized``: the collection's text field (an item's ``name``, an issue's ``title``...)
+      carries ``size`` more characters, a valid but huge record;
     - ``oversized_malformed``: both huge and without ``id``.
-    The ``etag`` is always there: it is how a test finds the item in the dead letters.
+    The ``etag`` is always there: it is how a test finds the record in the dead letters.
     """
     body = item.to_json()
     if kind in ("oversized", "oversized_malformed"):
         # Incompressible text, so no codec between here and the broker can shrink it back.
         noise = random.Random(f"{item.id}/{item.etag}").randbytes((size + 1) // 2).hex()
-        body["name"] = f"{body.get('name')} {noise[:size]}"
+        body[where.text_field] = f"{body.get(where.text_field)} {noise[:size]}"
     if kind in ("malformed", "oversized_malformed"):
         del body["id"]
-    if kind == "schema":
+    if kind == "schema" and where.name == "items":
         body["amount"] = f"{body.get('amount')} {body.get('currency')}"
+    elif kind == "schema":
+        body["updated_at"] = item.stamp
     return body

@@ -1,4 +1,5 @@
-"""The values the simulator hands out and takes in: tenants, items, faults, verdicts, errors.
+"""The values the simulator hands out and takes in: tenants, items, collections, faults,
+verdicts, errors.
 
 Kept apart from the model in ``vendor.py`` so both stay small; nothing here holds state
 beyond its own fields.
@@ -57,6 +58,68 @@ def make_item(item_id: str, stamp: int, item_fields: dict[str, Any]) -> Item:
     content = json.dumps([item_id, stamp, item_fields], sort_keys=True, default=str)
     etag = hashlib.sha256(content.encode()).hexdigest()[:16]
     return Item(id=item_id, stamp=stamp, etag=etag, fields=dict(item_fields))
+
+
+@dataclass(frozen=True)
+class Collection:
+    """One kind of record a tenant holds, served under its own path (see ``app.py``).
+
+    A child collection lives under one record of ``parent`` (an issue under a project); the
+    admin API names that parent in the field ``parent_field`` (``"project"``). Ids are
+    ``<prefix>_<number>``, unique within the tenant, so a child's id alone finds it.
+    ``text_field`` is the text an ``oversized`` poison pads.
+    """
+
+    name: str
+    prefix: str
+    width: int
+    parent: str | None = None
+    parent_field: str | None = None
+    text_field: str = "name"
+
+    @property
+    def noun(self) -> str:
+        """``item`` for ``items``, as error messages say it: every name is a plain plural."""
+        return self.name.removesuffix("s")
+
+
+COLLECTIONS: dict[str, Collection] = {
+    c.name: c
+    for c in (
+        Collection("items", "it", 5),
+        Collection("projects", "pr", 4),
+        Collection(
+            "issues", "is", 5, parent="projects", parent_field="project", text_field="title"
+        ),
+        Collection("comments", "cm", 5, parent="issues", parent_field="issue", text_field="body"),
+        Collection("users", "us", 4),
+    )
+}
+"""Every collection by name: ``items`` (invoices), and a tracker's projects, their issues,
+the issues' comments and users."""
+
+
+def collection(name: str) -> Collection:
+    """The collection called ``name``; an unknown one is a ``ValueError`` (400 on the admin API)."""
+    found = COLLECTIONS.get(name)
+    require(found is not None, f"no collection {name!r} (one of {', '.join(COLLECTIONS)})")
+    assert found is not None
+    return found
+
+
+@dataclass(frozen=True)
+class TrackerSizes:
+    """How many tracker records each new tenant starts with; all zero gives none."""
+
+    projects: int = 2
+    issues_per_project: int = 3
+    comments_per_issue: int = 2
+    users: int = 3
+
+    def __post_init__(self) -> None:
+        for name in ("projects", "issues_per_project", "comments_per_issue", "users"):
+            value = getattr(self, name)
+            require(is_int(value) and value >= 0, f"{name} must be an integer >= 0")
 
 
 POISON_KINDS = ("malformed", "schema", "oversized", "oversized_malformed")

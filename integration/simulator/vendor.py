@@ -27,6 +27,7 @@ from typing import Any
 from .paging import Page, Position, seconds_to_micros, select_page, to_iso
 from .poison import poison_kind, poisoned
 from .records import (
+    COLLECTIONS,
     Admission,
     Conflict,
     Faults,
@@ -34,10 +35,15 @@ from .records import (
     LogEntry,
     NotFound,
     Tenant,
+    TrackerSizes,
+    collection,
     is_int,
     make_item,
     require,
 )
+from .shelf import Shelf
+from .tracker import generate, mutate_tracker
+from .truth import GroundTruth
 
 DEFAULT_HISTORY_END = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
 """The initial items of every tenant were last updated in the 30 days before this moment."""
@@ -55,9 +61,10 @@ _SLUG = re.compile(r"[a-z0-9][a-z0-9-]*")
 @dataclass
 class _TenantState:
     tenant: Tenant
-    items: dict[str, Item]
     last_stamp: int
-    next_item: int = 1
+    shelves: dict[str, Shelf] = field(
+        default_factory=lambda: {name: Shelf(kind) for name, kind in COLLECTIONS.items()}
+    )
     faults: Faults = field(default_factory=Faults)
     window_start: float | None = None
     window_used: int = 0
@@ -82,23 +89,25 @@ class VendorSimulator:
         window: float = 60.0,
         now: Callable[[], float] = time.time,
         history_end: float = DEFAULT_HISTORY_END,
+        tracker: TrackerSizes = TrackerSizes(),  # noqa: B008 (frozen, so one shared value is safe)
     ) -> None:
         require(is_int(quota) and quota >= 1, "quota must be an integer >= 1")
         require(window > 0, "window must be > 0 seconds")
         self.quota = quota
         self.window = window
         self.items_per_tenant = items_per_tenant
+        self.tracker = tracker
         self._now = now
         self._history_end = seconds_to_micros(history_end)
         self._rng = random.Random(seed)
         self._fault_rng = random.Random(f"{seed}/faults")
         self._mutation_rng = random.Random(f"{seed}/mutations")
+        # The tracker collections draw from their own RNGs, so the items (and every test
+        # written against them) are the same whatever the tracker sizes.
+        self._tracker_rng = random.Random(f"{seed}/tracker")
+        self._tracker_mutation_rng = random.Random(f"{seed}/tracker-mutations")
         self._states: dict[str, _TenantState] = {}
-        # Per tenant id, every (id, version) served intact in a page, first-served order. Kept
-        # apart from the tenant's state so it outlives the tenant: a fault suite verifies the
-        # events of removed tenants too. A dict is an ordered set here.
-        self._served: dict[str, dict[tuple[str, str], None]] = {}
-        self._poisoned: dict[str, dict[tuple[str, str], str]] = {}  # the same, served poisoned
+        self._truth = GroundTruth()
         self._by_slug: dict[str, Tenant] = {}  # every request looks its tenant up by slug
         self._next_tenant = 1
         self._total_requests = 0
@@ -129,13 +138,13 @@ class VendorSimulator:
             raise Conflict(f"slug {slug!r} is taken")
         self._next_tenant += 1
         tenant = Tenant(id=f"t_{number:04d}", slug=slug, token=token)
-        state = _TenantState(tenant=tenant, items={}, last_stamp=self._history_end)
+        state = _TenantState(tenant=tenant, last_stamp=self._history_end)
         self._states[tenant.id] = state
         self._by_slug[tenant.slug] = tenant
-        self._served[tenant.id] = {}
-        self._poisoned[tenant.id] = {}
+        self._truth.open(tenant.id)
         for _ in range(self.items_per_tenant if items is None else items):
             self._add_history_item(state)
+        self._add_history_tracker(state)
         return tenant
 
     def remove_tenant(self, tenant_id: str) -> None:
@@ -148,47 +157,90 @@ class VendorSimulator:
         expected = f"Bearer {self._state(tenant_id).tenant.token}"
         return authorization is not None and hmac.compare_digest(authorization, expected)
 
-    # -- items ------------------------------------------------------------------------------
+    # -- items and the other collections ---------------------------------------------------
 
     def items(self, tenant_id: str) -> list[dict[str, Any]]:
         """Every live item of a tenant, in listing order."""
-        ordered = sorted(self._state(tenant_id).items.values(), key=lambda item: item.position)
-        return [item.to_json() for item in ordered]
+        return self.records(tenant_id, "items")
 
     def item(self, tenant_id: str, item_id: str) -> dict[str, Any]:
-        return self._item(self._state(tenant_id), item_id).to_json()
+        return self._record(self._state(tenant_id), "items", item_id).to_json()
 
     def create_item(self, tenant_id: str, /, **item_fields: Any) -> dict[str, Any]:
         """Create an item; unspecified fields are generated, ``id`` may be given."""
-        state = self._state(tenant_id)
-        require(not set(item_fields) & (_RESERVED - {"id"}), "etag/updated_at are computed")
-        item_id = item_fields.pop("id", None)
-        if item_id is None:
-            item_id = self._new_item_id(state)
-        require(isinstance(item_id, str) and item_id != "", "id must be a non-empty string")
-        if item_id in state.items:
-            raise Conflict(f"item {item_id!r} exists")
-        stamp = self._stamp(state)
-        generated = self._random_fields() | {"created_at": to_iso(stamp)}
-        state.items[item_id] = make_item(item_id, stamp, generated | item_fields)
-        return state.items[item_id].to_json()
+        return self.create_record(tenant_id, "items", **item_fields)
 
     def update_item(self, tenant_id: str, item_id: str, /, **item_fields: Any) -> dict[str, Any]:
         """Merge ``item_fields`` into an item; it gets a new ``etag`` and ``updated_at``."""
-        state = self._state(tenant_id)
-        require(not (set(item_fields) & _RESERVED), "id/etag/updated_at cannot be set")
-        current = self._item(state, item_id)
-        updated = make_item(item_id, self._stamp(state), current.fields | item_fields)
-        state.items[item_id] = updated
-        return updated.to_json()
+        return self.update_record(tenant_id, "items", item_id, **item_fields)
 
     def delete_item(self, tenant_id: str, item_id: str) -> None:
-        state = self._state(tenant_id)
-        self._item(state, item_id)
-        del state.items[item_id]
+        self.delete_record(tenant_id, "items", item_id)
 
-    def page(self, tenant_id: str, after: Position, limit: int) -> Page[Item]:
-        return select_page(self._state(tenant_id).items.values(), after, limit)
+    def records(self, tenant_id: str, name: str) -> list[dict[str, Any]]:
+        """Every live record of collection ``name`` in listing order, a child's with its
+        parent's id under the collection's ``parent_field`` (the admin API's ground truth)."""
+        shelf = self._state(tenant_id).shelves[collection(name).name]
+        ordered = sorted(shelf.by_id.values(), key=lambda item: item.position)
+        return [self._admin_json(shelf, item) for item in ordered]
+
+    def create_record(self, tenant_id: str, name: str, /, **fields: Any) -> dict[str, Any]:
+        """Create a record; unspecified fields are generated, ``id`` may be given, and a child
+        names its parent in its ``parent_field`` (``project=`` for an issue)."""
+        kind, state = collection(name), self._state(tenant_id)
+        shelf = state.shelves[kind.name]
+        require(not set(fields) & (_RESERVED - {"id"}), "etag/updated_at are computed")
+        parent = self._parent_of_new(state, name, fields)
+        record_id = fields.pop("id", None)
+        if record_id is None:
+            record_id = shelf.new_id()
+        require(isinstance(record_id, str) and record_id != "", "id must be a non-empty string")
+        if record_id in shelf.by_id:
+            raise Conflict(f"{COLLECTIONS[name].noun} {record_id!r} exists")
+        stamp = self._stamp(state)
+        if name == "items":
+            generated = self._random_fields() | {"created_at": to_iso(stamp)}
+        else:
+            generated = generate(name, self._tracker_rng, _emails(state))
+        shelf.put(make_item(record_id, stamp, generated | fields), parent)
+        return self._admin_json(shelf, shelf.by_id[record_id])
+
+    def update_record(
+        self, tenant_id: str, name: str, record_id: str, /, **fields: Any
+    ) -> dict[str, Any]:
+        """Merge ``fields`` into a record; it gets a new ``etag`` and ``updated_at``."""
+        kind, state = collection(name), self._state(tenant_id)
+        # A child never moves to another parent; the items' message is the one it always was.
+        moved = f"/{kind.parent_field}" if kind.parent_field else ""
+        fixed = _RESERVED | ({kind.parent_field} if kind.parent_field else set())
+        require(not (set(fields) & fixed), f"id/etag/updated_at{moved} cannot be set")
+        current = self._record(state, name, record_id)
+        shelf = state.shelves[name]
+        shelf.put(make_item(record_id, self._stamp(state), current.fields | fields), None)
+        return self._admin_json(shelf, shelf.by_id[record_id])
+
+    def delete_record(self, tenant_id: str, name: str, record_id: str) -> None:
+        """Delete a record and, as a tracker does, everything under it (an issue's comments)."""
+        state = self._state(tenant_id)
+        self._record(state, collection(name).name, record_id)
+        self._remove(state, name, record_id)
+
+    def page(
+        self,
+        tenant_id: str,
+        after: Position,
+        limit: int,
+        name: str = "items",
+        parents: tuple[str, ...] = (),
+    ) -> Page[Item]:
+        """One page of a listing; a child collection's is of the records under ``parents``
+        (its ancestors' ids, outermost first), each of which must exist under the one before."""
+        state, kind = self._state(tenant_id), collection(name)
+        shelf = state.shelves[name]
+        if kind.parent is None:
+            return select_page(shelf.by_id.values(), after, limit)
+        self._check_lineage(state, kind.parent, parents)
+        return select_page(shelf.under(parents[-1]), after, limit)
 
     def mutate_randomly(self) -> tuple[str, str, str] | None:
         """Make one random change (mostly updates), for demos; returns (op, tenant, item)."""
@@ -197,15 +249,21 @@ class VendorSimulator:
         rng = self._mutation_rng
         state = self._states[rng.choice(sorted(self._states))]
         tenant_id = state.tenant.id
+        items = state.shelves["items"].by_id
         roll = rng.random()
-        if not state.items or roll < 0.3:
+        if not items or roll < 0.3:
             return ("create", tenant_id, self.create_item(tenant_id)["id"])
-        item_id = rng.choice(sorted(state.items))
+        item_id = rng.choice(sorted(items))
         if roll < 0.4:
             self.delete_item(tenant_id, item_id)
             return ("delete", tenant_id, item_id)
         self.update_item(tenant_id, item_id, amount=round(rng.uniform(1, 1000), 2))
         return ("update", tenant_id, item_id)
+
+    def mutate_tracker_randomly(self) -> tuple[str, str, str, str] | None:
+        """Make one random change to the tracker collections, drawn apart from the items'
+        (see :func:`~.tracker.mutate_tracker`); returns (op, tenant, collection, id)."""
+        return mutate_tracker(self, self._tracker_mutation_rng)
 
     # -- faults and rate limits -------------------------------------------------------------
 
@@ -282,47 +340,41 @@ class VendorSimulator:
 
     # -- ground truth -----------------------------------------------------------------------
 
-    def render(self, tenant_id: str, item: Item) -> tuple[dict[str, Any], str | None]:
-        """An item's JSON as a listing serves it now, and its kind of poison (None: intact)."""
+    def render(
+        self, tenant_id: str, item: Item, name: str = "items"
+    ) -> tuple[dict[str, Any], str | None]:
+        """A record's JSON as a listing serves it now, and its kind of poison (None: intact)."""
         faults = self.faults(tenant_id)
         kind = poison_kind(tenant_id, item, faults)
         if kind is None:
             return item.to_json(), None
-        return poisoned(item, kind, faults.poison_bytes), kind
+        return poisoned(item, kind, faults.poison_bytes, collection(name)), kind
 
-    def record_served(self, tenant_id: str, items: Iterable[tuple[Item, str | None]]) -> None:
-        """Note the item versions a page handed out, each with its kind of poison or None (the
-        app calls this for each listing a client can read)."""
-        served, poisoned_log = self._served[tenant_id], self._poisoned[tenant_id]
-        for item, kind in items:
-            if kind is None:
-                served[(item.id, item.etag)] = None
-            else:
-                poisoned_log.setdefault((item.id, item.etag), kind)
+    def record_served(
+        self,
+        tenant_id: str,
+        items: Iterable[tuple[Item, str | None]],
+        name: str = "items",
+        parent: str | None = None,
+    ) -> None:
+        """Note the versions a page of ``name`` (under ``parent``) handed out, each with its
+        kind of poison or None (the app calls this for each listing a client can read)."""
+        self._truth.note(tenant_id, items, name, parent)
 
-    def served(self, tenant_id: str) -> list[dict[str, str]]:
-        """Every item version served in a page, once each, in the order first served.
+    def served(self, tenant_id: str, name: str = "items") -> list[dict[str, str | None]]:
+        """Every version of a collection served in a page, once each, in the order first
+        served; a tenant keeps its log after removal.
 
-        ``version`` is the item's ``etag``, what the invoices pollers use as their version, so
-        each entry should match exactly one event. A tenant keeps its log after removal.
+        ``version`` is the record's ``etag``, what the invoices pollers use as their version,
+        so each entry should match exactly one event. A child collection's entries also name
+        their parent (``project`` for an issue), which gives the child partition's key.
         """
-        try:
-            served = self._served[tenant_id]
-        except KeyError:
-            raise NotFound(f"no tenant {tenant_id!r}") from None
-        return [{"id": item_id, "version": version} for item_id, version in served]
+        return self._truth.served(tenant_id, name)
 
-    def poisoned(self, tenant_id: str) -> list[dict[str, str]]:
-        """Every item version served poisoned, ``{"id", "version", "kind"}``, once each: these
-        have no event, each has one dead letter. Kept after the tenant's removal."""
-        try:
-            poisoned_log = self._poisoned[tenant_id]
-        except KeyError:
-            raise NotFound(f"no tenant {tenant_id!r}") from None
-        return [
-            {"id": item_id, "version": version, "kind": kind}
-            for (item_id, version), kind in poisoned_log.items()
-        ]
+    def poisoned(self, tenant_id: str, name: str = "items") -> list[dict[str, str | None]]:
+        """Every version served poisoned, ``{"id", "version", "kind"}``, once each: these have
+        no event, each has one dead letter. Kept after the tenant's removal."""
+        return self._truth.poisoned(tenant_id, name)
 
     # -- internals --------------------------------------------------------------------------
 
@@ -332,17 +384,52 @@ class VendorSimulator:
         except KeyError:
             raise NotFound(f"no tenant {tenant_id!r}") from None
 
-    def _item(self, state: _TenantState, item_id: str) -> Item:
+    def _record(self, state: _TenantState, name: str, record_id: str) -> Item:
         try:
-            return state.items[item_id]
+            return state.shelves[name].by_id[record_id]
         except KeyError:
-            raise NotFound(f"no item {item_id!r} in tenant {state.tenant.id!r}") from None
+            raise NotFound(
+                f"no {COLLECTIONS[name].noun} {record_id!r} in tenant {state.tenant.id!r}"
+            ) from None
 
-    def _new_item_id(self, state: _TenantState) -> str:
-        while (item_id := f"it_{state.next_item:05d}") in state.items:
-            state.next_item += 1
-        state.next_item += 1
-        return item_id
+    def _parent_of_new(self, state: _TenantState, name: str, fields: dict[str, Any]) -> str | None:
+        """The existing parent a new child record names (taken out of ``fields``)."""
+        kind = COLLECTIONS[name]
+        if kind.parent is None or kind.parent_field is None:
+            return None
+        parent = fields.pop(kind.parent_field, None)
+        require(
+            isinstance(parent, str),
+            f"{kind.parent_field}: the id of its {COLLECTIONS[kind.parent].noun}",
+        )
+        assert isinstance(parent, str)
+        self._record(state, kind.parent, parent)
+        return parent
+
+    def _check_lineage(self, state: _TenantState, name: str, ids: tuple[str, ...]) -> None:
+        """``ids[-1]`` is a record of ``name`` whose ancestors are ``ids[:-1]``, or NotFound."""
+        kind, record_id = COLLECTIONS[name], ids[-1]
+        shelf = state.shelves[name]
+        if record_id not in shelf.by_id:
+            raise NotFound(f"no {kind.noun} {record_id!r}")
+        if kind.parent is not None:
+            if shelf.parent_of[record_id] != ids[-2]:
+                parent = COLLECTIONS[kind.parent].noun
+                raise NotFound(f"no {kind.noun} {record_id!r} in {parent} {ids[-2]!r}")
+            self._check_lineage(state, kind.parent, ids[:-1])
+
+    def _remove(self, state: _TenantState, name: str, record_id: str) -> None:
+        for child in COLLECTIONS.values():
+            if child.parent == name:
+                for item in state.shelves[child.name].under(record_id):
+                    self._remove(state, child.name, item.id)
+        state.shelves[name].remove(record_id)
+
+    def _admin_json(self, shelf: Shelf, item: Item) -> dict[str, Any]:
+        body = item.to_json()
+        if shelf.kind.parent_field is not None:
+            body[shelf.kind.parent_field] = shelf.parent_of[item.id]
+        return body
 
     def _stamp(self, state: _TenantState) -> int:
         """The next ``updated_at`` of a tenant: the clock, but strictly after the last one."""
@@ -352,9 +439,29 @@ class VendorSimulator:
     def _add_history_item(self, state: _TenantState) -> None:
         """An initial item, stamped (to the second) in the history window before the start."""
         stamp = self._history_end - self._rng.randint(0, _HISTORY_SECONDS) * 1_000_000
-        item_id = self._new_item_id(state)
+        shelf = state.shelves["items"]
+        item_id = shelf.new_id()
         generated = self._random_fields() | {"created_at": to_iso(stamp)}
-        state.items[item_id] = make_item(item_id, stamp, generated)
+        shelf.put(make_item(item_id, stamp, generated), None)
+
+    def _add_history_tracker(self, state: _TenantState) -> None:
+        """A new tenant's users, projects, their issues and the issues' comments."""
+        sizes = self.tracker
+        for _ in range(sizes.users):
+            self._add_history_record(state, "users", None)
+        for _ in range(sizes.projects):
+            project = self._add_history_record(state, "projects", None)
+            for _ in range(sizes.issues_per_project):
+                issue = self._add_history_record(state, "issues", project)
+                for _ in range(sizes.comments_per_issue):
+                    self._add_history_record(state, "comments", issue)
+
+    def _add_history_record(self, state: _TenantState, name: str, parent: str | None) -> str:
+        rng, shelf = self._tracker_rng, state.shelves[name]
+        stamp = self._history_end - rng.randint(0, _HISTORY_SECONDS) * 1_000_000
+        record_id = shelf.new_id()
+        shelf.put(make_item(record_id, stamp, generate(name, rng, _emails(state))), parent)
+        return record_id
 
     def _random_fields(self) -> dict[str, Any]:
         rng = self._rng
@@ -375,6 +482,12 @@ class VendorSimulator:
         reset = max(1, math.ceil(start + self.window - current))
         remaining = self.quota - state.window_used
         return Admission(allowed=allowed, limit=self.quota, remaining=remaining, reset=reset)
+
+
+def _emails(state: _TenantState) -> list[str]:
+    """The tenant's users' addresses, in id order: whom reporters and authors are drawn from."""
+    users = state.shelves["users"].by_id
+    return [str(users[user_id].fields.get("email")) for user_id in sorted(users)]
 
 
 def _is_seconds(value: object) -> bool:
