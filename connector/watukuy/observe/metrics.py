@@ -438,8 +438,7 @@ class _StateCollector(Collector):
             circuit.add_metric(list(labels), value)
         for labels, value in sorted(counts.items()):
             parked.add_metric(list(labels), value)
-        for poller, count in sorted(keys.items()):
-            owned.add_metric(list(observer.poller_labels(poller)), count)
-        for poller, count in sorted(waits.items()):
-            waiting.add_metric(list(observer.poller_labels(poller)), count)
+        for family, counted in ((owned, keys), (waiting, waits)):
+            for poller, count in sorted(counted.items()):
+                family.add_metric(list(observer.poller_labels(poller)), count)
         yield from (lag, circuit, parked, owned, waiting)
