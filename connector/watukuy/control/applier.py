@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from watukuy.control.connectors import compile_connector
+from watukuy.control.streams import stream_pollers
 from watukuy.core.errors import WatukuyError
 from watukuy.core.lifecycle import Target
 from watukuy.engine.engine import Engine
@@ -36,8 +37,6 @@ class ConfigApplier:
         self._base_dir = base_dir
         self._queue: asyncio.Queue[Change] = asyncio.Queue()
         self._applied: dict[str, Mapping[str, Any]] = {}
-        self._installed: dict[str, list[str]] = {}
-        """The engine's pollers of each connector: its name, or ``<name>.<stream>`` each."""
 
     def changed(self, name: str, config: Mapping[str, Any] | None, target: Target | None) -> None:
         self._queue.put_nowait((name, config, target))
@@ -65,28 +64,33 @@ class ConfigApplier:
         engine = self._engine
         if name in self._file:
             if target is not None:  # a config-file poller's target alone lives in the topic
-                await engine.set_target(name, target)
+                for poller in self._pollers_of(name):
+                    await engine.set_target(poller, target)
             return
-        installed = self._installed.get(name, [name])
         if config is None or target is None:
-            for poller in installed:
-                if poller in engine.pollers:
-                    await engine.remove_poller(poller)
+            for poller in self._pollers_of(name):
+                await engine.remove_poller(poller)
             self._applied.pop(name, None)
-            self._installed.pop(name, None)
             return
-        if self._applied.get(name) != config or any(p not in engine.pollers for p in installed):
-            # Compiled whole before anything changes: a config that fails leaves it as it was.
+        running = self._pollers_of(name)
+        if self._applied.get(name) != config or not running:
             compiled = compile_connector(name, config, self._base_dir)
-            wanted = [definition.name for definition in compiled]
-            for gone in installed:  # a stream dropped from the config, or streams added
-                if gone not in wanted and gone in engine.pollers:
+            kept = {each.name for each in compiled}
+            for gone in running:  # a stream no longer listed (or streams given up)
+                if gone not in kept:
                     await engine.remove_poller(gone)
-            for definition in compiled:
-                await engine.add_poller(definition, target=target)
+            for each in compiled:
+                await engine.add_poller(each, target=target)
             self._applied[name] = config
-            self._installed[name] = wanted
             return
-        for poller in installed:
+        for poller in running:
             if engine.target(poller) != target:
                 await engine.set_target(poller, target)
+
+    def _pollers_of(self, connector: str) -> list[str]:
+        """The engine's pollers of ``connector``: its streams', or its own."""
+        pollers = self._engine.pollers
+        streams = stream_pollers(pollers, connector)
+        if streams:
+            return streams
+        return [connector] if connector in pollers else []

@@ -13,6 +13,7 @@ from typing import Any
 
 from watukuy.config.pollers import PollerSource, import_poller
 from watukuy.control.configs import ConfigTopic, UnknownConnector
+from watukuy.control.streams import Named, stream_names
 from watukuy.core.errors import ConfigError, Conflict
 from watukuy.core.lifecycle import Target
 from watukuy.core.poller import Poller
@@ -75,12 +76,50 @@ class ConnectorConfigs:
         return sorted(refs, key=lambda ref: ref.name)
 
     async def connector(self, name: str) -> ConnectorRecord:
+        found = self._record(name)
+        if found is None:
+            named = self.named(name)  # a stream's name: say whose it is
+            raise NotFound(
+                f"connector {name} not found: it is stream {named.stream} of connector "
+                f"{named.connector}, configured as a whole at /connectors/{named.connector}"
+            )
+        return found
+
+    def _record(self, name: str) -> ConnectorRecord | None:
         if name in self._file:
             return ConnectorRecord(name, "config-file", _as_written(self._file[name]))
         found = self._configs.get(name)
         if found is None or found.config is None:
-            raise NotFound(f"connector {name} not found")
+            return None
         return ConnectorRecord(name, "rest", dict(found.config))
+
+    # -- names --------------------------------------------------------------------------------
+
+    def named(self, name: str) -> Named:
+        """What ``name`` stands for: a connector, or ``<connector>.<stream>``; ``NotFound``
+        for anything else. A connector's own name wins over a stream's of the same text."""
+        found = self._record(name)
+        if found is not None:
+            return Named(name, None, stream_names(found.config))
+        for index, char in enumerate(name):
+            if char != ".":
+                continue
+            owner = self._record(name[:index])
+            streams = () if owner is None else stream_names(owner.config)
+            if name[index + 1 :] in streams:
+                return Named(name[:index], name[index + 1 :], streams)
+        raise NotFound(f"connector {name} not found")
+
+    def poller(self, name: str) -> str:
+        """The poller whose keys a per-key route names: the connector, or one stream of it.
+        ``NotFound`` for a connector with streams, whose keys are each stream's."""
+        named = self.named(name)
+        if named.grouped:
+            raise NotFound(
+                f"connector {name} has streams ({', '.join(named.streams)}), each with keys "
+                f"of its own: name one, as {name}.{named.streams[0]}"
+            )
+        return named.pollers[0]
 
     async def create_connector(self, name: str, config: Config, initial_state: Target) -> None:
         self._writable(name)
@@ -134,22 +173,29 @@ class ConnectorConfigs:
     # -- targets ----------------------------------------------------------------------------
 
     def target(self, name: str) -> Target:
-        """The connector's target; ``NotFound`` when there is no such connector."""
-        if name not in self._file and self._rest_config(name) is None:
-            raise NotFound(f"connector {name} not found")
-        found = self._configs.get(name)
+        """The connector's target (a stream's is its connector's); ``NotFound`` when there is
+        no such connector."""
+        connector = self.named(name).connector
+        found = self._configs.get(connector)
         return Target.RUNNING if found is None else found.target
 
     def require_stopped(self, name: str) -> None:
         """``Conflict`` unless the connector is STOPPED (only then may its offsets change)."""
         if self.target(name) != Target.STOPPED:
+            connector = self.named(name).connector
             raise Conflict(
-                f"connector {name} must be STOPPED to change its offsets: "
-                f"PUT /connectors/{name}/stop first"
+                f"connector {connector} must be STOPPED to change its offsets: "
+                f"PUT /connectors/{connector}/stop first"
             )
 
     async def set_target(self, name: str, target: Target) -> None:
-        self.target(name)
+        named = self.named(name)
+        if named.stream is not None:
+            # A target is the connector's: its streams run, pause and stop together.
+            raise Conflict(
+                f"{name} is stream {named.stream} of connector {named.connector}, whose "
+                f"streams share one target: PUT /connectors/{named.connector}/... instead"
+            )
         if name in self._file:
             await self._configs.put_target(name, target)
             return
@@ -173,6 +219,16 @@ class ConnectorConfigs:
             raise Conflict(
                 f"connector {name} comes from the runner's config file: it can be paused, "
                 "resumed, stopped and operated over REST, but not reconfigured (edit the file)"
+            )
+        if self._record(name) is None:
+            try:
+                named = self.named(name)
+            except NotFound:
+                return
+            # Its poller would take the name of the stream's poller.
+            raise Conflict(
+                f"{name} is stream {named.stream} of connector {named.connector}: "
+                "a connector cannot take its name"
             )
 
     def _rest_config(self, name: str) -> Mapping[str, Any] | None:
