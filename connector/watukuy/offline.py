@@ -15,6 +15,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupState, KafkaException
 
 from watukuy.config import RunnerConfig
+from watukuy.control.streams import poller_named
 from watukuy.core.clock import SystemClock
 from watukuy.core.errors import ConfigError
 from watukuy.core.keys import KeyId
@@ -59,11 +60,7 @@ async def apply(
         raise ConfigError(f"{operation.name} needs a running owner; it cannot run offline", "op")
     values = operation.decode(args)
     pollers = {p.name: p for p in config.pollers}
-    if poller_name not in pollers:
-        raise ConfigError(
-            f"unknown poller '{poller_name}' (known: {', '.join(sorted(pollers))})", "--poller"
-        )
-    poller = pollers[poller_name]
+    poller = poller_named(pollers, poller_name, "--poller")  # a stream: <connector>.<stream>
     if poller.partitioned and partition is None:
         raise ConfigError(f"poller '{poller_name}' is partitioned; pass --partition", "--partition")
     key = partition or ""

@@ -91,7 +91,7 @@ async def run(config: RunnerConfig, *, clients: ClientFactory | None = None) -> 
         owner=config.runner.id,
         observers=metrics,
     )
-    metrics.watch(engine.inspect)
+    metrics.watch(engine.inspect, lambda: engine.pollers)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

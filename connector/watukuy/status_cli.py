@@ -16,7 +16,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from watukuy.config import RunnerConfig
@@ -24,6 +24,7 @@ from watukuy.control.keystatus import BackfillProgress, KeyStatus, StatusTable
 from watukuy.control.reader import Message, MissingTopic, TopicReader
 from watukuy.core.errors import ConfigError, StateCorrupted, WatukuyError
 from watukuy.core.lifecycle import TaskState
+from watukuy.core.poller import StreamOf
 from watukuy.store.kafka import clients
 from watukuy.store.kafka.topics import TopicLayout
 
@@ -32,6 +33,8 @@ __all__ = ["render", "status"]
 log = logging.getLogger("watukuy.control")
 
 COLUMNS = ("POLLER", "PARTITION", "STATE", "OWNER", "LAG", "CIRCUIT", "PARKED", "BACKFILL")
+STREAM_COLUMNS = ("CONNECTOR", "STREAM", *COLUMNS[1:])
+"""The columns when a connector with streams is shown: its rows together, by stream."""
 BAR_WIDTH = 20
 MAX_CURSOR = 32  # characters of a backfill cursor shown in the table
 # States whose key's last_error says why it is in them (a gone owner's UNASSIGNED keys have
@@ -56,17 +59,27 @@ def status(
     table = asyncio.run(
         _read(kafka, layout.status, f"{config.runner.group_id}.status-cli", timeout)
     )
-    known = {p.name for p in config.pollers} | set(table.pollers())
+    streams = {p.name: p.stream_of for p in config.pollers if p.stream_of is not None}
+    connectors = {stream.connector for stream in streams.values()}
+    known = {p.name for p in config.pollers} | set(table.pollers()) | connectors
     if poller is not None and poller not in known:
         raise ConfigError(
             f"unknown poller '{poller}' (known: {', '.join(sorted(known))})", "--poller"
         )
-    rows = table.view(poller, now=clock(), session_timeout=config.runner.session_timeout)
+    session_timeout = config.runner.session_timeout
+    if poller in connectors:  # --poller tracker: every stream of it
+        every = table.view(None, now=clock(), session_timeout=session_timeout)
+        rows = [r for r in every if r.poller in streams and streams[r.poller].connector == poller]
+    else:
+        rows = table.view(poller, now=clock(), session_timeout=session_timeout)
     if not rows:
         whose = "any poller" if poller is None else f"poller '{poller}'"
         err.write(f"watukuy-source: no status of {whose} in {layout.status} yet\n")
         return 0
-    out.write(render(rows, tty=out.isatty() if tty is None else tty, unicode=_unicode(out)))
+    shown = render(
+        rows, tty=out.isatty() if tty is None else tty, unicode=_unicode(out), streams=streams
+    )
+    out.write(shown)
     out.flush()
     return len(rows)
 
@@ -102,14 +115,27 @@ def _unicode(out: TextIO) -> bool:
 # -- the table (pure) -------------------------------------------------------------------------
 
 
-def render(rows: Sequence[KeyStatus], *, tty: bool, unicode: bool = True) -> str:
+def render(
+    rows: Sequence[KeyStatus],
+    *,
+    tty: bool,
+    unicode: bool = True,
+    streams: Mapping[str, StreamOf] | None = None,
+) -> str:
     """The table, aligned; then, one line each, why a key FAILED or why its owner leaves it
-    UNASSIGNED (it waits for a newer release), from its ``last_error``."""
-    cells = [list(COLUMNS)]
+    UNASSIGNED (it waits for a newer release), from its ``last_error``. When a row is a
+    stream of a connector (``streams``, by poller), the poller is shown as its connector and
+    stream, a connector's streams together."""
+    streams = {r.poller: streams[r.poller] for r in rows if streams and r.poller in streams}
+    columns = STREAM_COLUMNS if streams else COLUMNS
+    if streams:
+        rows = sorted(rows, key=lambda r: (*_named(r.poller, streams), r.partition))
+    cells = [list(columns)]
     for row in rows:
+        named = list(_named(row.poller, streams)) if streams else [row.poller]
         cells.append(
             [
-                row.poller,
+                *named,
                 _partition(row.partition),
                 row.state,
                 row.owner or "-",
@@ -119,7 +145,7 @@ def render(rows: Sequence[KeyStatus], *, tty: bool, unicode: bool = True) -> str
                 _backfill(row.backfill, tty=tty, unicode=unicode),
             ]
         )
-    widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     lines = [
         "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in cells
     ]
@@ -127,6 +153,11 @@ def render(rows: Sequence[KeyStatus], *, tty: bool, unicode: bool = True) -> str
         if row.state in REASONED and row.last_error:
             lines.append(f"{row.key}: {row.last_error}")
     return "\n".join(lines) + "\n"
+
+
+def _named(poller: str, streams: Mapping[str, StreamOf]) -> tuple[str, str]:
+    stream = streams.get(poller)
+    return (poller, "-") if stream is None else (stream.connector, stream.stream)
 
 
 def _partition(key: str) -> str:

@@ -11,7 +11,7 @@ import sys
 from typing import TextIO
 
 from watukuy.config import RunnerConfig
-from watukuy.core.errors import ConfigError
+from watukuy.control.streams import poller_named
 from watukuy.serde.consumer import EventReader, SchemaTopicResolver
 from watukuy.store.kafka import clients
 from watukuy.store.kafka.topics import TopicLayout
@@ -28,11 +28,7 @@ def tail(
     out: TextIO = sys.stdout,
 ) -> int:
     """Print events until Ctrl-C, ``max_messages``, or (without ``follow``) the current end."""
-    pollers = {p.name: p for p in config.pollers}
-    if poller_name not in pollers:
-        known = ", ".join(sorted(pollers))
-        raise ConfigError(f"unknown poller '{poller_name}' (known: {known})", "--poller")
-    poller = pollers[poller_name]
+    poller = poller_named({p.name: p for p in config.pollers}, poller_name, "--poller")
     topics = config.topics
     layout = TopicLayout(topics.prefix, topics.partitions, topics.replication_factor)
     kafka, timeout = config.kafka, config.runner.startup_timeout

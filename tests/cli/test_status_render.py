@@ -3,11 +3,15 @@ a terminal. No broker (tests/integration/test_status_cli.py runs the command its
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from watukuy.control.keystatus import BackfillProgress, KeyStatus
+from watukuy.control.streams import poller_named
+from watukuy.core.errors import ConfigError
+from watukuy.core.poller import Poller, StreamOf, define_poller
 from watukuy.status_cli import COLUMNS, render
 
 pytestmark = pytest.mark.unit
@@ -143,3 +147,43 @@ def test_a_long_cursor_is_cut_in_the_table() -> None:
 def test_lag_is_shown_in_its_largest_units(seconds: float, shown: str) -> None:
     line = render([_status("a", lag=seconds)], tty=False).splitlines()[1]
     assert line.split()[4] == shown
+
+
+def test_a_connectors_streams_are_shown_together_by_connector_and_stream() -> None:
+    streams = {
+        "tracker.projects": StreamOf("tracker", "projects"),
+        "tracker.issues": StreamOf("tracker", "issues"),
+    }
+    rows = [
+        _status("acme", poller="tracker.projects"),
+        _status("acme", poller="invoices"),
+        _status("acme/P1", poller="tracker.issues"),
+        _status("acme", poller="tracker.issues"),
+    ]
+    lines = render(rows, tty=False, streams=streams).splitlines()
+    assert [line.split()[:3] for line in lines] == [
+        ["CONNECTOR", "STREAM", "PARTITION"],
+        ["invoices", "-", "acme"],
+        ["tracker", "issues", "acme"],
+        ["tracker", "issues", "acme/P1"],
+        ["tracker", "projects", "acme"],
+    ]
+    plain = render(rows[1:2], tty=False, streams=streams).splitlines()
+    assert plain[0].split()[:2] == ["POLLER", "PARTITION"]  # no stream shown: as before
+
+
+def test_the_cli_names_a_stream_and_refuses_a_connector_with_streams() -> None:
+    def stream(name: str) -> Poller:
+        made = define_poller(name=f"tracker.{name}", fetch=lambda ctx: [], identity=str)
+        return dataclasses.replace(made, stream_of=StreamOf("tracker", name))
+
+    pollers = {p.name: p for p in (stream("projects"), stream("issues"))}
+    assert poller_named(pollers, "tracker.issues", "--poller") is pollers["tracker.issues"]
+    with pytest.raises(ConfigError) as refused:
+        poller_named(pollers, "tracker", "--poller")
+    assert str(refused.value) == (
+        "--poller: connector 'tracker' has streams, each with its own keys and events: "
+        "name one (tracker.issues, tracker.projects)"
+    )
+    with pytest.raises(ConfigError, match="unknown poller 'nope'"):
+        poller_named(pollers, "nope", "--poller")

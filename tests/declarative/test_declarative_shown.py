@@ -60,3 +60,23 @@ def test_everything_else_is_shown_as_written() -> None:
     assert out["partitions"]["static"][0]["key"] == "acme"
     assert out["request"]["auth"]["oauth2"]["client_id"] == "c"
     assert out["records"] == "data"
+
+
+def test_a_connector_with_streams_hides_the_same_in_defaults_and_each_stream() -> None:
+    poller = entry()
+    connector = {
+        "name": "tracker",
+        "partitions": poller["partitions"],
+        "defaults": {"request": {"base": "https://api.test", "auth": {"bearer": CANARY}}},
+        "streams": [
+            {"name": "a", "request": {"path": "/a", "headers": {"X-Api-Key": CANARY}}},
+            {"name": "b", "request": poller["request"], "identity": "id"},
+        ],
+    }
+
+    out = shown(connector)
+
+    assert CANARY not in repr(out)
+    assert out["defaults"]["request"]["base"] == "https://api.test"
+    assert out["streams"][0]["request"]["path"] == "/a"
+    assert out["streams"][1]["request"]["auth"]["oauth2"]["client_id"] == "c"

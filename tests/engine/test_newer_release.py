@@ -96,8 +96,9 @@ async def test_a_waiting_key_is_shown_unassigned_by_its_owner_and_not_counted_as
     metrics = PrometheusObserver(process=False)
     metrics.watch(engine.inspect)
     body = metrics.render()[0].decode()
-    assert 'watukuy_owned_keys{poller="invoices"} 2.0' in body
-    assert 'watukuy_waiting_keys{poller="invoices"} 1.0' in body
+    named = 'connector="invoices",poller="invoices",stream=""'
+    assert f"watukuy_owned_keys{{{named}}} 2.0" in body
+    assert f"watukuy_waiting_keys{{{named}}} 1.0" in body
     assert f'partition="{waits}"' not in body
 
 

@@ -3,6 +3,7 @@ series of a key that leaves removed, key states read at scrape; and ``metrics`` 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from watukuy.config import ConfigError, parse_config
 from watukuy.core.inspect import PollerInspect
 from watukuy.core.observe import OutcomeKind
+from watukuy.core.poller import StreamOf, define_poller
 from watukuy.observe.metrics import PrometheusObserver
 
 pytestmark = pytest.mark.unit
@@ -28,8 +30,19 @@ def scrape(observer: PrometheusObserver) -> Samples:
     ]
 
 
-def values(samples: Samples, name: str) -> dict[tuple[tuple[str, str], ...], float]:
-    return {tuple(sorted(labels.items())): value for n, labels, value in samples if n == name}
+NAMED = ("connector", "stream")
+"""The labels that name a poller's connector and stream: the tests of one plain poller set
+them aside (:func:`test_a_stream_pollers_series_name_its_connector_and_stream` holds them)."""
+
+
+def values(
+    samples: Samples, name: str, *, streams: bool = False
+) -> dict[tuple[tuple[str, str], ...], float]:
+    return {
+        tuple(sorted((k, v) for k, v in labels.items() if streams or k not in NAMED)): value
+        for n, labels, value in samples
+        if n == name
+    }
 
 
 def inspected(poller: str, partition: str, **fields: Any) -> PollerInspect:
@@ -295,3 +308,40 @@ def test_a_bad_metrics_setting_names_its_path(metrics: object, path: str, messag
         parse_config(_config(metrics))
     assert caught.value.path == path
     assert message in str(caught.value)
+
+
+def test_a_stream_pollers_series_name_its_connector_and_stream() -> None:
+    tracker = dataclasses.replace(
+        define_poller(name="tracker.issues", fetch=lambda ctx: [], identity=lambda item: item),
+        stream_of=StreamOf("tracker", "issues"),
+    )
+    plain = define_poller(name="invoices", fetch=lambda ctx: [], identity=lambda item: item)
+    pollers = {p.name: p for p in (tracker, plain)}
+    for partition_label in (True, False):
+        observer = PrometheusObserver(partition_label=partition_label, process=False)
+        observer.watch(lambda: [inspected("tracker.issues", "acme/P1")], lambda: pollers)
+        observer.events_committed("tracker.issues", "acme/P1", "live", {"created": 2})
+        observer.events_committed("invoices", "t_1", "live", {"created": 1})
+        observer.http_response("tracker.issues", "acme/P1", "GET", 200, 0.1)
+        samples = scrape(observer)
+        key = {"partition": "acme/P1"} if partition_label else {}
+        stream = {"poller": "tracker.issues", "connector": "tracker", "stream": "issues", **key}
+        own = {"poller": "invoices", "connector": "invoices", "stream": ""}
+        own |= {"partition": "t_1"} if partition_label else {}
+        events = values(samples, "watukuy_events_total", streams=True)
+        assert events == {
+            tuple(sorted({**stream, "lane": "live", "type": "created"}.items())): 2,
+            tuple(sorted({**own, "lane": "live", "type": "created"}.items())): 1,
+        }
+        lag = values(samples, "watukuy_lag_seconds", streams=True)
+        assert lag == {tuple(sorted(stream.items())): 5.0}
+        owned = values(samples, "watukuy_owned_keys", streams=True)
+        assert owned == {
+            (("connector", "tracker"), ("poller", "tracker.issues"), ("stream", "issues")): 1
+        }
+        latency = {
+            labels["stream"]
+            for n, labels, _ in samples
+            if n == "watukuy_http_request_duration_seconds_count"
+        }
+        assert latency == {"issues"}

@@ -271,9 +271,11 @@ async def test_validate_in_connects_shape() -> None:
         assert (report["name"], report["error_count"]) == ("http", 0)
         entries = {entry["definition"]["name"]: entry for entry in report["configs"]}
         # Every setting a console can draw, by its flat key, with what was given or the default.
+        identity = entries["identity"]["definition"]
+        assert (identity["required"], identity["importance"]) == (True, "HIGH")
         url = entries["request.url"]
-        assert url["definition"]["required"] is True
-        assert url["definition"]["importance"] == "HIGH"
+        # Not required: request.base + request.path may stand for it (a connector's streams).
+        assert url["definition"]["required"] is False
         assert url["definition"]["group"] == "request"
         assert url["value"] == {
             "name": "request.url",

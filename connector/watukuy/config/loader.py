@@ -11,7 +11,12 @@ from typing import Any
 import yaml
 
 from watukuy.config.model import RunnerConfig
-from watukuy.config.pollers import load_pollers, parse_python_path, prepend_sys_path
+from watukuy.config.pollers import (
+    entry_indexes,
+    load_pollers,
+    parse_python_path,
+    prepend_sys_path,
+)
 from watukuy.config.sections import (
     check_kafka_clients,
     parse_budgets,
@@ -93,7 +98,11 @@ def parse_config(
         raise ConfigError(secrets.scrub(message_of(exc)), exc.path) from cause
     # What REST shows of a config-file poller: as written, ``${...}`` never resolved.
     written = given.get("pollers")
-    return replace(built, written_pollers=tuple(written) if isinstance(written, list) else ())
+    if not isinstance(written, list):
+        return replace(built, written_pollers=())
+    # One per poller, as ``poller_refs``: each stream of a connector shows its connector's entry.
+    indexes = entry_indexes(built.poller_refs)
+    return replace(built, written_pollers=tuple(written[index] for index in indexes))
 
 
 def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerConfig:
@@ -109,7 +118,7 @@ def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerC
     metrics = parse_metrics(data.get("metrics"))
     prepend_sys_path(python_path)
     pollers, refs = load_pollers(data.get("pollers"), secrets, base_dir)
-    _check_budget_names(pollers, budgets)
+    _check_budget_names(pollers, entry_indexes(refs), budgets)
     return RunnerConfig(
         kafka=kafka,
         topics=topics,
@@ -127,8 +136,10 @@ def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerC
     )
 
 
-def _check_budget_names(pollers: list[Poller], budgets: Mapping[str, Any]) -> None:
-    for index, poller in enumerate(pollers):
+def _check_budget_names(
+    pollers: list[Poller], entries: list[int], budgets: Mapping[str, Any]
+) -> None:
+    for index, poller in zip(entries, pollers, strict=True):
         if poller.budget is None or poller.budget in budgets:
             continue
         defined = f"defined: {', '.join(sorted(budgets))}" if budgets else "none are defined"

@@ -242,7 +242,7 @@ class RunnerConfig:
             "budgets": self.budgets,
             "pollers": [
                 {"python": ref, "name": poller.name} if isinstance(ref, str) else shown_entry(ref)
-                for ref, poller in zip(self._refs(), self.pollers, strict=True)
+                for ref, poller in self._entries()
             ],
         }
         if self.schema_registry.url is not None:
@@ -272,12 +272,23 @@ class RunnerConfig:
         return rest
 
     def file_pollers(self) -> dict[str, str | Mapping[str, Any]]:
-        """Each poller's name and where it came from, as written: ``module:attr`` for a Python
-        poller, the entry with its ``${...}`` references unresolved for a declarative one."""
+        """Each connector's name (a poller's, or the connector's of its streams) and where it
+        came from, as written: ``module:attr`` for a Python poller, the entry with its
+        ``${...}`` references unresolved for a declarative one."""
         out: dict[str, str | Mapping[str, Any]] = {}
         for index, (ref, poller) in enumerate(zip(self._refs(), self.pollers, strict=True)):
             written = self.written_pollers[index] if index < len(self.written_pollers) else ref
-            out[poller.name] = ref if isinstance(ref, str) else written
+            # A connector's streams are one entry: REST lists and targets the connector.
+            name = poller.name if poller.stream_of is None else poller.stream_of.connector
+            out.setdefault(name, ref if isinstance(ref, str) else written)
+        return out
+
+    def _entries(self) -> list[tuple[str | Mapping[str, Any], Poller]]:
+        """Each ``pollers:`` entry once: the streams of a connector share their entry."""
+        out: list[tuple[str | Mapping[str, Any], Poller]] = []
+        for ref, poller in zip(self._refs(), self.pollers, strict=True):
+            if not (out and isinstance(ref, Mapping) and out[-1][0] is ref):
+                out.append((ref, poller))
         return out
 
     def _refs(self) -> tuple[str | Mapping[str, Any], ...]:

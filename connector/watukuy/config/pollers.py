@@ -12,13 +12,14 @@ from typing import Any
 from watukuy.core.errors import ConfigError
 from watukuy.core.poller import Poller
 from watukuy.core.validation import check_keys, kind
-from watukuy.declarative import compile_poller
+from watukuy.declarative import compile_connector_entry
 from watukuy.options.imports import REFERENCE, import_object
 from watukuy.options.secrets import Secrets
 
 PollerSource = str | Mapping[str, Any]
 """Where a poller came from: ``module:attr`` for a Python poller, the entry for a declarative
-one (as resolved; ``describe()`` redacts its secret paths)."""
+one (as resolved; ``describe()`` redacts its secret paths). Each stream of a connector with
+``streams:`` has its connector's entry, the same object."""
 
 
 def parse_python_path(raw: object, base_dir: Path, secrets: Secrets) -> tuple[Path, ...]:
@@ -69,20 +70,32 @@ def load_pollers(
     seen: dict[str, int] = {}
     for index, entry in enumerate(raw):
         where = f"pollers[{index}]"
-        poller, source = _load_one(entry, where, secrets, base_dir)
-        if poller.name in seen:
-            raise ConfigError(
-                f"duplicate poller name {poller.name!r} (also pollers[{seen[poller.name]}])", where
-            )
-        seen[poller.name] = index
-        pollers.append(poller)
-        sources.append(source)
+        loaded, source = _load_one(entry, where, secrets, base_dir)
+        for poller in loaded:  # a connector with streams is one poller per stream
+            if poller.name in seen:
+                raise ConfigError(
+                    f"duplicate poller name {poller.name!r} (also pollers[{seen[poller.name]}])",
+                    where,
+                )
+            seen[poller.name] = index
+            pollers.append(poller)
+            sources.append(source)
     return pollers, tuple(sources)
+
+
+def entry_indexes(sources: Sequence[PollerSource]) -> list[int]:
+    """For each poller of :func:`load_pollers`, the index of its ``pollers:`` entry: the
+    streams of one connector follow each other and hold its entry (the same object)."""
+    out: list[int] = []
+    for position, source in enumerate(sources):
+        same = position > 0 and isinstance(source, Mapping) and source is sources[position - 1]
+        out.append(out[-1] if same else (out[-1] + 1 if out else 0))
+    return out
 
 
 def _load_one(
     entry: object, where: str, secrets: Secrets, base_dir: Path
-) -> tuple[Poller, PollerSource]:
+) -> tuple[list[Poller], PollerSource]:
     if not isinstance(entry, Mapping):
         raise ConfigError(
             f"must be a mapping: '- name: ...' (declarative) or '- python: module:attr', "
@@ -96,14 +109,16 @@ def _load_one(
                 "not both",
                 where,
             )
-        compiled = compile_poller(entry, where=where, base_dir=base_dir, written=secrets.written)
+        compiled = compile_connector_entry(
+            entry, where=where, base_dir=base_dir, written=secrets.written
+        )
         return compiled, entry
     if "python" not in entry:
         raise ConfigError(
             "needs 'name: ...' (a declarative HTTP poller) or 'python: module:attr'", where
         )
     ref = _entry_reference(entry, where, secrets)
-    return import_poller(ref, f"{where}.python"), ref
+    return [import_poller(ref, f"{where}.python")], ref
 
 
 def _entry_reference(entry: Mapping[str, Any], where: str, secrets: Secrets) -> str:

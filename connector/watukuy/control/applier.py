@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from watukuy.control.connectors import compile_connector
+from watukuy.control.streams import stream_pollers
 from watukuy.core.errors import WatukuyError
 from watukuy.core.lifecycle import Target
 from watukuy.engine.engine import Engine
@@ -63,16 +64,33 @@ class ConfigApplier:
         engine = self._engine
         if name in self._file:
             if target is not None:  # a config-file poller's target alone lives in the topic
-                await engine.set_target(name, target)
+                for poller in self._pollers_of(name):
+                    await engine.set_target(poller, target)
             return
         if config is None or target is None:
-            if name in engine.pollers:
-                await engine.remove_poller(name)
+            for poller in self._pollers_of(name):
+                await engine.remove_poller(poller)
             self._applied.pop(name, None)
             return
-        if self._applied.get(name) != config or name not in engine.pollers:
-            poller = compile_connector(name, config, self._base_dir)
-            await engine.add_poller(poller, target=target)
+        running = self._pollers_of(name)
+        if self._applied.get(name) != config or not running:
+            compiled = compile_connector(name, config, self._base_dir)
+            kept = {each.name for each in compiled}
+            for gone in running:  # a stream no longer listed (or streams given up)
+                if gone not in kept:
+                    await engine.remove_poller(gone)
+            for each in compiled:
+                await engine.add_poller(each, target=target)
             self._applied[name] = config
-        elif engine.target(name) != target:
-            await engine.set_target(name, target)
+            return
+        for poller in running:
+            if engine.target(poller) != target:
+                await engine.set_target(poller, target)
+
+    def _pollers_of(self, connector: str) -> list[str]:
+        """The engine's pollers of ``connector``: its streams', or its own."""
+        pollers = self._engine.pollers
+        streams = stream_pollers(pollers, connector)
+        if streams:
+            return streams
+        return [connector] if connector in pollers else []

@@ -36,7 +36,7 @@ class KeyOperations:
         self._stored = stored
 
     async def operate(self, name: str, key: str, operation: str, args: dict[str, Any]) -> None:
-        self._connectors.target(name)
+        name = self._connectors.poller(name)  # a connector, or one stream of it
         if not await self._lists(name, key) and not await self._removable(name, key, operation):
             raise NotFound(f"connector {name} has no partition {key!r}")
         partition = partition_arg(self._engine, name, key)

@@ -23,18 +23,20 @@ class ConnectorOffsets:
         self._stored = stored
 
     async def offsets(self, name: str) -> list[KeyOffsets]:
-        self._connectors.target(name)
+        name = self._connectors.poller(name)
         states = await self._stored.states(name)
         entries = (offsets_of(state) for _, state in sorted(states.items()))
         # offsets_of is already a whole entry ({"partition", "offset"}): not wrapped again
         return [{"partition": e["partition"], "offset": e["offset"]} for e in entries]
 
     async def alter_offsets(self, name: str, offsets: list[KeyOffsets]) -> None:
+        name = self._connectors.poller(name)
         self._connectors.require_stopped(name)
         for entry in offsets:
             await self._alter(name, entry["partition"]["key"], entry["offset"])
 
     async def reset_offsets(self, name: str) -> None:
+        name = self._connectors.poller(name)
         self._connectors.require_stopped(name)
         keys = set(await self._stored.states(name)) | set(self._engine.listed(name))
         for key in sorted(keys):
@@ -43,7 +45,7 @@ class ConnectorOffsets:
     async def parked(
         self, name: str, *, partition: str | None, kind: ParkedKind | None
     ) -> list[dict[str, Any]]:
-        self._connectors.target(name)
+        name = self._connectors.poller(name)
         items = await self._stored.parked(name)
         return [
             item

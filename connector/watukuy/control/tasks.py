@@ -13,6 +13,7 @@ from watukuy.control.connectors import ConnectorConfigs
 from watukuy.control.keyops import partition_arg
 from watukuy.control.keystatus import KeyStatus
 from watukuy.control.status import StatusTopic
+from watukuy.control.streams import Named
 from watukuy.core.errors import Conflict
 from watukuy.core.keys import KeyId
 from watukuy.core.lifecycle import Target, TaskState
@@ -34,10 +35,18 @@ class ConnectorTasks:
         self._runner_id = runner_id
 
     async def status(self, name: str) -> ConnectorStatus:
+        """One task per key; for a connector with streams, every stream's keys in (stream,
+        key) order, numbered across them, each task naming its stream."""
+        named = self._connectors.named(name)
         target = self._connectors.target(name)
-        statuses = self._statuses(name)
-        keys = sorted(set(statuses) | set(self._engine.listed(name)))
-        tasks = [_task(index, key, statuses.get(key), target) for index, key in enumerate(keys)]
+        tasks: list[TaskStatus] = []
+        for stream, poller in zip(_streams(named), named.pollers, strict=True):
+            statuses = self._statuses(poller)
+            for key in sorted(set(statuses) | set(self._engine.listed(poller))):
+                task = _task(len(tasks), key, statuses.get(key), target)
+                if named.grouped and stream is not None:
+                    task["stream"] = stream
+                tasks.append(task)
         return {
             "name": name,
             "connector": {"state": TaskState(target), "worker_id": self._runner_id},
@@ -46,15 +55,15 @@ class ConnectorTasks:
         }
 
     async def active_topics(self, name: str) -> list[str]:
-        self._connectors.target(name)
-        return self._status.active_topics(name)
+        pollers = self._connectors.named(name).pollers
+        return sorted({topic for poller in pollers for topic in self._status.active_topics(poller)})
 
     async def reset_active_topics(self, name: str) -> None:
-        self._connectors.target(name)
-        await self._status.reset_topics(name)
+        for poller in self._connectors.named(name).pollers:
+            await self._status.reset_topics(poller)
 
     async def partitions(self, name: str) -> list[PartitionInfo]:
-        self._connectors.target(name)
+        name = self._connectors.poller(name)
         listed = await self._engine.partitions.list(name)
         statuses = self._statuses(name)
         out: list[PartitionInfo] = []
@@ -71,7 +80,10 @@ class ConnectorTasks:
         return out
 
     async def restart(self, name: str, *, include_tasks: bool, only_failed: bool) -> None:
-        self._connectors.target(name)
+        for poller in self._connectors.named(name).pollers:
+            await self._restart(poller, include_tasks=include_tasks, only_failed=only_failed)
+
+    async def _restart(self, name: str, *, include_tasks: bool, only_failed: bool) -> None:
         await self._engine.restart(name)
         if not include_tasks:
             return
@@ -89,6 +101,12 @@ class ConnectorTasks:
     def _statuses(self, name: str) -> dict[str, KeyStatus]:
         """The last status of each key of ``name``, by partition key."""
         return {status.partition: status for status in self._status.view(name)}
+
+
+def _streams(named: Named) -> list[str | None]:
+    if named.stream is not None:
+        return [named.stream]
+    return list(named.streams) or [None]
 
 
 def _task(index: int, key: str, status: KeyStatus | None, target: Target) -> TaskStatus:

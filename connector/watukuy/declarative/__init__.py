@@ -2,7 +2,11 @@
 
 A ``pollers:`` entry with ``name:`` is compiled by :func:`compile_poller` into the same
 :class:`~watukuy.core.poller.Poller` that ``define_poller`` makes, so the engine runs it
-unchanged. Where each part is described:
+unchanged; an entry with ``streams:`` into one such poller per stream by
+:func:`compile_connector_entry` (the one entry point for both). Where each part is described:
+
+- :mod:`~watukuy.declarative.streams`: ``streams`` and ``defaults``; what the streams share
+  per tenant is in :mod:`~watukuy.declarative.shared`;
 
 - :mod:`~watukuy.declarative.templates`: ``{partition.key}``, ``{partition.data.NAME}``,
   ``{cursor}`` in ``url``, ``query``, ``headers``, ``body`` and ``auth`` values;
@@ -18,7 +22,8 @@ unchanged. Where each part is described:
 """
 
 from watukuy.declarative.compiler import compile_poller
+from watukuy.declarative.streams import compile_connector_entry
 from watukuy.options.declarative import DECLARATIVE_KEYS
 from watukuy.options.keydoc import KeyDoc
 
-__all__ = ["DECLARATIVE_KEYS", "KeyDoc", "compile_poller"]
+__all__ = ["DECLARATIVE_KEYS", "KeyDoc", "compile_connector_entry", "compile_poller"]

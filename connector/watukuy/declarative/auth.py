@@ -284,9 +284,12 @@ def _expires_in(value: object) -> float | None:
     return None
 
 
-def parse_auth(raw: object, path: str, where: str, compile_value: Compile) -> Auth:
+def parse_auth(
+    raw: object, path: str, where: str, compile_value: Compile, tokens: TokenCache | None = None
+) -> Auth:
     """The ``auth`` section at ``path`` in the key table (``request.auth`` or
-    ``partitions.http.auth``), reported at ``where``."""
+    ``partitions.http.auth``), reported at ``where``. ``tokens``: an OAuth2 token cache shared
+    with other pollers (the streams of one connector); without it, one of its own."""
     kind, given = one_of(raw, path, where)
     at, sub = f"{where}.{kind}", f"{path}.{kind}"
     if kind == "bearer":
@@ -323,5 +326,5 @@ def parse_auth(raw: object, path: str, where: str, compile_value: Compile) -> Au
         client_auth=choice(
             values.get("client_auth"), f"{at}.client_auth", f"{sub}.client_auth", ("basic", "body")
         ),
-        cache=TokenCache(),
+        cache=TokenCache() if tokens is None else tokens,
     )

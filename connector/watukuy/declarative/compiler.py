@@ -11,12 +11,13 @@ durations (``"30s"``; a bare number is refused), ``on_status`` codes and actions
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from watukuy.core.errors import ConfigError
 from watukuy.core.keys import POLLER_NAME
-from watukuy.core.poller import Poller, define_poller
+from watukuy.core.poller import Poller, StreamOf, define_poller
 from watukuy.core.transforms import Transform, compile_transform
 from watukuy.core.validation import positive_int
 from watukuy.declarative import cursors
@@ -25,15 +26,16 @@ from watukuy.declarative.paging import parse_paginate
 from watukuy.declarative.paths import Path as ItemPath
 from watukuy.declarative.paths import parse_path
 from watukuy.declarative.request import RequestSpec, parse_request
+from watukuy.declarative.shared import Shared
 from watukuy.declarative.sources import parse_partitions
 from watukuy.declarative.status import parse_on_status
 from watukuy.declarative.templates import Template, compile_template
 from watukuy.declarative.values import duration, section
 from watukuy.http import Transport
-from watukuy.options.declarative import default_of
+from watukuy.options.declarative import CONNECTOR_ONLY, STREAM_ONLY, default_of
 from watukuy.options.secrets import Written
 
-__all__ = ["compile_poller"]
+__all__ = ["compile_poller", "compile_stream"]
 
 
 def compile_poller(
@@ -54,21 +56,73 @@ def compile_poller(
     :class:`~watukuy.options.secrets.Written`), so templates keep their values literal and
     show only the references; ``parents`` is a child stream's depth (what ``transform.set``
     may read of ``{parent.key}``, ``{parent.parent.key}``...).
+
+    An entry with ``streams:`` is several pollers: see
+    :func:`~watukuy.declarative.streams.compile_connector_entry`.
     """
-    written = written or {}
     given = section(spec, "", where)
-    name = _name(given["name"], f"{where}.name")
+    for key in (*CONNECTOR_ONLY, *STREAM_ONLY):
+        if key in given:
+            raise ConfigError(_ONLY[key], f"{where}.{key}")
+    written = written or {}
     partitions, refresh = _partitions(given.get("partitions"), where, base_dir, transport, written)
+    return _compile(given, where, base_dir, written, (partitions, refresh), None, parents)
+
+
+_ONLY = {
+    "streams": "an entry with streams is several pollers: compile it with compile_connector_entry",
+    "defaults": "only an entry with streams takes defaults (they are merged into each stream)",
+    "publish": "only a stream of an entry with streams takes publish",
+}
+
+
+def compile_stream(
+    given: Mapping[str, Any],
+    *,
+    where: str,
+    base_dir: Path,
+    written: Mapping[str, Written],
+    shared: Shared,
+    stream_of: StreamOf,
+    parents: int = 0,
+) -> Poller:
+    """One stream of a connector (its entry merged with ``defaults``, ``name`` the poller's
+    ``<connector>.<stream>``): the connector's listing, token cache and pacing are ``shared``."""
+    section(given, "", where)  # the keys a poller requires, whether written here or in defaults
+    listing = None if shared.listing is None else shared.listing.for_stream(stream_of.stream)
+    source = (listing, shared.refresh)
+    poller = _compile(given, where, base_dir, written, source, shared, parents)
+    publish = given.get("publish")
+    if publish is None:
+        return replace(poller, stream_of=stream_of)
+    if not isinstance(publish, bool):
+        raise ConfigError(f"must be true or false, got {publish!r}", f"{where}.publish")
+    return replace(poller, stream_of=stream_of, extra={**poller.extra, "publish": publish})
+    return replace(poller, stream_of=stream_of)
+
+
+def _compile(
+    given: Mapping[str, Any],
+    where: str,
+    base_dir: Path,
+    written: Mapping[str, Written],
+    source: tuple[Callable[[], Any] | None, float | None],
+    shared: Shared | None,
+    parents: int,
+) -> Poller:
+    name = _name(given["name"], f"{where}.name")
+    partitions, refresh = source
     cursor = cursors.parse_cursor(given.get("cursor"), f"{where}.cursor")
     compile_value = _template_compiler(partitions is not None, cursor, written)
-    request = parse_request(given["request"], "request", f"{where}.request", compile_value)
+    tokens = None if shared is None else shared.tokens
+    request = parse_request(given["request"], "request", f"{where}.request", compile_value, tokens)
     sends_cursor = any(p.kind == "cursor" for t in request.templates for p in t.placeholders)
     cursors.check_sent(cursor, sends_cursor, f"{where}.cursor")
     schedule = _schedule(given.get("schedule"), f"{where}.schedule")
     poll = _poll_spec(given, where, request, cursor, throttle_default=schedule["min"])
     options: dict[str, Any] = {
         "name": name,
-        "fetch": make_fetch(poll),
+        "fetch": make_fetch(poll, None if shared is None else shared.pacing),
         **_item_getters(given, where),
         "partitions": partitions,
         "cursor": {"strategy": cursors.strategy(cursor), "initial": None},

@@ -29,6 +29,7 @@ from watukuy.declarative.errors import BadBody, StatusFailed
 from watukuy.declarative.paging import LinkHeader, Paginate, follow_link, next_position, page_query
 from watukuy.declarative.paths import MISSING, Path
 from watukuy.declarative.request import Rendered, RequestSpec
+from watukuy.declarative.shared import PacedByStream, Pacing
 from watukuy.declarative.status import StatusTable
 from watukuy.declarative.templates import Scope
 from watukuy.http import KeyHttp, Response, Throttled, VendorError, build_url
@@ -56,11 +57,39 @@ class PollSpec:
         return (auth.query,) if isinstance(auth, ApiKey) and auth.query is not None else ()
 
 
-def make_fetch(spec: PollSpec) -> Callable[[Any], Awaitable[FetchResult]]:
-    """The ``fetch`` to give ``define_poller``."""
+def make_fetch(
+    spec: PollSpec, pacing: Pacing | None = None
+) -> Callable[[Any], Awaitable[FetchResult]]:
+    """The ``fetch`` to give ``define_poller``. ``pacing``: shared by the streams of one
+    connector, so a tenant the vendor slowed down on one stream is not asked on another."""
+    if pacing is not None:
+        return _paced_fetch(spec, pacing)
 
     async def fetch(ctx: Any) -> FetchResult:
         return await fetch_page(spec, ctx.partition, ctx.cursor.value, ctx.http)
+
+    fetch.__qualname__ = fetch.__name__ = "declarative_fetch"
+    return fetch
+
+
+def _paced_fetch(spec: PollSpec, pacing: Pacing) -> Callable[[Any], Awaitable[FetchResult]]:
+    async def fetch(ctx: Any) -> FetchResult:
+        tenant = ctx.partition.key
+        until = pacing.until(tenant, ctx.http.now())
+        if until is not None:  # not sent: the vendor already said this tenant must wait
+            raise PacedByStream(
+                connector=pacing.connector,
+                until=until,
+                method=spec.request.method,
+                template=spec.request.url.shown,
+            )
+        try:
+            result = await fetch_page(spec, ctx.partition, ctx.cursor.value, ctx.http)
+        except Throttled as exc:
+            pacing.note(tenant, exc.until)
+            raise
+        pacing.note(tenant, ctx.http.throttle_until)  # a spent quota on a page that succeeded
+        return result
 
     fetch.__qualname__ = fetch.__name__ = "declarative_fetch"
     return fetch

@@ -16,14 +16,14 @@ Also used, without placeholders, by the ``http`` partition source
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from watukuy.core.errors import ConfigError
 from watukuy.core.validation import kind
-from watukuy.declarative.auth import Auth, parse_auth
+from watukuy.declarative.auth import Auth, TokenCache, parse_auth
 from watukuy.declarative.errors import RenderError
-from watukuy.declarative.templates import Scope, Template
+from watukuy.declarative.templates import Placeholder, Scope, Template
 from watukuy.declarative.values import choice, duration, section
 
 __all__ = ["Body", "Rendered", "RequestSpec", "parse_request"]
@@ -73,8 +73,15 @@ class RequestSpec:
         )
 
 
-def parse_request(raw: object, path: str, where: str, compile_value: Compile) -> RequestSpec:
-    """The ``request`` section (``path`` in the key table: ``request`` or ``partitions.http``)."""
+def parse_request(
+    raw: object,
+    path: str,
+    where: str,
+    compile_value: Compile,
+    tokens: TokenCache | None = None,
+) -> RequestSpec:
+    """The ``request`` section (``path`` in the key table: ``request`` or ``partitions.http``);
+    ``tokens`` is an OAuth2 token cache to share (see :func:`parse_auth`)."""
     given = section(raw, path, where)
     method = choice(given.get("method"), f"{where}.method", f"{path}.method", ("GET", "POST"))
     body_raw = given.get("body")
@@ -84,8 +91,7 @@ def parse_request(raw: object, path: str, where: str, compile_value: Compile) ->
         body_raw = None
     timeout = given.get("timeout")
     auth = given.get("auth")
-    url = compile_value(given["url"], f"{where}.url")
-    _check_scheme(url, f"{where}.url")
+    url = _url(given, where, compile_value)
     return RequestSpec(
         url=url,
         method=method,
@@ -95,8 +101,59 @@ def parse_request(raw: object, path: str, where: str, compile_value: Compile) ->
         timeout=None if timeout is None else duration(timeout, f"{where}.timeout"),
         auth=None
         if auth is None
-        else parse_auth(auth, f"{path}.auth", f"{where}.auth", compile_value),
+        else parse_auth(auth, f"{path}.auth", f"{where}.auth", compile_value, tokens),
     )
+
+
+def _url(given: Mapping[str, Any], where: str, compile_value: Compile) -> Template:
+    """``url``, or ``path`` joined to ``base`` (the streams of a connector share a base in
+    ``defaults`` and each names its own path)."""
+    has_base, has_path = "base" in given, "path" in given
+    if "url" in given:
+        if has_base or has_path:
+            given_too = " and ".join(name for name in ("base", "path") if name in given)
+            raise ConfigError(f"set url, or base and path; not url and {given_too}", where)
+        url = compile_value(given["url"], f"{where}.url")
+        _check_scheme(url, f"{where}.url")
+        return url
+    if not has_base and not has_path:
+        raise ConfigError("is required: set url, or base and path", f"{where}.url")
+    if not has_base:
+        raise ConfigError("is required with request.path: the URL it is joined to", f"{where}.base")
+    if not has_path:
+        raise ConfigError("is required with request.base: joined to it", f"{where}.path")
+    base = compile_value(given["base"], f"{where}.base")
+    _check_scheme(base, f"{where}.base")
+    tail = compile_value(given["path"], f"{where}.path")
+    first = tail.parts[0] if tail.parts else ""
+    if isinstance(first, str) and first.lower().startswith(("http://", "https://")):
+        raise ConfigError("is joined to base: write url for an absolute URL", f"{where}.path")
+    return join_url(base, tail, f"{where}.path")
+
+
+def join_url(base: Template, tail: Template, where: str) -> Template:
+    """``base`` and ``tail`` with exactly one ``/`` between them: ``.../v1`` + ``items`` and
+    ``.../v1/`` + ``/items`` both give ``.../v1/items``. An empty ``tail`` is ``base``."""
+    if not tail.parts:
+        return replace(base, where=where)
+    left, right = list(base.parts), list(tail.parts)
+    if left and isinstance(left[-1], str):
+        left[-1] = left[-1].rstrip("/")
+        if not left[-1]:
+            left.pop()
+    if isinstance(right[0], str):
+        right[0] = right[0].lstrip("/")
+        if not right[0]:
+            right.pop(0)
+    parts: list[str | Placeholder] = [*left]
+    for part in ["/", *right]:
+        if isinstance(part, str) and parts and isinstance(parts[-1], str):
+            parts[-1] += part
+        else:
+            parts.append(part)
+    text = base.text.rstrip("/") + "/" + tail.text.lstrip("/")
+    shown = base.shown.rstrip("/") + "/" + tail.shown.lstrip("/")
+    return Template(text=text, where=where, parts=tuple(parts), shown=shown)
 
 
 def _check_scheme(url: Template, where: str) -> None:

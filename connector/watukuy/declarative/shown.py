@@ -23,8 +23,17 @@ _SENSITIVE_HEADER_WORDS = ("auth", "token", "key", "secret", "cookie", "session"
 
 
 def shown(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``entry`` with every sensitive value replaced by ``[redacted]``."""
-    return {key: _walk(value, str(key)) for key, value in entry.items()}
+    """A copy of ``entry`` with every sensitive value replaced by ``[redacted]``. ``defaults``
+    and each of ``streams`` hold a poller's keys, so they are shown as entries themselves."""
+    out: dict[str, Any] = {}
+    for key, value in entry.items():
+        if key == "defaults" and isinstance(value, Mapping):
+            out[key] = shown(value)
+        elif key == "streams" and isinstance(value, list):
+            out[key] = [shown(s) if isinstance(s, Mapping) else s for s in value]
+        else:
+            out[key] = _walk(value, str(key))
+    return out
 
 
 def _walk(node: Any, path: str) -> Any:

@@ -4,7 +4,10 @@ Names follow Prometheus' rules: the ``watukuy_`` prefix, base units (seconds), `
 counters, ``_seconds`` histograms. Per-key series carry ``poller`` and ``partition`` (the
 seed's ``watukuy.partition`` attribute); ``partition_label=False`` drops ``partition`` and
 aggregates per poller, for pollers with many tenants. Histograms are labelled per poller (or
-budget) only: buckets times tenants would be too many series.
+budget) only: buckets times tenants would be too many series. A series with ``poller`` also
+carries ``connector`` and ``stream``: a stream poller's connector and stream (``tracker``,
+``issues`` for ``tracker.issues``), a poller's own name and ``""`` for any other, so that
+``sum by (connector)`` adds up a connector's streams.
 
 Counters move as the observer hears of things. What is a state rather than an event (lag,
 circuit state, parked items, owned keys) is read from ``inspect()`` at each scrape by a
@@ -40,6 +43,7 @@ from prometheus_client.registry import Collector
 
 from watukuy.core.inspect import PollerInspect
 from watukuy.core.observe import Observer, OutcomeKind, status_class
+from watukuy.core.poller import Poller, StreamOf
 
 __all__ = ["CIRCUIT_STATES", "PrometheusObserver"]
 
@@ -52,10 +56,15 @@ _COMMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 _RESTORE_BUCKETS = (0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 Inspect = Callable[[], Iterable[PollerInspect]]
+Pollers = Callable[[], Mapping[str, Poller]]
 
+POLLER_LABELS = ("poller", "connector", "stream")
+"""What names a poller in a series: itself, and the connector and stream it is one of."""
+POLLER = "<poller>"
+"""In a declaration's labels: :data:`POLLER_LABELS`."""
 KEY = "<key>"
-"""In a declaration's labels: the key's labels, ``poller`` and ``partition`` (or ``poller``
-alone when the observer drops ``partition``)."""
+"""In a declaration's labels: the key's labels, :data:`POLLER_LABELS` and ``partition`` (or
+the poller's alone when the observer drops ``partition``)."""
 
 M = TypeVar("M", Counter, Gauge, Histogram)
 
@@ -79,7 +88,8 @@ class _Declared(Generic[M]):
         self.attribute = attribute
 
     def make(self, key: Sequence[str], registry: CollectorRegistry) -> M:
-        labels = [label for entry in self._labels for label in (key if entry == KEY else [entry])]
+        expand = {KEY: key, POLLER: POLLER_LABELS}
+        labels = [label for entry in self._labels for label in expand.get(entry, [entry])]
         made: M = self._build(labels, registry)
         return made
 
@@ -129,13 +139,13 @@ class PrometheusObserver(Observer):
     http_latency = _histogram(
         "watukuy_http_request_duration_seconds",
         "Time of one HTTP round trip.",
-        "poller",
+        POLLER,
         buckets=_REQUEST_BUCKETS,
     )
     poll_latency = _histogram(
         "watukuy_poll_duration_seconds",
         "Time fetch() took for one page, budget waits and retries included.",
-        "poller",
+        POLLER,
         buckets=_REQUEST_BUCKETS,
     )
     throttle_waits = _counter(
@@ -225,7 +235,9 @@ class PrometheusObserver(Observer):
         self._series: dict[tuple[str, str], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = (
             defaultdict(set)
         )
-        key = ("poller", "partition") if partition_label else ("poller",)
+        self._pollers: Pollers | None = None
+        self._names: dict[str, tuple[str, str, str]] = {}
+        key = (*POLLER_LABELS, "partition") if partition_label else POLLER_LABELS
         for declared in vars(PrometheusObserver).values():
             if isinstance(declared, _Declared):
                 self.__dict__[declared.attribute] = declared.make(key, self.registry)
@@ -237,9 +249,11 @@ class PrometheusObserver(Observer):
 
     # -- wiring -------------------------------------------------------------------------------
 
-    def watch(self, inspect: Inspect) -> None:
-        """Read key states (lag, circuit, parked, owned keys) from ``inspect`` at each scrape."""
+    def watch(self, inspect: Inspect, pollers: Pollers | None = None) -> None:
+        """Read key states (lag, circuit, parked, owned keys) from ``inspect`` at each scrape;
+        ``pollers`` says which poller is a stream of which connector."""
         self._inspect = inspect
+        self._pollers = pollers
 
     def render(self) -> tuple[bytes, str]:
         """The scrape: Prometheus' text format and its content type."""
@@ -249,7 +263,22 @@ class PrometheusObserver(Observer):
         return [] if self._inspect is None else list(self._inspect())
 
     def key_labels(self, poller: str, partition: str) -> tuple[str, ...]:
-        return (poller, partition) if self.partition_label else (poller,)
+        named = self.poller_labels(poller)
+        return (*named, partition) if self.partition_label else named
+
+    def poller_labels(self, poller: str) -> tuple[str, str, str]:
+        """``(poller, connector, stream)``, kept once the poller is known (a name does not
+        change what it is; an unknown one is asked again)."""
+        known = self._names.get(poller)
+        if known is not None:
+            return known
+        found = None if self._pollers is None else self._pollers().get(poller)
+        if found is None:
+            return (poller, poller, "")
+        stream = found.stream_of
+        known = (poller, poller, "") if stream is None else (poller, *_parts(stream))
+        self._names[poller] = known
+        return known
 
     def _inc(
         self, metric: Counter, poller: str, partition: str, *more: str, by: float = 1.0
@@ -265,7 +294,7 @@ class PrometheusObserver(Observer):
         self, poller: str, partition: str, lane: str, kind: OutcomeKind, seconds: float
     ) -> None:
         self._inc(self.polls, poller, partition, lane, kind.value)
-        self.poll_latency.labels(poller).observe(seconds)
+        self.poll_latency.labels(*self.poller_labels(poller)).observe(seconds)
         if kind is OutcomeKind.RATE_LIMITED:
             self._inc(self.throttle_waits, poller, partition)
 
@@ -273,7 +302,7 @@ class PrometheusObserver(Observer):
         self, poller: str, partition: str, method: str, status: int | None, seconds: float
     ) -> None:
         self._inc(self.http_requests, poller, partition, method, status_class(status))
-        self.http_latency.labels(poller).observe(seconds)
+        self.http_latency.labels(*self.poller_labels(poller)).observe(seconds)
 
     def page_fetched(
         self, poller: str, partition: str, lane: str, items: int, not_modified: bool
@@ -340,6 +369,10 @@ class PrometheusObserver(Observer):
         self.hanging.labels(topic).set(len(kafka_partitions))
 
 
+def _parts(stream: StreamOf) -> tuple[str, str]:
+    return stream.connector, stream.stream
+
+
 class _StateCollector(Collector):
     """Key states from ``inspect()``, read at each scrape: lag, circuit, parked, owned keys."""
 
@@ -353,7 +386,7 @@ class _StateCollector(Collector):
         observer = self._observer
         entries = observer.inspected()
         by_key = observer.partition_label
-        key = ["poller", "partition"] if by_key else ["poller"]
+        key = [*POLLER_LABELS, "partition"] if by_key else list(POLLER_LABELS)
         lag = GaugeMetricFamily(
             "watukuy_lag_seconds",
             "Seconds since the key's last successful poll"
@@ -369,13 +402,15 @@ class _StateCollector(Collector):
             "watukuy_parked_items", "Items parked now, by kind.", labels=[*key, "kind"]
         )
         owned = GaugeMetricFamily(
-            "watukuy_owned_keys", "Keys of the poller this instance holds.", labels=["poller"]
+            "watukuy_owned_keys",
+            "Keys of the poller this instance holds.",
+            labels=list(POLLER_LABELS),
         )
         waiting = GaugeMetricFamily(
             "watukuy_waiting_keys",
             "Keys of the poller this instance owns but does not run: their stored state was "
             "written by a newer release (status UNASSIGNED).",
-            labels=["poller"],
+            labels=list(POLLER_LABELS),
         )
         lags: dict[tuple[str, ...], float] = {}
         states: dict[tuple[str, ...], int] = defaultdict(int)
@@ -403,8 +438,7 @@ class _StateCollector(Collector):
             circuit.add_metric(list(labels), value)
         for labels, value in sorted(counts.items()):
             parked.add_metric(list(labels), value)
-        for poller, count in sorted(keys.items()):
-            owned.add_metric([poller], count)
-        for poller, count in sorted(waits.items()):
-            waiting.add_metric([poller], count)
+        for family, counted in ((owned, keys), (waiting, waits)):
+            for poller, count in sorted(counted.items()):
+                family.add_metric(list(observer.poller_labels(poller)), count)
         yield from (lag, circuit, parked, owned, waiting)

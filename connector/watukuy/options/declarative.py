@@ -20,7 +20,15 @@ from watukuy.core.errors import ConfigError
 from watukuy.core.validation import check_keys
 from watukuy.options.keydoc import KeyDoc
 
-__all__ = ["DECLARATIVE_KEYS", "check_section", "children", "default_of", "key_doc"]
+__all__ = [
+    "CONNECTOR_ONLY",
+    "DECLARATIVE_KEYS",
+    "STREAM_ONLY",
+    "check_section",
+    "children",
+    "default_of",
+    "key_doc",
+]
 
 
 def _auth(prefix: str, templates: bool) -> list[KeyDoc]:
@@ -242,7 +250,20 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
     KeyDoc("partitions.python", "string", None, "`module:attr` of a Python partitions callable."),
     KeyDoc("partitions.refresh", "duration", "5m", "How often the partition list is refreshed."),
     KeyDoc("request", "mapping", None, "The request of each page.", required=True),
-    KeyDoc("request.url", "template", None, "Absolute http(s) URL.", required=True),
+    KeyDoc(
+        "request.url",
+        "template",
+        None,
+        "Absolute http(s) URL; required unless `base` and `path` are set instead.",
+    ),
+    KeyDoc(
+        "request.base",
+        "template",
+        None,
+        "Absolute http(s) URL that `path` is joined to (with one `/`); usually set once in "
+        "a connector's `defaults`. Not together with `url`.",
+    ),
+    KeyDoc("request.path", "template", None, "Joined to `base`: the endpoint of this stream."),
     KeyDoc("request.method", "GET | POST", "GET", "HTTP method."),
     KeyDoc(
         "request.query",
@@ -342,8 +363,36 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
     ),
     KeyDoc("schema_version", "int", 1, "Stamped on each event."),
     KeyDoc("retain", "duration", "30d", "How long deleted items are remembered."),
+    KeyDoc(
+        "streams",
+        "list",
+        None,
+        "Several endpoints of one vendor: a list of stream entries, each with a `name` "
+        "(`[A-Za-z0-9_-]+`) and any key of a poller but `partitions`, compiled to a poller "
+        "`<connector>.<stream>`. With it, the connector entry holds only `name`, `partitions`, "
+        "`defaults` and `streams`.",
+    ),
+    KeyDoc(
+        "defaults",
+        "mapping",
+        None,
+        "With `streams`: any stream key, deep-merged into each stream (the stream's own "
+        "value wins; a list is replaced, not merged).",
+    ),
+    KeyDoc(
+        "publish",
+        "bool",
+        True,
+        "A stream's events are published; `false`: the stream is polled only to drive its "
+        "child streams. Only in a stream.",
+    ),
     *_transform("transform"),
 )
+
+STREAM_ONLY = ("publish",)
+"""Keys a stream entry may have and a poller on its own may not."""
+CONNECTOR_ONLY = ("streams", "defaults")
+"""Keys of a connector entry with streams, never of a stream."""
 
 _BY_PATH: dict[str, KeyDoc] = {doc.path: doc for doc in DECLARATIVE_KEYS}
 

@@ -152,7 +152,7 @@ def _parse(text: str, what: str, key: str) -> Any:
         return _loads(text, key, "an integer", int)
     if what == "number":
         return _loads(text, key, "a number", int, float)
-    if what == "true":
+    if what in ("true", "bool"):
         return _loads(text, key, "true or false", bool)
     if what == "list":
         return _loads(text, key, "a JSON array", list)

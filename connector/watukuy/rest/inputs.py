@@ -28,8 +28,10 @@ from watukuy.rest.port import (
     ParkedKind,
 )
 
-KEY_PATTERN = re.compile(r"[A-Za-z0-9._-]+")
-"""A partition key REST can address (in a path, a query or a body)."""
+KEY_PATTERN = re.compile(r"[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*")
+"""A partition key REST can address (in a path, a query or a body): a child stream's key is
+its parent's and the parent item's, joined by ``/`` (``acme/P1``), written ``%2F`` in a path
+(aiohttp decodes it into the path's parameter)."""
 UNPARTITIONED = "~"
 """How a path or query addresses the key ``''`` of an unpartitioned connector: ``~`` is
 unreserved in URLs (nothing encodes or merges it, unlike an empty segment) and is not a
@@ -48,7 +50,8 @@ def check_key(value: str, field: str = "key") -> str:
         return ""
     if not KEY_PATTERN.fullmatch(value):
         raise BadRequest(
-            f"must match [A-Za-z0-9._-]+, or be {UNPARTITIONED} for an unpartitioned connector",
+            f"must match [A-Za-z0-9._-]+ (a child key's parts joined by '/', written %2F in a "
+            f"path), or be {UNPARTITIONED} for an unpartitioned connector",
             field,
         )
     return value

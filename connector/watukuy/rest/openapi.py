@@ -111,6 +111,7 @@ P = ("name", "key")
 T = ("name", "id")
 L = ("logger",)
 STRING = {"type": "string"}
+KEY_QUERY = "^(([A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*)?|~)$"
 
 
 # --- the registry's operations --------------------------------------------------------------
@@ -380,7 +381,7 @@ def _stored_paths() -> Paths:
                 query=(
                     _query(
                         "partition",
-                        {"type": "string", "pattern": "^([A-Za-z0-9._-]*|~)$"},
+                        {"type": "string", "pattern": KEY_QUERY},
                         "Only this key (`~` or empty: the key '').",
                     ),
                     _query("kind", {"enum": ["invalid", "poison"]}, "Only this kind."),

@@ -86,6 +86,8 @@ class TaskStatus(TypedDict):
     backfill: bool
     trace: NotRequired[str]
     """Why a FAILED or UNASSIGNED task is so (the key's redacted ``last_error``)."""
+    stream: NotRequired[str]
+    """The stream of the key, in the status of a connector with streams."""
 
 
 class ConnectorStatus(TypedDict):

@@ -200,7 +200,10 @@ async def list_tasks(request: web.Request) -> web.Response:
         [
             {
                 "id": {"connector": name, "task": task["id"]},
-                "config": {"partition": task["partition"]},
+                "config": {
+                    "partition": task["partition"],
+                    **({"stream": task["stream"]} if "stream" in task else {}),
+                },
             }
             for task in tasks
         ]
@@ -226,7 +229,9 @@ async def restart_task(request: web.Request) -> web.Response:
     name, task = await _task(request)
     trigger = KEY_OPERATIONS["trigger"]
     args = inputs.operation_args(trigger, None)
-    await _control(request).operate(name, task["partition"], trigger.name, args)
+    # A connector's status names each task's stream; the key is that stream's.
+    poller = f"{name}.{task['stream']}" if "stream" in task else name
+    await _control(request).operate(poller, task["partition"], trigger.name, args)
     return web.Response(status=204)
 
 

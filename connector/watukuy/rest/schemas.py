@@ -16,7 +16,8 @@ __all__ = ["KEY_IN_BODY", "PARAMETERS", "SCHEMAS", "Schema", "object_schema", "r
 Schema = dict[str, Any]
 
 NAME = f"^{POLLER_NAME.pattern}$"
-KEY = "^([A-Za-z0-9._-]+|~)$"
+KEY = "^([A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*|~)$"
+"""A key in a path: a child stream's key joins its parts with ``/`` (written ``%2F``)."""
 STATES = [state.value for state in TaskState]
 TARGETS = [target.value for target in Target]
 LOG_LEVELS = list(LEVELS)
@@ -38,7 +39,7 @@ def object_schema(
 CURSOR: Schema = dict(CURSOR_SCHEMA)
 KEY_IN_BODY: Schema = {
     "type": "string",
-    "pattern": "^[A-Za-z0-9._-]*$",
+    "pattern": "^([A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*)?$",
     "description": "The partition key ('' for an unpartitioned connector).",
 }
 
@@ -125,6 +126,10 @@ SCHEMAS: dict[str, Schema] = {
                 "type": "string",
                 "description": "Why a FAILED or UNASSIGNED task is so; absent otherwise.",
             },
+            "stream": {
+                "type": "string",
+                "description": "The key's stream, in the status of a connector with streams.",
+            },
         },
         required=["id", "state", "worker_id", "partition", "lag", "circuit", "parked", "backfill"],
     ),
@@ -133,7 +138,8 @@ SCHEMAS: dict[str, Schema] = {
             "id": object_schema({"connector": {"type": "string"}, "task": {"type": "integer"}}),
             "config": {
                 "type": "object",
-                "description": "The task's partition key; never partition data or secrets.",
+                "description": "The task's partition key (and stream); never partition data "
+                "or secrets.",
                 "additionalProperties": {"type": "string"},
             },
         }
@@ -254,14 +260,16 @@ PARAMETERS: dict[str, Schema] = {
         "name": "name",
         "in": "path",
         "required": True,
-        "description": "The connector (poller) name.",
+        "description": "The connector (poller) name; a stream of a connector is "
+        "`{connector}.{stream}`, the name per-key routes take.",
         "schema": {"type": "string", "pattern": NAME},
     },
     "key": {
         "name": "key",
         "in": "path",
         "required": True,
-        "description": "The partition key; `~` addresses the key '' of an unpartitioned connector.",
+        "description": "The partition key; `~` addresses the key '' of an unpartitioned connector; "
+        "a child key's `/` is written `%2F`.",
         "schema": {"type": "string", "pattern": KEY},
     },
     "id": {

@@ -28,7 +28,7 @@ __all__ = ["ValidationReport", "validation_report"]
 REDACTED = "[redacted]"
 
 # Connect's ConfigDef types, by KeyDoc kind; a kind not listed is a STRING.
-_TYPES = {"int": "INT", "number": "DOUBLE", "true": "BOOLEAN", "list": "LIST"}
+_TYPES = {"int": "INT", "number": "DOUBLE", "true": "BOOLEAN", "bool": "BOOLEAN", "list": "LIST"}
 
 
 class KeyDefinition(TypedDict):
@@ -160,7 +160,7 @@ def _entry(
 
 def _choices(doc: KeyDoc) -> list[str]:
     """``basic | body`` and ``GET | POST`` kinds list their choices; booleans theirs."""
-    if doc.kind == "true":
+    if doc.kind in ("true", "bool"):
         return ["true", "false"]
     if " | " in doc.kind:
         return doc.kind.split(" | ")
