@@ -128,7 +128,7 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         {"request": request(url=f"{API}/{{partition.dta.slug}}/items")},
         "pollers[0].request.url",
         "unknown placeholder {partition.dta.slug}; known: {partition.key}, "
-        "{partition.data.NAME}, {cursor}",
+        "{partition.data.NAME}, {cursor}, {parent.key}",
     ),
     (
         "url without an http(s) scheme",

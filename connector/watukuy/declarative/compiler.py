@@ -17,7 +17,7 @@ from typing import Any
 
 from watukuy.core.errors import ConfigError
 from watukuy.core.keys import POLLER_NAME
-from watukuy.core.poller import Poller, StreamOf, define_poller
+from watukuy.core.poller import ParentSpec, Poller, StreamOf, define_poller
 from watukuy.core.transforms import Transform, compile_transform
 from watukuy.core.validation import positive_int
 from watukuy.declarative import cursors
@@ -73,6 +73,7 @@ _ONLY = {
     "streams": "an entry with streams is several pollers: compile it with compile_connector_entry",
     "defaults": "only an entry with streams takes defaults (they are merged into each stream)",
     "publish": "only a stream of an entry with streams takes publish",
+    "parent": "only a stream of an entry with streams takes parent",
 }
 
 
@@ -85,13 +86,17 @@ def compile_stream(
     shared: Shared,
     stream_of: StreamOf,
     parents: int = 0,
+    parent: ParentSpec | None = None,
 ) -> Poller:
     """One stream of a connector (its entry merged with ``defaults``, ``name`` the poller's
     ``<connector>.<stream>``): the connector's listing, token cache and pacing are ``shared``."""
     section(given, "", where)  # the keys a poller requires, whether written here or in defaults
     listing = None if shared.listing is None else shared.listing.for_stream(stream_of.stream)
-    source = (listing, shared.refresh)
+    # A child stream's keys come from its parent's items, not from the tenants' listing.
+    source = (listing, shared.refresh) if parent is None else (None, None)
     poller = _compile(given, where, base_dir, written, source, shared, parents)
+    if parent is not None:
+        poller = replace(poller, parent=parent)
     publish = given.get("publish")
     if publish is None:
         return replace(poller, stream_of=stream_of)
@@ -113,7 +118,8 @@ def _compile(
     name = _name(given["name"], f"{where}.name")
     partitions, refresh = source
     cursor = cursors.parse_cursor(given.get("cursor"), f"{where}.cursor")
-    compile_value = _template_compiler(partitions is not None, cursor, written)
+    tenants = partitions is not None or (parents > 0 and shared is not None and shared.listing)
+    compile_value = _template_compiler(bool(tenants), cursor, written, parents)
     tokens = None if shared is None else shared.tokens
     request = parse_request(given["request"], "request", f"{where}.request", compile_value, tokens)
     sends_cursor = any(p.kind == "cursor" for t in request.templates for p in t.placeholders)
@@ -160,14 +166,19 @@ def _partitions(
 
 
 def _template_compiler(
-    partitioned: bool, cursor: cursors.Cursor, written: Mapping[str, Written]
+    partitioned: bool, cursor: cursors.Cursor, written: Mapping[str, Written], parents: int = 0
 ) -> Callable[[object, str], Template]:
     """Compiles a template value at a config path, knowing which placeholders exist here."""
     has_cursor = not isinstance(cursor, cursors.NoCursor)
 
     def compile_value(raw: object, at: str) -> Template:
         return compile_template(
-            raw, at, partitioned=partitioned, cursor=has_cursor, written=written.get(at)
+            raw,
+            at,
+            partitioned=partitioned,
+            cursor=has_cursor,
+            written=written.get(at),
+            parents=parents,
         )
 
     return compile_value

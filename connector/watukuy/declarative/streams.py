@@ -35,6 +35,7 @@ from watukuy.core.keys import POLLER_NAME
 from watukuy.core.poller import Poller, StreamOf
 from watukuy.core.validation import check_keys, kind, message_of
 from watukuy.declarative.compiler import compile_poller, compile_stream
+from watukuy.declarative.parent import compile_parent, depths
 from watukuy.declarative.shared import Shared, SharedListing
 from watukuy.declarative.sources import parse_partitions
 from watukuy.http import Transport
@@ -79,14 +80,22 @@ def compile_connector_entry(
     if not isinstance(streams, list) or not streams:
         raise ConfigError(f"must be a non-empty list of streams, got {kind(streams)}", where)
     shared = _shared(connector, entry.get("partitions"), where, base_dir, transport, written)
-    pollers: list[Poller] = []
     seen: dict[str, int] = {}
     for index, stream in enumerate(streams):
-        at = f"{where}.streams[{index}]"
-        name = _stream_name(stream, at, seen)
-        seen[name] = index
-        pollers.append(_compile_one(stream, defaults, name, at, where, base_dir, written, shared))
-    return pollers
+        seen[_stream_name(stream, f"{where}.streams[{index}]", seen)] = index
+    levels = depths(streams, seen, where)  # a child may name a stream written after it
+    return [
+        _compile_one(
+            streams[i],
+            defaults,
+            (name, f"{where}.streams[{i}]", levels[i]),
+            where,
+            base_dir,
+            written,
+            shared,
+        )
+        for name, i in seen.items()
+    ]
 
 
 def _shared(
@@ -125,13 +134,13 @@ def _stream_name(stream: object, at: str, seen: Mapping[str, int]) -> str:
 def _compile_one(
     stream: Mapping[str, Any],
     defaults: Mapping[str, Any],
-    name: str,
-    at: str,
+    named: tuple[str, str, int],
     where: str,
     base_dir: Path,
     written: Mapping[str, Written],
     shared: Shared,
 ) -> Poller:
+    name, at, parents = named  # parents: how deep a child stream it is (0: none)
     of = StreamOf(shared.connector, name)
     merged = merge(defaults, stream, "")
     merged["name"] = of.poller
@@ -144,6 +153,8 @@ def _compile_one(
             written=_written_for(written, from_defaults, at),
             shared=shared,
             stream_of=of,
+            parents=parents,
+            parent=compile_parent(stream, f"{at}.parent", shared.connector),
         )
     except ConfigError as exc:
         raise _blamed(exc, stream, defaults, at, from_defaults) from None
@@ -157,8 +168,9 @@ def _check_stream_keys(given: object, where: str, *, stream: bool) -> None:
     if not isinstance(given, Mapping):
         raise ConfigError(f"must be a mapping, got {kind(given)}", where)
     known = [k for k in children("") if k not in (*CONNECTOR_ONLY, "partitions")]
-    if not stream:
+    if not stream:  # a parent in defaults would make every stream (the parent too) a child
         known.remove("name")
+        known.remove("parent")
     check_keys(given, known, where)
     for key, value in given.items():
         _check_nested(value, key, f"{where}.{key}")

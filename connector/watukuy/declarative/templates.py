@@ -8,6 +8,8 @@ Placeholders::
                              {partition.data.hosts[0]}
     {cursor}                 the cursor sent this poll (the resume token, or the ISO-8601
                              timestamp minus lookback); empty on the first poll
+    {parent.key}             a child stream's parent item key; {parent.parent.key} the
+                             grandparent's, and so on (only as deep as the stream is)
     {{  }}                   a literal { and }
 
 Nothing is evaluated: no expressions, format specs (``{cursor:>10}``) or conversions
@@ -30,6 +32,7 @@ Rendering:
 from __future__ import annotations
 
 import difflib
+import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,20 +48,24 @@ from watukuy.options.secrets import Written
 __all__ = ["Placeholder", "Scope", "Template", "compile_template", "constant"]
 
 _FORMATTER = string.Formatter()
-_KNOWN = ("partition.key", "partition.data.NAME", "cursor")
+_KNOWN = ("partition.key", "partition.data.NAME", "cursor", "parent.key")
 _DATA = "partition.data."
+_PARENT = re.compile(r"(?:parent\.)+key")
 
 
 @dataclass(frozen=True, slots=True)
 class Placeholder:
-    kind: Literal["key", "data", "cursor"]
+    kind: Literal["key", "data", "cursor", "parent"]
     path: Path | None = None  # for ``data``: the path into the partition's data
+    level: int = 0  # for ``parent``: 1 is {parent.key}, 2 {parent.parent.key}...
 
     @property
     def text(self) -> str:
         if self.kind == "data":
             assert self.path is not None
             return "{" + _DATA + self.path.text + "}"
+        if self.kind == "parent":
+            return "{" + "parent." * self.level + "key}"
         return "{partition.key}" if self.kind == "key" else "{cursor}"
 
 
@@ -138,8 +145,10 @@ def compile_template(
     cursor: bool,
     allow_placeholders: bool = True,
     written: Written | None = None,
+    parents: int = 0,
 ) -> Template:
-    """Compile ``text``; ``partitioned`` and ``cursor`` say which names exist here.
+    """Compile ``text``; ``partitioned``, ``cursor`` and ``parents`` (a child stream's depth)
+    say which names exist here.
 
     Numbers and booleans are accepted as their JSON text (``limit: 100``).
     ``allow_placeholders=False`` (a tenants listing, which has no partition or cursor) still
@@ -163,7 +172,7 @@ def compile_template(
         if secret:
             _append_literal(parts, chunk)
             continue
-        _compile_chunk(chunk, where, parts, partitioned, cursor, allow_placeholders)
+        _compile_chunk(chunk, where, parts, (partitioned, cursor, parents), allow_placeholders)
     return Template(text=text, where=where, parts=tuple(parts), shown=shown)
 
 
@@ -180,8 +189,7 @@ def _compile_chunk(
     text: str,
     where: str,
     parts: list[str | Placeholder],
-    partitioned: bool,
-    cursor: bool,
+    names: tuple[bool, bool, int],
     allow_placeholders: bool,
 ) -> None:
     try:
@@ -206,11 +214,22 @@ def _compile_chunk(
                 "(write {{ and }} for literal braces)",
                 where,
             )
-        parts.append(_placeholder(name, where, partitioned=partitioned, cursor=cursor))
+        partitioned, cursor, parents = names
+        parts.append(_placeholder(name, where, partitioned, cursor, parents))
 
 
-def _placeholder(name: str, where: str, *, partitioned: bool, cursor: bool) -> Placeholder:
+def _placeholder(
+    name: str, where: str, partitioned: bool, cursor: bool, parents: int
+) -> Placeholder:
     name = name.strip()
+    if _PARENT.fullmatch(name):
+        level = name.count("parent.")
+        if level > parents:
+            have = f"it has {parents} parent level(s)" if parents else "it has no parent"
+            raise ConfigError(
+                f"{{{name}}} needs a child stream {level} level(s) deep; {have}", where
+            )
+        return Placeholder("parent", level=level)
     if name == "cursor":
         if not cursor:
             raise ConfigError(
@@ -234,10 +253,11 @@ def _placeholder(name: str, where: str, *, partitioned: bool, cursor: bool) -> P
 
 def _unknown(name: str) -> str:
     known = ", ".join("{" + n + "}" for n in _KNOWN)
-    close = difflib.get_close_matches(name, ["partition.key", "partition.data", "cursor"], n=1)
+    names = ["partition.key", "partition.data", "cursor", "parent.key"]
+    close = difflib.get_close_matches(name, names, n=1)
     # Echo the name only when it is plainly a placeholder gone wrong: braces in a resolved
     # secret (${env:...}) also land here, and the secret must not reach the message.
-    if close or name.startswith(("partition", "cursor")):
+    if close or name.startswith(("partition", "cursor", "parent")):
         return f"unknown placeholder {{{name}}}; known: {known}"
     return (
         f"unknown placeholder ({len(name)} character{'s' if len(name) != 1 else ''}); "
@@ -251,6 +271,11 @@ def _lookup(placeholder: Placeholder, scope: Scope, where: str) -> Any:
         return scope.cursor
     if placeholder.kind == "key":
         return scope.partition.key
+    if placeholder.kind == "parent":
+        ancestors = scope.partition.parents
+        if placeholder.level > len(ancestors):
+            raise RenderError(f"{where}: the partition has no {placeholder.text}")
+        return ancestors[placeholder.level - 1]
     assert placeholder.path is not None
     data = scope.partition.data
     found = placeholder.path.find(data) if isinstance(data, Mapping | list) else MISSING

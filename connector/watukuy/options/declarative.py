@@ -386,10 +386,39 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
         "A stream's events are published; `false`: the stream is polled only to drive its "
         "child streams. Only in a stream.",
     ),
+    KeyDoc(
+        "parent",
+        "mapping",
+        None,
+        "A child stream: one partition per item of another stream of the connector, keyed "
+        "`<parent partition>/<parent.key>`, created by the parent's commits. Only in a stream.",
+    ),
+    KeyDoc(
+        "parent.stream",
+        "string",
+        None,
+        "The parent stream (itself a child or not).",
+        required=True,
+    ),
+    KeyDoc(
+        "parent.key",
+        "path",
+        None,
+        "Path in the parent's item: the child partition's last part and `{parent.key}`. An "
+        "item without it is parked with the reason.",
+        required=True,
+    ),
+    KeyDoc(
+        "parent.where",
+        "mapping",
+        None,
+        "Filter on the parent's items, the form of `transform.filter`: an item leaving it "
+        "pauses its child, one coming back resumes it.",
+    ),
     *_transform("transform"),
 )
 
-STREAM_ONLY = ("publish",)
+STREAM_ONLY = ("publish", "parent")
 """Keys a stream entry may have and a poller on its own may not."""
 CONNECTOR_ONLY = ("streams", "defaults")
 """Keys of a connector entry with streams, never of a stream."""
