@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from watukuy import ConfigError, Engine, FakeClock, MemoryStore, Partition, define_poller
+from watukuy.core.errors import NewerRelease
 from watukuy.core.poller import Poller
 
 
@@ -323,3 +324,22 @@ async def test_an_operation_on_a_child_key_held_elsewhere_goes_to_its_owner(
     await engine.pause("tracker.issues", partition="acme/P2")
 
     assert [(c.op, c.key) for c in store.sent] == [("pause", "tracker.issues/acme/P2")]
+
+
+class NewerStore(MemoryStore):
+    """A memory store where ``acme/P2``'s child was written by a newer release."""
+
+    async def load(self, poller: str, partition: str) -> Any:
+        if partition == "acme/P2":
+            raise NewerRelease("written by a newer release")
+        return await super().load(poller, partition)
+
+
+async def test_a_child_written_by_a_newer_release_is_left_for_it(vendor: Vendor) -> None:
+    store = NewerStore()
+    engine = Engine(pollers(vendor), store=store, clock=FakeClock())
+    await engine.tick()
+    await engine.tick()  # does not stop on it: the other children are created
+
+    assert sorted(keys_of(engine, "tracker.issues")) == ["acme/P1", "globex/P1"]
+    assert [c.partition for c in store.pending.values()] == ["acme/P2"]  # left pending

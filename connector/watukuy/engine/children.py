@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from watukuy.core.children import ancestry, split_child
 from watukuy.core.commands import Command
-from watukuy.core.errors import ConfigError, Fenced
+from watukuy.core.errors import ConfigError, Conflict, Fenced, NewerRelease
 from watukuy.core.keys import key_text
 from watukuy.core.operations import KeyView, key_operation
 from watukuy.core.poll import fresh_state
@@ -138,7 +138,11 @@ async def received(roster: Roster, command: Command) -> None:
         return
     if not roster.store.owns(poller.name, key):
         raise Fenced(f"{key_text(poller.name, key)}: owned by another instance")
-    stored = await roster.store.load(poller.name, key)
+    try:
+        stored = await roster.store.load(poller.name, key)
+    except NewerRelease as exc:
+        # Its state is a newer release's: left (pending) for an instance that reads it.
+        raise Conflict(f"{key_text(poller.name, key)}: {exc}") from None
     if stored is None and op.name == "pause_child":
         await roster.store.remove(poller.name, key, command.id)  # no child: nothing to pause
         return
