@@ -4,7 +4,8 @@ A Connect client (its ``RestClient``, consoles and tools built on ``connect-runt
 answers into ``org.apache.kafka.connect.runtime.rest.entities``. These tests decode each answer
 with those very classes (``tests/connect_jvm``, leniently: unknown fields ignored) and check
 the values the client then reads through their accessors: a config-file connector, one
-created over REST in Connect's flat config form, an unknown one, plugins, validate, loggers.
+created over REST in Connect's flat config form, one with two streams (also created over REST),
+an unknown one, plugins, validate, loggers.
 
 One runner, two tenants and one JVM run for every answer keep the wall time short.
 """
@@ -33,6 +34,8 @@ TENANTS = 2
 RUNNER = "entities-1"
 FILE, REST = "invoices", "orders"  # from the config file; created over REST
 CONNECTORS = (FILE, REST)
+STREAMED = "tracker"  # created over REST with two streams: a task per stream and tenant
+STREAMS = ("projects", "users")
 STATES = {"RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED", "RESTARTING"}
 LANES = {"live", "backfill", "reconcile"}
 LOG4J_LEVELS = {"OFF", "FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"}
@@ -114,6 +117,13 @@ def _routes(flat: dict[str, str]) -> dict[str, tuple[str, str, str, Any]]:
         ),
         **_connector_routes(FILE),
         **_connector_routes(REST),
+        **_connector_routes(STREAMED),
+        **{
+            f"{STREAMED}.{stream} offsets": (
+                "ConnectorOffsets", "GET", f"/connectors/{STREAMED}.{stream}/offsets", None
+            )
+            for stream in STREAMS
+        },
         "plugins": ("List<PluginInfo>", "GET", "/connector-plugins", None),
         "validate good": ("ConfigInfos", "PUT", validate, flat),
         "validate bad": ("ConfigInfos", "PUT", validate, bad),
@@ -125,19 +135,35 @@ def _routes(flat: dict[str, str]) -> dict[str, tuple[str, str, str, Any]]:
 
 
 def _ready(port: int) -> bool:
-    """Both connectors run every tenant, and each tenant has polled once (a live cursor)."""
-    for name in CONNECTORS:
+    """Every connector runs every tenant (of each stream), and each has polled once."""
+    for name, tasks_expected in ((FILE, TENANTS), (REST, TENANTS), (STREAMED, 2 * TENANTS)):
         status = get_json(port, f"/connectors/{name}/status")
-        offsets = get_json(port, f"/connectors/{name}/offsets")
-        if status is None or offsets is None:
+        if status is None:
             return False
         tasks = status["tasks"]
-        if len(tasks) != TENANTS or any(task["state"] != "RUNNING" for task in tasks):
+        if len(tasks) != tasks_expected or any(task["state"] != "RUNNING" for task in tasks):
+            return False
+    for name in (FILE, REST, *(f"{STREAMED}.{stream}" for stream in STREAMS)):
+        offsets = get_json(port, f"/connectors/{name}/offsets")
+        if offsets is None:
             return False
         entries = offsets["offsets"]
         if len(entries) != TENANTS or any(entry["offset"]["live"] is None for entry in entries):
             return False
     return True
+
+
+def _streamed(connector: dict[str, Any]) -> dict[str, Any]:
+    """The example connector as two streams of one connector: the tenants' projects and
+    users, sharing the tenant listing, the credential and everything but the path."""
+    shared = {k: v for k, v in connector.items() if k not in ("partitions", "request")}
+    base = connector["request"]["url"].rsplit("/", 1)[0]
+    request = {"base": base, "auth": connector["request"]["auth"]}
+    return {
+        "partitions": connector["partitions"],
+        "defaults": {**shared, "request": request},
+        "streams": [{"name": name, "request": {"path": f"/{name}"}} for name in STREAMS],
+    }
 
 
 def _stopped(port: int) -> bool:
@@ -182,6 +208,9 @@ def live(
         wait_for(lambda: _healthy(port), 60, "the runner's /health")
         created = http(port, "POST", "/connectors", {"name": REST, "config": flat})
         assert created[0] == 201, created
+        streamed = flatten(_streamed(connector), "http")
+        created = http(port, "POST", "/connectors", {"name": STREAMED, "config": streamed})
+        assert created[0] == 201, created
         wait_for(lambda: _ready(port), 90, "both connectors RUNNING on every tenant", step=0.5)
         batch, statuses = [], []
         for entity, method, route, body in _routes(flat).values():
@@ -225,13 +254,13 @@ def test_server_info_names_the_commit_and_the_kafka_cluster(live: Live) -> None:
 
 def test_connectors_are_listed_by_name(live: Live) -> None:
     assert live["names"].status == 200
-    assert sorted(live["names"].value()) == sorted(CONNECTORS)
+    assert sorted(live["names"].value()) == sorted([*CONNECTORS, STREAMED])
 
 
-def _check_info(info: dict[str, Any], name: str) -> None:
+def _check_info(info: dict[str, Any], name: str, tasks: int = TENANTS) -> None:
     assert info["name"] == name
     assert info["type"] == "SOURCE"
-    assert info["tasks"] == [{"connector": name, "task": i} for i in range(TENANTS)]
+    assert info["tasks"] == [{"connector": name, "task": i} for i in range(tasks)]
     config = info["config"]
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in config.items()), config
     assert config["connector.class"] == "http"
@@ -245,7 +274,7 @@ def test_connector_info_is_a_source_with_a_flat_config_and_a_task_per_tenant(
     assert answer.status == 200
     _check_info(answer.value(), name)
     expanded = live["expand info"].value()
-    assert sorted(expanded) == sorted(CONNECTORS)
+    assert sorted(expanded) == sorted([*CONNECTORS, STREAMED])
     _check_info(expanded[name]["info"], name)
 
 
@@ -263,14 +292,16 @@ def test_a_config_file_connector_reads_back_its_flat_config(live: Live) -> None:
     assert config["request.url"] == live.posted["request.url"]  # a ${env:...} placeholder
 
 
-def _check_status(status: dict[str, Any], name: str, connector_state: str) -> None:
+def _check_status(
+    status: dict[str, Any], name: str, connector_state: str, tasks: int = TENANTS
+) -> None:
     assert status["name"] == name
     assert status["type"] == "SOURCE"
     assert status["connector"]["state"] == connector_state
     assert status["connector"]["workerId"] == RUNNER
-    tasks = status["tasks"]
-    assert [task["id"] for task in tasks] == list(range(TENANTS))
-    assert all(isinstance(task["id"], int) and task["state"] in STATES for task in tasks)
+    found = status["tasks"]
+    assert [task["id"] for task in found] == list(range(tasks))
+    assert all(isinstance(task["id"], int) and task["state"] in STATES for task in found)
 
 
 @pytest.mark.parametrize("name", CONNECTORS)
@@ -382,3 +413,33 @@ def test_the_decoder_ignores_extra_fields_but_not_a_wrong_type(
         "id": 0, "state": "RUNNING", "workerId": "w", "trace": None, "version": None
     }  # fmt: skip
     assert not wrong.ok and '["config"]' in wrong.error and '["cursor"]' in wrong.error
+
+
+# --- a connector with streams ------------------------------------------------------------------
+
+
+def test_a_connector_with_streams_is_one_connector_with_a_task_per_stream_and_tenant(
+    live: Live,
+) -> None:
+    info = live[f"{STREAMED} info"]
+    assert info.status == 200
+    _check_info(info.value(), STREAMED, tasks=2 * TENANTS)
+    assert json.loads(info.value()["config"]["streams"])[0]["name"] == STREAMS[0]
+    status = live[f"{STREAMED} status"]
+    assert status.status == 200
+    _check_status(status.value(), STREAMED, "RUNNING", tasks=2 * TENANTS)
+    tasks = live[f"{STREAMED} tasks"].value()
+    assert [task["id"] for task in tasks] == [
+        {"connector": STREAMED, "task": i} for i in range(2 * TENANTS)
+    ]
+
+
+def test_each_stream_has_its_offsets_and_its_topic(live: Live) -> None:
+    for stream in STREAMS:
+        answer = live[f"{STREAMED}.{stream} offsets"]
+        assert answer.status == 200
+        offsets = answer.value()["offsets"]
+        assert sorted(entry["partition"]["key"] for entry in offsets) == sorted(live.tenants)
+        assert all(set(entry["offset"]) == LANES for entry in offsets)
+    topics = live[f"{STREAMED} topics"].value()[STREAMED]["topics"]
+    assert sorted(topics) == [f"{live.prefix}.events.{STREAMED}.{s}" for s in STREAMS]
