@@ -60,6 +60,7 @@ from integration.demo_pieces import (
     write_config,
 )
 from integration.demo_report import Outcome, summarize
+from integration.demo_streams import PII_KEY, StreamSeen, read_stream, stream_names, tracker_entry
 from integration.demo_vendor import Throttles, Trouble, apply, choose
 from integration.demo_watch import Seen, Table, Tail, framed, read_status
 from integration.processes import free_port
@@ -119,6 +120,8 @@ class Demo:
         self.at_kill: dict[str, int] = {}  # tenant -> events printed before the SIGKILL
         self.moved_at: float | None = None
         self.survivor_rc: int | None = None
+        self.streams: list[StreamSeen] = []
+        self.config_path = args.dir / "runner.yaml"
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -150,14 +153,22 @@ class Demo:
         config = self.write_config()
         # The config reads these; the demo's own status and tail need them set as well.
         os.environ.update(
-            WATUKUY_VENDOR_URL=sim.base_url, WATUKUY_RUNNER_ID="demo-cli", WATUKUY_REST_PORT="0"
+            WATUKUY_VENDOR_URL=sim.base_url,
+            WATUKUY_RUNNER_ID="demo-cli",
+            WATUKUY_REST_PORT="0",
+            WATUKUY_PII_KEY=PII_KEY,
         )
         say(
             f"config {shown(config)}: config/invoices.yaml on broker "
             f"{self.bootstrap}, topics {self.prefix}.*, runner.session.timeout {SESSION_TIMEOUT}"
         )
         for name, port in ports.items():
-            env = runner_env(sim.base_url, WATUKUY_RUNNER_ID=name, WATUKUY_REST_PORT=str(port))
+            env = runner_env(
+                sim.base_url,
+                WATUKUY_RUNNER_ID=name,
+                WATUKUY_REST_PORT=str(port),
+                WATUKUY_PII_KEY=PII_KEY,
+            )
             runner = start_runner(config, env, logs[name])
             self.runners[name] = runner
             say(
@@ -188,11 +199,13 @@ class Demo:
         )
         config["runner"]["session.timeout"] = SESSION_TIMEOUT
         config["rest"] = {"listen": "127.0.0.1:${env:WATUKUY_REST_PORT}"}
+        config["pollers"].append(tracker_entry({"min": args.poll_min, "max": args.poll_max}))
         return write_config(
-            self.args.dir / "runner.yaml",
+            self.config_path,
             config,
             "Written by python -m integration.demo from config/invoices.yaml (the declarative",
-            "invoices poller) on the demo's broker and topics prefix. Both runners run it; each",
+            "invoices poller) and config/tracker.yaml (a connector with four streams) on the",
+            "demo's broker and topics prefix. Both runners run them; each",
             "sets its runner.id and REST port in the environment:",
             "  WATUKUY_VENDOR_URL=<simulator> WATUKUY_RUNNER_ID=demo-a WATUKUY_REST_PORT=8083 \\",
             "    watukuy-source --config .watukuy/demo/runner.yaml",
@@ -312,6 +325,11 @@ class Demo:
                 print(line, flush=True)
                 self.seen.add(line)
             self.tail.stop()
+        if self.seen.total:  # the tracker's streams, read back while the topics exist
+            entry = tracker_entry({})
+            self.streams = [
+                read_stream(self.config_path, poller, os.environ) for poller in stream_names(entry)
+            ]
         if self.sim is not None:
             self.sim.stop()
         if not (self.args.keep_topics or self.args.prefix):
@@ -391,6 +409,9 @@ def run_demo(args: argparse.Namespace, bootstrap: str) -> int:
     if demo.trouble is None:
         return 130 if interrupted else 1
     ok = summarize(demo.outcome(interrupted))
+    for seen in demo.streams:
+        say(seen.line())
+    ok = ok and all(seen.events and not seen.clear_pii for seen in demo.streams)
     if (args.keep_topics or args.prefix) and demo.seen.total:
         say(f"kept the topics {demo.prefix}.* (the events are in {demo.topic})")
     return 130 if interrupted else 0 if ok else 1

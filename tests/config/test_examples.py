@@ -22,7 +22,7 @@ def test_there_are_examples_of_each_kind() -> None:
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda path: path.name)
 def test_example_passes_validate(config: Path, tmp_path: Path) -> None:
-    env = dict(os.environ, WATUKUY_VENDOR_URL="http://127.0.0.1:8099")
+    env = dict(os.environ, WATUKUY_VENDOR_URL="http://127.0.0.1:8099", WATUKUY_PII_KEY="k")
     env.pop("PYTHONPATH", None)  # python.yaml finds its poller through its own python_path
     checked = subprocess.run(
         [sys.executable, "-m", "watukuy.cli", "validate", "--config", str(config)],

@@ -150,6 +150,16 @@ def test_demo_moves_a_killed_runners_tenants_without_a_gap_and_ctrl_c_stops_ever
     assert any("(moved)" in line for line in summary), output
     assert re.search(r"^demo: ok: \d+ tenant\(s\) moved from demo-[ab] without a gap", output, re.M)
 
+    # The tracker connector's streams published, children keyed under their parents, and no
+    # e-mail address or internal note reached Kafka in the clear.
+    clear = "no e-mail or note in the clear"
+    for stream in ("projects", "users"):
+        assert re.search(rf"^demo: tracker\.{stream}: [1-9]\d* events .*; {clear}$", output, re.M)
+    child = r"keys like t_\d+/\S+"
+    assert re.search(rf"^demo: tracker\.issues: [1-9]\d* events .*{child}; {clear}$", output, re.M)
+    grandchild = r"keys like t_\d+/\S+/\S+"
+    assert re.search(rf"^demo: tracker\.comments: [1-9]\d* .*{grandchild}; {clear}$", output, re.M)
+
     assert_nothing_left(demo, kafka_bootstrap, 4)  # the simulator, two runners, the tail
 
 

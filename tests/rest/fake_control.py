@@ -20,7 +20,7 @@ from watukuy.core.lifecycle import Target, TaskState
 from watukuy.core.loglevels import ROOT, affected
 from watukuy.core.operations import KEY_OPERATIONS, LANES
 from watukuy.core.validation import message_of
-from watukuy.declarative import compile_poller
+from watukuy.declarative import compile_connector_entry
 from watukuy.options.secrets import resolve_references
 from watukuy.rest.errors import Conflict, NotFound
 from watukuy.rest.port import (
@@ -175,7 +175,7 @@ class FakeControl:
     def _compile(self, name: str, config: Config) -> None:
         try:
             resolved, secrets = resolve_references({WHERE: config}, self.base_dir, self.environ)
-            compile_poller(
+            compile_connector_entry(
                 {**resolved[WHERE], "name": name},
                 where=WHERE,
                 base_dir=self.base_dir,
