@@ -20,7 +20,7 @@ from typing import Any
 from watukuy.core.changes import invalid_item
 from watukuy.core.commands import Command
 from watukuy.core.events import Event
-from watukuy.core.poller import Poller
+from watukuy.core.poller import Partition, Poller
 from watukuy.core.state import ParkedItem
 
 __all__ = ["ChildSends", "ancestry", "child_key", "depth", "root_of", "sends", "split_child"]
@@ -74,6 +74,13 @@ def split_child(partition: str, levels: int) -> tuple[str, tuple[str, ...]] | No
     if len(parts) != levels + 1:
         return None
     return parts[0], tuple(reversed(parts[1:]))
+
+
+def tenant_of(partition: Partition) -> str:
+    """The tenant a partition belongs to: its own key for a tenant, the part before its
+    ancestors' item keys for a child (``acme/P1/I7`` -> ``acme``)."""
+    found = split_child(partition.key, len(partition.parents))
+    return partition.key if found is None else found[0]
 
 
 def _item_key(child: Poller, item: Any) -> str:

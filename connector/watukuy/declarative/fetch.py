@@ -21,6 +21,7 @@ from typing import Any
 from multidict import CIMultiDict
 from yarl import URL
 
+from watukuy.core.children import tenant_of
 from watukuy.core.poller import FetchResult
 from watukuy.core.ratelimit import throttle_until
 from watukuy.declarative import cursors
@@ -74,7 +75,7 @@ def make_fetch(
 
 def _paced_fetch(spec: PollSpec, pacing: Pacing) -> Callable[[Any], Awaitable[FetchResult]]:
     async def fetch(ctx: Any) -> FetchResult:
-        tenant = ctx.partition.key
+        tenant = tenant_of(ctx.partition)  # a child stream's key waits with its tenant
         until = pacing.until(tenant, ctx.http.now())
         if until is not None:  # not sent: the vendor already said this tenant must wait
             raise PacedByStream(
