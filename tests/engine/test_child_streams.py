@@ -5,7 +5,7 @@ without a key is parked with the reason. Keys read ``tenant/project[/issue]``.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -343,3 +343,17 @@ async def test_a_child_written_by_a_newer_release_is_left_for_it(vendor: Vendor)
 
     assert sorted(keys_of(engine, "tracker.issues")) == ["acme/P1", "globex/P1"]
     assert [c.partition for c in store.pending.values()] == ["acme/P2"]  # left pending
+
+
+async def test_a_parent_that_does_not_publish_still_drives_its_children(vendor: Vendor) -> None:
+    projects, *rest = pollers(vendor)
+    silent = replace(projects, extra={**projects.extra, "publish": False})
+    store = MemoryStore()
+    engine = Engine([silent, *rest], store=store, clock=FakeClock())
+
+    await engine.tick()
+    await engine.tick()
+
+    assert set(keys_of(engine, "tracker.issues")) == set(CHILDREN)
+    assert store.outbox["tracker.projects"] == []  # polled, never published
+    assert [event.subject for event in store.outbox["tracker.issues"]] == ["I7"]

@@ -131,6 +131,12 @@ class Poller:
     def partitioned(self) -> bool:
         return self.partitions is not None or self.parent is not None
 
+    @property
+    def publishes(self) -> bool:
+        """``False`` for a stream written ``publish: false``: polled (its snapshot kept, its
+        children driven) but its events never reach Kafka."""
+        return self.extra.get("publish") is not False
+
 
 def define_poller(
     *,

@@ -166,7 +166,7 @@ class KeyPoller:
             parked, sent = [*parked, *asked.parked], asked.commands
         return KeyCommit(
             state=decision.state,
-            events=decision.events,
+            events=decision.events if runtime.poller.publishes else (),
             upserts=decision.upserts,
             forget=decision.forget,
             parked=parked,
