@@ -85,7 +85,9 @@ def test_each_stream_publishes_to_its_own_topic(
         assert runner.stop() == 0, runner.output()
 
     for stream, topic in topics.items():
-        read = read_topic(kafka_bootstrap, topic, idle=1.0)
+        # Read once, for good: a loaded machine may take seconds to hand the consumer its
+        # partitions, and an idle second before the first record would read nothing.
+        read = read_topic(kafka_bootstrap, topic, idle=5.0)
         for key, events in read.by_key.items():
             assert key.startswith(f"tracker.{stream}/")
             assert in_sequence(read.sequences(key)), key

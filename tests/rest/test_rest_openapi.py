@@ -22,7 +22,7 @@ from watukuy.rest.openapi import arguments_schema
 from watukuy.rest.port import PARTITION_OPERATIONS
 
 TOKEN = "fuzz-token-4f1d"
-FUZZ_SECONDS = 25.0
+FUZZ_SECONDS = 15.0
 EXAMPLES = 12
 
 
