@@ -10,10 +10,26 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .vendor import VendorSimulator
+
+class Tracker(Protocol):
+    """What :func:`mutate_tracker` changes: the simulator's records (``VendorSimulator``,
+    which generates its fields here, so this module names it by what it does)."""
+
+    @property
+    def tenants(self) -> Sequence[Any]: ...
+
+    def records(self, tenant_id: str, name: str) -> list[dict[str, Any]]: ...
+
+    def create_record(self, tenant_id: str, name: str, /, **fields: Any) -> dict[str, Any]: ...
+
+    def update_record(
+        self, tenant_id: str, name: str, record_id: str, /, **fields: Any
+    ) -> dict[str, Any]: ...
+
+    def delete_record(self, tenant_id: str, name: str, record_id: str) -> None: ...
+
 
 ISSUE_STATUSES = ("open", "pending", "closed")
 _FIRST = ("ana", "bruno", "carla", "diego", "elena", "fidel", "gloria", "hugo")
@@ -57,7 +73,7 @@ def _note(rng: random.Random) -> str:
     return f"customer tier {rng.randint(1, 3)}, phone +51 9{rng.randint(10_000_000, 99_999_999)}"
 
 
-def mutate_tracker(sim: VendorSimulator, rng: random.Random) -> tuple[str, str, str, str] | None:
+def mutate_tracker(sim: Tracker, rng: random.Random) -> tuple[str, str, str, str] | None:
     """One random tracker change in one tenant, for demos: an issue changes status, a comment
     is added, a project is archived or unarchived, an issue is deleted or created. Returns
     ``(operation, tenant id, collection, record id)``, or None without tenants or projects."""

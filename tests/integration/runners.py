@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,3 +48,13 @@ def wait_for(predicate: Callable[[], T | None], timeout: float, what: str, step:
         return runners.wait_for(predicate, timeout, what, step)
     except TimeoutError as exc:
         raise AssertionError(str(exc)) from None
+
+
+def rest_healthy(port: int) -> bool:
+    """Whether a runner's REST API on ``port`` answers ``GET /health`` with 200 (KIP-1017:
+    started and polling); ``False`` while it is not listening yet or still starting."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as answer:
+            return bool(answer.status == 200)
+    except (OSError, urllib.error.HTTPError):
+        return False

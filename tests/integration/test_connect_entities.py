@@ -27,7 +27,7 @@ from integration.demo import example_config, runner_config, start_simulator
 from integration.demo import write_config as write_runner_config
 from tests.connect_jvm.decoder import ConnectDecoder, Decoded
 from tests.integration.kafka_support import delete_prefix, unique_prefix
-from tests.integration.runners import Runner, free_port, runner_env, wait_for
+from tests.integration.runners import Runner, free_port, rest_healthy, runner_env, wait_for
 from watukuy.options.flat import flatten
 
 TENANTS = 2
@@ -205,7 +205,7 @@ def live(
     path = write_runner_config(tmp / "runner.yaml", config)
     runner = Runner(RUNNER, path, runner_env(sim.base_url), tmp / "runner.log").start()
     try:
-        wait_for(lambda: _healthy(port), 60, "the runner's /health")
+        wait_for(lambda: rest_healthy(port), 60, "the runner's /health")
         created = http(port, "POST", "/connectors", {"name": REST, "config": flat})
         assert created[0] == 201, created
         streamed = flatten(_streamed(connector), "http")
@@ -232,13 +232,6 @@ def live(
         assert runner.stop() == 0, runner.output()
         sim.stop()
         delete_prefix(kafka_bootstrap, prefix)
-
-
-def _healthy(port: int) -> bool:
-    try:
-        return http(port, "GET", "/health")[0] == 200
-    except OSError:
-        return False
 
 
 # --- what a Connect client reads -------------------------------------------------------------

@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from integration.demo import Simulator
-from tests.integration.runners import Runner, free_port, runner_env, wait_for, write_config
+from tests.integration.runners import (
+    Runner,
+    free_port,
+    rest_healthy,
+    runner_env,
+    wait_for,
+    write_config,
+)
 from tests.integration.test_rest_runners import call
 
 LOGGER = "watukuy.engine"
@@ -33,7 +40,7 @@ def start_runner(
         path.write_text(path.read_text() + f"rest:\n  listen: 127.0.0.1:{port}\n")
         env = runner_env(simulator.base_url)
         runners.append(Runner(name, path, env, tmp_path / f"{name}.log").start())
-        wait_for(lambda: _healthy(port), 60, f"{name}'s /health")
+        wait_for(lambda: rest_healthy(port), 60, f"{name}'s /health")
         return port
 
     try:
@@ -41,13 +48,6 @@ def start_runner(
     finally:
         for runner in runners:
             assert runner.stop() == 0, runner.output()
-
-
-def _healthy(port: int) -> bool:
-    try:
-        return call(port, "GET", "/health")[0] == 200
-    except OSError:
-        return False
 
 
 def test_worker_scope_stays_here_and_cluster_scope_reaches_every_runner(

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from integration.demo import Simulator, example_config, runner_config
 from integration.demo import write_config as write_runner_config
-from tests.integration.runners import ROOT, Runner, free_port, runner_env, wait_for
+from tests.integration.runners import ROOT, Runner, free_port, rest_healthy, runner_env, wait_for
 
 TENANTS = 3
 ITEMS = 4
@@ -71,20 +71,12 @@ def start_runner(
         env = runner_env(simulator.base_url)
         runner = Runner(name, path, env, tmp_path / f"{name}.log").start()
         started.append(runner)
-        wait_for(lambda: _healthy(port), 60, f"{name}'s /health")
+        wait_for(lambda: rest_healthy(port), 60, f"{name}'s /health")
         return port
 
     yield start
     for runner in started:
         assert runner.stop() == 0, runner.output()
-
-
-def _healthy(port: int) -> bool:
-    try:  # 503 while starting raises HTTPError, an OSError
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
-            return int(response.status) == 200
-    except OSError:
-        return False
 
 
 def test_a_runner_serves_metrics_per_tenant_and_counters_move(

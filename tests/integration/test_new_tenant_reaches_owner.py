@@ -16,7 +16,14 @@ import pytest
 from integration.demo import Simulator, example_config, runner_config
 from integration.demo import write_config as write_runner_config
 from tests.integration.kafka_support import read_topic
-from tests.integration.runners import Runner, assignments, free_port, runner_env, wait_for
+from tests.integration.runners import (
+    Runner,
+    assignments,
+    free_port,
+    rest_healthy,
+    runner_env,
+    wait_for,
+)
 from tests.integration.test_rest_runners import call
 from watukuy.store.kafka.partitioner import partition_for
 
@@ -83,7 +90,7 @@ def test_a_tenant_listed_on_another_runner_is_polled_by_its_owner_within_seconds
         return len(read.by_key) == TENANTS and all(len(e) >= ITEMS for e in read.by_key.values())
 
     # Both runners up, sharing the keys, each past its first listing (the tenants polled).
-    wait_for(lambda: all(_healthy(port) for port in runners.values()), 60, "both runners' REST")
+    wait_for(lambda: all(rest_healthy(port) for port in runners.values()), 60, "both runners' REST")
     wait_for(every_tenant_polled, 60, "the first events of every tenant", step=1.0)
     held = wait_for(shares, 60, "both runners holding partitions")
 
@@ -118,10 +125,3 @@ def test_a_tenant_listed_on_another_runner_is_polled_by_its_owner_within_seconds
 
     assert wait_for(owner_shown, 30, f"{tenant} in the status") == owner
     print(f"the new tenant's events arrived {took:.1f}s after the listing was asked for")
-
-
-def _healthy(port: int) -> bool:
-    try:
-        return call(port, "GET", "/health")[0] == 200
-    except OSError:
-        return False

@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient
 from integration.demo import Simulator, example_config, runner_config
 from integration.demo import write_config as write_runner_config
 from tests.integration.kafka_support import in_sequence, read_topic
-from tests.integration.runners import Runner, free_port, runner_env, wait_for
+from tests.integration.runners import Runner, free_port, rest_healthy, runner_env, wait_for
 
 TENANTS = 4
 ITEMS = 3
@@ -67,18 +67,11 @@ def cluster(
         runners.append(Runner(f"rest-{index}", path, runner_env(simulator.base_url), log).start())
     try:
         for runner, port in zip(runners, ports, strict=True):
-            wait_for(lambda port=port: _healthy(port), 60, f"{runner.name}'s /health")
+            wait_for(lambda port=port: rest_healthy(port), 60, f"{runner.name}'s /health")
         yield ports, connector
     finally:
         for runner in runners:
             assert runner.stop() == 0, runner.output()
-
-
-def _healthy(port: int) -> bool:
-    try:
-        return call(port, "GET", "/health")[0] == 200
-    except OSError:
-        return False
 
 
 def touch_an_item(sim: Simulator, tenant: str) -> None:
@@ -289,7 +282,7 @@ def test_every_error_code_and_no_secret_against_a_real_runner(
             return error.code
 
     try:
-        wait_for(lambda: _healthy(port), 60, "the runner's /health (open without credentials)")
+        wait_for(lambda: rest_healthy(port), 60, "the runner's /health (open without credentials)")
         as_json = {"Content-Type": "application/json", **bearer}
         assert send("GET", "/connectors") == 401
         assert send("GET", "/connectors", Authorization="Bearer wrong") == 401

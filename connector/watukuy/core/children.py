@@ -23,7 +23,17 @@ from watukuy.core.events import Event
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.state import ParkedItem
 
-__all__ = ["ChildSends", "ancestry", "child_key", "depth", "root_of", "sends", "split_child"]
+__all__ = [
+    "ChildSends",
+    "ancestry",
+    "child_key",
+    "children_of",
+    "depth",
+    "descendants",
+    "root_of",
+    "sends",
+    "split_child",
+]
 
 _SEPARATOR = "/"
 
@@ -53,6 +63,26 @@ def ancestry(pollers: Mapping[str, Poller], name: str) -> list[str]:
         chain.append(name)
         poller = pollers[name]
     return chain
+
+
+def children_of(pollers: Mapping[str, Poller], name: str) -> list[Poller]:
+    """The pollers whose parent is ``name`` (its direct children)."""
+    return [p for p in pollers.values() if p.parent is not None and p.parent.poller == name]
+
+
+def descendants(pollers: Mapping[str, Poller], root: str) -> list[str]:
+    """Every child poller whose root is ``root`` (children, grandchildren...)."""
+    out = []
+    for name, poller in pollers.items():
+        if poller.parent is None:
+            continue
+        try:
+            chain = ancestry(pollers, name)
+        except (KeyError, ValueError):
+            continue  # refused by check_parents; a poller removed at run time leaves orphans
+        if chain[-1] == root:
+            out.append(name)
+    return out
 
 
 def root_of(pollers: Mapping[str, Poller], name: str) -> str:

@@ -40,8 +40,6 @@ __all__ = [
     "CHILD_OPERATIONS",
     "check_parents",
     "child_listing",
-    "children_of",
-    "descendants",
     "received",
 ]
 
@@ -58,26 +56,6 @@ def check_parents(pollers: Mapping[str, Poller]) -> None:
             raise ConfigError(f"unknown parent poller {exc.args[0]!r}", path) from None
         except ValueError as exc:
             raise ConfigError(str(exc), path) from None
-
-
-def children_of(pollers: Mapping[str, Poller], name: str) -> list[Poller]:
-    """The pollers whose parent is ``name`` (its direct children)."""
-    return [p for p in pollers.values() if p.parent is not None and p.parent.poller == name]
-
-
-def descendants(pollers: Mapping[str, Poller], root: str) -> list[str]:
-    """Every child poller whose root is ``root`` (children, grandchildren...)."""
-    out = []
-    for name, poller in pollers.items():
-        if poller.parent is None:
-            continue
-        try:
-            chain = ancestry(pollers, name)
-        except (KeyError, ValueError):
-            continue  # refused by check_parents; a poller removed at run time leaves orphans
-        if chain[-1] == root:
-            out.append(name)
-    return out
 
 
 def _tenant_partition(roster: Roster, poller: Poller, key: str) -> Partition | None:

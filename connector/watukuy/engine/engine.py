@@ -22,6 +22,7 @@ from watukuy.core.observe import Fanout, Observer, OutcomeKind
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.state import ParkedItem
 from watukuy.core.validation import positive_int
+from watukuy.engine import children
 from watukuy.engine.budgets import BudgetGate, build_budgets, split_budgets
 from watukuy.engine.children import check_parents
 from watukuy.engine.connectors import Connectors, OffsetsApi
@@ -97,9 +98,8 @@ class Engine:
         # Commands from other instances tried again later: (when, first seen, command).
         self._waiting: list[tuple[float, float, Command]] = []
         self.store.watch(self._on_store_change)
-        self._roster = Roster(
-            by_name, self.store, self.clock, self._split_budgets, observer=self.observer
-        )
+        listing, changed = children.child_listing, self._split_budgets
+        self._roster = Roster(by_name, self.store, self.clock, listing, changed, self.observer)
         self._poller = KeyPoller(
             self._roster, self._http, self._gates, self._stopping, self.observer, self._progress
         )

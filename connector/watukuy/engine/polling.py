@@ -12,6 +12,7 @@ import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
+from watukuy.core.children import children_of
 from watukuy.core.children import sends as child_sends
 from watukuy.core.circuit import CircuitState
 from watukuy.core.errors import Fenced, Retriable
@@ -32,7 +33,6 @@ from watukuy.core.poll import (
 )
 from watukuy.core.state import Lane, PartitionState
 from watukuy.engine.budgets import BudgetGate
-from watukuy.engine.children import children_of
 from watukuy.engine.fetching import execute
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.progress import LaneProgress

@@ -16,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from functools import partial
 
 from watukuy.core import schedule as schedules
 from watukuy.core.arrivals import may_list_again
+from watukuy.core.children import descendants
 from watukuy.core.clock import Clock
 from watukuy.core.errors import ConfigError, Conflict, Fenced, Retriable, ShowsConfigOnly
 from watukuy.core.keys import key_text
@@ -31,7 +32,6 @@ from watukuy.core.partitions import SINGLE, diff, normalise
 from watukuy.core.poll import due_at, fresh_state
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.redaction import failure_text
-from watukuy.engine import children
 from watukuy.engine.due_times import KeyTimes
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.listings import Listings
@@ -51,6 +51,10 @@ class KeyNotActive(ConfigError):
     is under way), so the engine tries it again for a while."""
 
 
+# A child poller's partitions come from the store: engine.children.child_listing, passed in.
+ChildListing = Callable[["Roster", Poller], Awaitable[dict[str, Partition]]]
+
+
 class Roster:
     """The keys this instance holds, the pollers they belong to, their listings, targets
     and due times: the engine asks it rather than reaching into its tables."""
@@ -60,10 +64,12 @@ class Roster:
         pollers: dict[str, Poller],
         store: Store,
         clock: Clock,
+        list_children: ChildListing,
         on_keys_changed: Callable[[], None] = lambda: None,
         observer: Observer | None = None,
     ) -> None:
         self._pollers = pollers
+        self._list_children = list_children
         self.observer = observer or Observer()
         # Called once the partition lists or the store's ownership may have changed.
         self._on_keys_changed = on_keys_changed
@@ -95,11 +101,9 @@ class Roster:
                 await self.refresh(name, force=False)
 
     async def refresh(self, name: str, *, force: bool) -> list[Partition]:
-        """Evaluate ``partitions()`` and apply the difference.
-
-        ``force`` (``engine.partitions.list``) lets the error reach the caller; a scheduled
-        refresh logs it and keeps the previous list.
-        """
+        """Evaluate ``partitions()`` and apply the difference. ``force``
+        (``engine.partitions.list``) lets the error reach the caller; a scheduled refresh logs
+        it and keeps the previous list."""
         with log_context(poller=name):
             return await self._refresh(name, force=force)
 
@@ -136,7 +140,7 @@ class Roster:
                 runtime.partition = latest[key]
         table.current = latest
         table.refreshed_at = now = self.clock.now()
-        for child in children.descendants(self._pollers, name):  # they follow its tenants
+        for child in descendants(self._pollers, name):  # they follow its tenants
             self.listings.of(child).refreshed_at = None
         if table.listed:
             within = poller.partitions_refresh
@@ -198,7 +202,7 @@ class Roster:
 
     async def _evaluate(self, poller: Poller) -> dict[str, Partition]:
         if poller.parent is not None:
-            return await children.child_listing(self, poller)
+            return await self._list_children(self, poller)
         if poller.partitions is None:
             return {SINGLE.key: SINGLE}
         returned = poller.partitions()
