@@ -18,7 +18,12 @@ from the initial cursor and an empty state) that are deleted after it. The pipel
 3. ``declarative``: the same with ``config/invoices.yaml`` (no Python; data checked against
    ``schemas/examples/invoice.avsc`` and written as an Avro record), ``limit`` = ``--page``, its
    budget raised out of the way (``config/invoices.yaml`` holds it to 20 requests/s).
-4. ``singer``: ``tap-rest-api-msdk | target-kafka`` from PyPI, each pip-installed by this script
+4. ``declarative+transform``: the same plus a typical ``transform`` (a filter every item
+   passes, a ``drop``, an HMAC ``mask`` keyed by a ``${env:...}`` reference, a ``set``
+   template; ``integration/bench/transform_row.py``) and the published item's schema. Issue
+   23 bounds its CPU per event at +20% of the plain declarative row's; the run prints both
+   percentages after the table.
+5. ``singer``: ``tap-rest-api-msdk | target-kafka`` from PyPI, each pip-installed by this script
    into a virtualenv of its own under ``.watukuy/bench/venvs`` (kept between runs); one
    pipeline per tenant (the tap takes one bearer token), ``--singer-parallel`` at once (0: all).
    If they cannot be installed the row says "not run" and why.
@@ -37,7 +42,8 @@ A read_committed consumer in this process reads each pipeline's topic until it h
   counted (they share the two cores, so they slow every row alike);
 - ``x ceiling``: steady events/s and steady events per CPU-second, each over the ceiling's;
 - ``check``: watukuy's and the ceiling's events decode, every tenant's sequence is 1..items,
-  ids are distinct; Singer's (id, etag) pairs are distinct; nothing more arrives in 2 s.
+  ids are distinct, and the transformed row's items are transformed; Singer's (id, etag)
+  pairs are distinct; nothing more arrives in 2 s.
 
 ``--quick`` (4 tenants x 1,000 items, pages of 250) is a short sanity run. Configs, the
 backlog file and logs are in ``.watukuy/bench/side_by_side/``. The table is printed as
@@ -66,6 +72,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from integration.bench import singer as peer
+from integration.bench import transform_row
 from integration.bench.cpu import CpuMeter, live_cpu_seconds
 from integration.bench.throughput import check
 from integration.demo import (
@@ -88,7 +95,7 @@ from watukuy.serde.events import EventSchemas, decode_event
 
 BENCH_DIR = ROOT / ".watukuy" / "bench" / "side_by_side"
 VENVS = ROOT / ".watukuy" / "bench" / "venvs"
-PIPELINES = ("ceiling", "watukuy", "declarative", "singer")
+PIPELINES = ("ceiling", "watukuy", "declarative", transform_row.NAME, "singer")
 SCHEDULE = {"min": "100ms", "max": "1s"}
 PROFILES = {
     "default": {"tenants": 20, "items": 5000, "page": 500},
@@ -255,7 +262,7 @@ def measure(
         if any(code != 0 for code in codes):
             bad = sorted({c for c in codes if c != 0}, key=str)
             row.problems.append(
-                f"exit codes {bad}; see {BENCH_DIR.relative_to(ROOT)}/{row.name}*.log"
+                f"exit codes {bad}; see {BENCH_DIR.relative_to(ROOT)}/{_file_name(row.name)}*.log"
             )
         if consumer is not None:
             drain_until = time.monotonic() + 2
@@ -315,19 +322,25 @@ class Bench:
             )  # fmt: skip
         return row, values
 
-    def watukuy(self, prefix: str, *, declarative: bool) -> tuple[Row, Values]:
-        name = "declarative" if declarative else "watukuy"
+    def watukuy(self, prefix: str, name: str) -> tuple[Row, Values]:
+        """A runner: the Python poller (``watukuy``), the declarative one, or it transformed."""
         row = Row(name, self.expected)
+        stem = _file_name(name)
         example = None
-        if declarative:
+        mask_key: dict[str, str] = {}
+        if name != "watukuy":
             example = example_config(SCHEDULE)
             example["budgets"] = {"vendor": {"rate": "100000/s", "burst": 100000}}
             for poller in example["pollers"]:
                 poller["request"]["query"]["limit"] = self.args.page
+        if name == transform_row.NAME:
+            assert example is not None
+            example = transform_row.transformed(example, BENCH_DIR)
+            mask_key = transform_row.mask_key_env()  # in the runner's environment only
         config = write_config(
-            BENCH_DIR / f"{name}.yaml",
+            BENCH_DIR / f"{stem}.yaml",
             runner_config(
-                self.bootstrap, prefix, f"bench-{name}", partitions=self.args.partitions,
+                self.bootstrap, prefix, f"bench-{stem}", partitions=self.args.partitions,
                 example=example, **{"commit.interval": self.args.commit_interval},
             ),
             "Written by python -m integration.bench.side_by_side",
@@ -337,8 +350,9 @@ class Bench:
             WATUKUY_SCHEDULE_MIN=SCHEDULE["min"],
             WATUKUY_SCHEDULE_MAX=SCHEDULE["max"],
             WATUKUY_PAGE_SIZE=str(self.args.page),
+            **mask_key,
         )
-        log = self.log(name)
+        log = self.log(stem)
         command = [sys.executable, "-m", "watukuy.cli", "--config", str(config)]
         launcher = Launcher([lambda meter: _started(meter, popen(command, log, env=env))])
         topic = f"{prefix}.events.invoices"
@@ -347,7 +361,8 @@ class Bench:
         def profile() -> None:
             if self.args.py_spy:
                 runner = launcher.meter.processes[0].pid
-                spy.append(start_py_spy(runner, self.args.py_spy, BENCH_DIR / f"{name}.py-spy"))
+                out = BENCH_DIR / f"{stem}.py-spy"
+                spy.append(start_py_spy(runner, self.args.py_spy, out))
 
         # a runner runs until told to stop: SIGTERM once the events are in
         values = measure(
@@ -355,12 +370,14 @@ class Bench:
         )
         for process in spy:
             process.wait(60)
-            print(summarize_py_spy(BENCH_DIR / f"{name}.py-spy"), file=sys.stderr)
+            print(summarize_py_spy(BENCH_DIR / f"{stem}.py-spy"), file=sys.stderr)
         if row.complete:
             resolver = SchemaTopicResolver(self.bootstrap, f"{prefix}.schemas")
             try:
                 decode = event_decoder(resolve=resolver)
                 row.problems.extend(check(values, self.args.tenants, self.args.items, decode))
+                if name == transform_row.NAME:
+                    row.problems.extend(transform_row.check_published(values, decode))
             finally:
                 resolver.close()
         return row, values
@@ -447,6 +464,11 @@ def summarize_py_spy(path: Path, top: int = 20) -> str:
     out.append("own %:")
     out += [f"  {n / total:6.1%}  {f}" for f, n in own.most_common(top)]
     return "\n".join(out)
+
+
+def _file_name(pipeline: str) -> str:
+    """A pipeline's name as the stem of its config and log files (``+`` is awkward in a shell)."""
+    return pipeline.replace("+", "-")
 
 
 def _started(meter: CpuMeter, *processes: subprocess.Popen[bytes]) -> list[subprocess.Popen[bytes]]:
@@ -571,7 +593,7 @@ def run(args: argparse.Namespace, rows: list[Row]) -> str:
                         assert installed is not None
                         row, _ = bench.singer(prefix, installed)
                     else:
-                        row, _ = bench.watukuy(prefix, declarative=name == "declarative")
+                        row, _ = bench.watukuy(prefix, name)
                 finally:
                     if not args.keep_topics:
                         delete_topics(bootstrap, prefix)
@@ -667,6 +689,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"\n{time.strftime('%Y-%m-%d %H:%M %Z')}; {command.strip()}\n{header}\n")
     print("\n".join(table(rows)))
+    versus = transform_row.versus_plain(
+        {r.name: (r.us_per_event, r.steady_us_per_event) for r in rows if not r.skipped}
+    )
+    if versus:
+        print("\n" + "\n".join(versus))
     return 0 if rows and all(not r.problems for r in rows) else 1
 
 

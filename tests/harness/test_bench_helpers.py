@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from integration.bench import transform_row
 from integration.bench.ceiling import pages
 from integration.bench.cpu import CpuMeter, stat_cpu_seconds
-from integration.bench.side_by_side import Row, parse_args, table
+from integration.bench.side_by_side import PIPELINES, Row, parse_args, table
+from watukuy.core.events import Event
 
 
 def test_stat_cpu_counts_user_system_and_waited_children_after_an_odd_command_name() -> None:
@@ -69,3 +75,55 @@ def test_a_page_the_simulator_refuses_is_an_error(capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit):
         parse_args(["--page", "501"])
     assert "--page must be 1..500" in capsys.readouterr().err
+
+
+def test_the_transformed_row_is_a_pipeline_of_its_own() -> None:
+    args = parse_args(["--quick", "--pipelines", "declarative,declarative+transform"])
+    assert args.pipelines == ["declarative", "declarative+transform"]
+    assert "declarative+transform" in PIPELINES
+
+
+def test_the_transformed_row_publishes_its_own_schema_and_keeps_the_key_out_of_the_config(
+    tmp_path: Path,
+) -> None:
+    source = Path(__file__).resolve().parents[2] / "schemas" / "examples" / "invoice.avsc"
+    example = {"pollers": [{"name": "invoices", "schema": str(source)}]}
+    config = transform_row.transformed(example, tmp_path)
+    poller = config["pollers"][0]
+    assert poller["transform"]["mask"] == {"name": {"hmac": "${env:WATUKUY_BENCH_MASK_KEY}"}}
+    fields = [f["name"] for f in json.loads(Path(poller["schema"]).read_text())["fields"]]
+    assert "created_at" not in fields and {"tenant", "source", "name"} <= set(fields)
+    assert example["pollers"][0]["schema"] == str(source)  # the plain row's config untouched
+
+
+def _event(partition: str, data: dict[str, Any]) -> Event:
+    return Event(
+        "e1", "invoices", partition, "s", "created", "v", 1, datetime.now(UTC), "", 1, data
+    )
+
+
+def test_the_transformed_rows_check_finds_items_the_transform_did_not_reach() -> None:
+    good = {"id": "1", "name": "ab" * 32, "tenant": "t1", "source": "bench"}
+    plain = {"id": "2", "name": "Blue invoice", "created_at": "2026-01-01T00:00:00Z"}
+    events = {b"good": _event("t1", good), b"plain": _event("t1", plain)}
+    values: list[tuple[bytes | None, bytes | None]] = [(b"t1", b"good"), (b"t1", b"plain")]
+    assert transform_row.check_published(values, events.__getitem__) == [
+        "created_at not dropped in 1 events",
+        "name not masked in 1 events",
+        "tenant not set in 1 events",
+        "source not set in 1 events",
+    ]
+    assert transform_row.check_published(values[:1], events.__getitem__) == []
+
+
+def test_the_transform_cost_is_said_against_the_plain_declarative_row() -> None:
+    lines = transform_row.versus_plain(
+        {"declarative": (40.0, 30.0), "declarative+transform": (46.0, 39.0)}
+    )
+    assert lines == [
+        "declarative+transform vs declarative, CPU µs/ev: 46.0 vs 40.0, +15% "
+        "(within the +20% bound)",
+        "declarative+transform vs declarative, steady µs/ev: 39.0 vs 30.0, +30% "
+        "(over the +20% bound)",
+    ]
+    assert transform_row.versus_plain({"declarative": (40.0, 30.0)}) == []
