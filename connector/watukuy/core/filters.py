@@ -51,7 +51,7 @@ class ItemPath:
 
     def find(self, value: Any) -> Any:
         for step in self.steps:
-            if not isinstance(value, Mapping):
+            if type(value) is not dict and not isinstance(value, Mapping):  # dict: no ABC check
                 return MISSING
             value = value.get(step, MISSING)
             if value is MISSING:
