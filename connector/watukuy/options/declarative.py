@@ -405,7 +405,9 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
         "path",
         None,
         "Path in the parent's item: the child partition's last part and `{parent.key}`. An "
-        "item without it is parked with the reason.",
+        "item without it is parked with the reason. When the parent sets `reconcile` or "
+        "`transform.filter`, it must be the parent's `identity` path (a deletion they find "
+        "carries only the identity).",
         required=True,
     ),
     KeyDoc(
