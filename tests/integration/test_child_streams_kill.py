@@ -134,21 +134,41 @@ class Vendor:
 
 @dataclass
 class Pair:
+    """Runners kill-a and kill-b (once started) sharing a group, each with a REST port."""
+
     bootstrap: str
     prefix: str
+    vendor_url: str
+    tmp: Path
     runners: dict[str, Runner] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
+
+    def start(self, name: str, faults: list[str] | None = None) -> None:
+        port = self.ports[name] = free_port()
+        example = {"pollers": [tracker()]}
+        config = runner_config(
+            self.bootstrap, self.prefix, name, partitions=PARTITIONS, example=example
+        )
+        config["runner"]["session.timeout"] = VICTIM_SESSION
+        config["rest"] = {"listen": f"127.0.0.1:{port}"}
+        path = write_runner_config(self.tmp / f"{name}.yaml", config)
+        env = runner_env(self.vendor_url)
+        runner = Runner(name, path, env, self.tmp / f"{name}.log", faults=faults)
+        self.runners[name] = runner
+        runner.start()
 
     def held(self) -> dict[str, set[int]]:
         found = assignments(self.bootstrap, f"{self.prefix}.runners")
         return {name: parts for name, parts in found.items() if parts}
 
     def sharing(self) -> dict[str, set[int]] | None:
+        """Who holds what, once both runners are healthy and share every partition."""
+        if not all(rest_healthy(port) for port in self.ports.values()):
+            return None
         held = self.held()
         covered = set().union(*held.values()) if held else set()
-        return (
-            held if set(held) == set(self.runners) and covered == set(range(PARTITIONS)) else None
-        )
+        both = set(held) == set(self.runners) and covered == set(range(PARTITIONS))
+        return held if both else None
 
     def alone(self, survivor: str) -> bool:
         return self.held() == {survivor: set(range(PARTITIONS))}
@@ -162,22 +182,7 @@ def simulator(simulator_process: Callable[..., Simulator]) -> Simulator:
 
 @pytest.fixture
 def pair(kafka_bootstrap: str, prefix: str, simulator: Simulator, tmp_path: Path) -> Iterator[Pair]:
-    made = Pair(kafka_bootstrap, prefix)
-    for name in ("kill-a", "kill-b"):
-        port = made.ports[name] = free_port()
-        config = runner_config(
-            kafka_bootstrap,
-            prefix,
-            name,
-            partitions=PARTITIONS,
-            example={"pollers": [tracker()]},
-        )
-        config["runner"]["session.timeout"] = VICTIM_SESSION
-        config["rest"] = {"listen": f"127.0.0.1:{port}"}
-        path = write_runner_config(tmp_path / f"{name}.yaml", config)
-        runner = Runner(name, path, runner_env(simulator.base_url), tmp_path / f"{name}.log")
-        made.runners[name] = runner
-        runner.start()
+    made = Pair(kafka_bootstrap, prefix, simulator.base_url, tmp_path)
     try:
         yield made
     finally:
@@ -236,7 +241,7 @@ def plan(tenants: list[str], survivor: set[int], victim: set[int]) -> Plan:
 def choose(pair: Pair, tenants: list[str]) -> tuple[str, str, Plan]:
     """Once both runners share the partitions: the survivor, the victim and the projects to
     make. The survivor is the runner holding more tenants' parent keys, so it has some."""
-    held = wait_for(pair.sharing, 60, "both runners holding partitions")
+    held = wait_for(pair.sharing, 90, "both runners holding partitions")
     owners = {
         t: next(r for r, p in held.items() if partition_for(tenant_key(t), PARTITIONS) in p)
         for t in tenants
@@ -271,22 +276,57 @@ def assert_published_once(bootstrap: str, topic: str, made: Plan) -> None:
         assert {e["type"] for e in events} == {"created"}
 
 
-def test_children_created_while_their_owner_is_killed_are_created_and_polled_once(
-    pair: Pair, simulator: Simulator, kafka_bootstrap: str, prefix: str
-) -> None:
-    started = time.monotonic()
-    vendor = Vendor(simulator)
-    ports = pair.ports
-    wait_for(lambda: all(rest_healthy(p) for p in ports.values()), 60, "both runners' REST")
-    survivor, victim, made = choose(pair, sorted(vendor.slugs))
-
-    pair.runners[victim].kill()
-    killed = time.monotonic()
+def add_projects(vendor: Vendor, made: Plan) -> None:
+    """Make the planned projects with their issues, then show them to the child stream."""
     for tenant, project in made.children:
         made.issues[(tenant, project)] = vendor.add_project(tenant, project)
     for tenant, project in made.children:
         vendor.publish(tenant, project)
 
+
+def settle(pair: Pair, vendor: Vendor, made: Plan, survivor: str) -> dict[str, int]:
+    """Once the survivor holds every partition and has published every issue: stop it, check
+    that every child key was created once, and return how often each child endpoint was
+    fetched (``<tenant>/<project>``)."""
+    wait_for(lambda: pair.alone(survivor), 60, f"{survivor} holding every partition")
+    wait_for(lambda: all(vendor.fetches(*c) for c in made.children), 30, "every child polled")
+    topic = f"{pair.prefix}.events.{CHILD}"
+
+    def all_issues() -> bool:
+        read = read_topic(pair.bootstrap, topic, idle=1.0)
+        return sum(len(v) for v in read.by_key.values()) >= len(made.children) * ISSUES
+
+    wait_for(all_issues, 30, "every child's issues on the topic", step=0.5)
+    code, listed = call(pair.ports[survivor], "GET", f"/connectors/{CHILD}/partitions")
+    assert pair.runners[survivor].stop() == 0, pair.runners[survivor].output()[-2000:]
+
+    # Created once: the survivor owns every child key, none was logged created twice, and one
+    # creation command per child was ever written (and taken away when applied).
+    assert code == 200, listed
+    assert sorted(p["key"] for p in listed) == sorted(f"{t}/{p}" for t, p in made.children)
+    assert {p["owner"] for p in listed} == {survivor}
+    created = created_lines(list(pair.runners.values()))
+    assert set(created) <= {child_key(t, p) for t, p in made.children}, created
+    assert set(created.values()) == {1}, created
+    state = latest_values(pair.bootstrap, f"{pair.prefix}.state")
+    commands = {k: v for k, v in state.items() if k.startswith(f"cmd/{CHILD}/".encode())}
+    assert len(commands) == len(made.children) and all(v is None for v in commands.values())
+    assert_published_once(pair.bootstrap, topic, made)
+    return {f"{t}/{p}": vendor.fetches(t, p) for t, p in made.children}
+
+
+def test_children_created_while_their_owner_is_dead_are_created_and_polled_once(
+    pair: Pair, simulator: Simulator
+) -> None:
+    started = time.monotonic()
+    vendor = Vendor(simulator)
+    pair.start("kill-a")
+    pair.start("kill-b")
+    survivor, victim, made = choose(pair, sorted(vendor.slugs))
+
+    pair.runners[victim].kill()
+    killed = time.monotonic()
+    add_projects(vendor, made)
     # The survivor polls its own children after its parent commit, which also sent the moved
     # children's creation: seen while the victim still holds their partitions, they were
     # created by a commit made while their owner was dead.
@@ -296,35 +336,49 @@ def test_children_created_while_their_owner_is_killed_are_created_and_polled_onc
     assert victim in pair.held(), f"the group dropped {victim} before the parent's commit"
     assert not any(vendor.fetches(*c) for c in made.moved), "a dead runner's child was polled"
 
-    wait_for(lambda: pair.alone(survivor), 60, f"{survivor} holding every partition")
-    moved_at = time.monotonic() - killed
-    wait_for(lambda: all(vendor.fetches(*c) for c in made.children), 30, "every child polled")
-    topic = f"{prefix}.events.{CHILD}"
-
-    def all_issues() -> bool:
-        read = read_topic(kafka_bootstrap, topic, idle=1.0)
-        return sum(len(v) for v in read.by_key.values()) >= len(made.children) * ISSUES
-
-    wait_for(all_issues, 30, "every child's issues on the topic", step=0.5)
-    code, listed = call(ports[survivor], "GET", f"/connectors/{CHILD}/partitions")
-    assert pair.runners[survivor].stop() == 0, pair.runners[survivor].output()[-2000:]
-
-    # Created once: the survivor owns every child key, which was logged created once, and
-    # one creation command per child was ever written (and taken away when applied).
-    assert code == 200, listed
-    assert sorted(p["key"] for p in listed) == sorted(f"{t}/{p}" for t, p in made.children)
-    assert {p["owner"] for p in listed} == {survivor}
-    created = created_lines(list(pair.runners.values()))
-    assert created == {child_key(t, p): 1 for t, p in made.children}
-    state = latest_values(kafka_bootstrap, f"{prefix}.state")
-    commands = {k: v for k, v in state.items() if k.startswith(f"cmd/{CHILD}/".encode())}
-    assert len(commands) == len(made.children) and all(v is None for v in commands.values())
-    assert_published_once(kafka_bootstrap, topic, made)
+    fetched = settle(pair, vendor, made, survivor)
+    assert created_lines([pair.runners[victim]]) == {}
     # Polled once: each child's endpoint was fetched by one owner, one time.
-    fetched = {f"{t}/{p}": vendor.fetches(t, p) for t, p in made.children}
     assert set(fetched.values()) == {1}, fetched
-    took = time.monotonic() - started
     print(
-        f"\n{len(made.moved)} children moved from {victim} to {survivor}, which held them "
-        f"{moved_at:.1f}s after the SIGKILL; the test took {took:.1f}s"
+        f"\n{len(made.moved)} children created for the dead {victim}, then by {survivor}; "
+        f"the test took {time.monotonic() - started:.1f}s (SIGKILL at {killed - started:.1f}s)"
+    )
+
+
+def test_a_child_whose_owner_is_killed_during_its_first_poll_is_polled_again_once(
+    pair: Pair, simulator: Simulator
+) -> None:
+    started = time.monotonic()
+    vendor = Vendor(simulator)
+    pair.start("kill-a")
+    # Every transaction of the victim stays open a second before its commit (one child's
+    # creation at a time), so the SIGKILL sent as soon as it fetched a child lands before that
+    # child's events are committed.
+    pair.start("kill-b", faults=["--hold-transaction", "1"])
+    survivor, victim = "kill-a", "kill-b"
+    held = wait_for(pair.sharing, 60, "both runners holding partitions")
+    made = Plan()
+    for tenant in sorted(vendor.slugs):  # wherever its parent is polled
+        moved = projects_in(tenant, held[victim], 1, set())
+        made.moved += [(tenant, p) for p in moved]
+        made.stayed += [(tenant, p) for p in projects_in(tenant, held[survivor], 1, set(moved))]
+    add_projects(vendor, made)
+
+    def polling() -> list[str]:
+        return [f"{t}/{p}" for t, p in made.moved if vendor.fetches(t, p)]
+
+    in_flight = wait_for(polling, 30, f"{victim} polling a child", step=0.02)
+    pair.runners[victim].kill()
+
+    fetched = settle(pair, vendor, made, survivor)
+    # The survivor's own children were polled once. Each of the victim's was polled by one
+    # owner, or once by the victim, whose poll never committed, and once by the survivor:
+    # never more, and never again once it was published.
+    assert {fetched[f"{t}/{p}"] for t, p in made.stayed} == {1}, fetched
+    again = {f"{t}/{p}" for t, p in made.moved if fetched[f"{t}/{p}"] == 2}
+    assert {fetched[f"{t}/{p}"] for t, p in made.moved} <= {1, 2} and again, fetched
+    print(
+        f"\n{victim} killed while polling {len(in_flight)} child(ren); {len(again)} polled "
+        f"again by {survivor}; the test took {time.monotonic() - started:.1f}s"
     )
