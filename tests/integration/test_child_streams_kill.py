@@ -9,6 +9,10 @@ while B is dead but still in the group; when the group gives B's partitions to A
 those children and polls them. What a user sees must show each child created once and polled
 once: every issue once on the issues topic (read_committed), each child key's sequences
 1..n, each child endpoint fetched once at the vendor, and A owning every child key.
+
+The second test kills B later: after B created its children and fetched one, before that poll
+was committed (B's transactions are held open by the fault runner). A polls such a child once
+more, never twice, and its issues still appear once.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from tests.integration.test_rest_runners import call
 from watukuy.store.kafka.partitioner import partition_for
 
 PARTITIONS = 4  # of the internal topics; with two runners, two each
-TENANTS = 6  # so that both runners hold some tenant's parent key, whatever the split
+TENANTS = 6  # the runner holding more of their parent keys (the survivor) holds three or more
 ISSUES = 2  # per project
 PARENT = "tracker.projects"
 CHILD = "tracker.issues"
@@ -143,13 +147,15 @@ class Pair:
     runners: dict[str, Runner] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
 
-    def start(self, name: str, faults: list[str] | None = None) -> None:
+    def start(
+        self, name: str, faults: list[str] | None = None, session: str = VICTIM_SESSION
+    ) -> None:
         port = self.ports[name] = free_port()
         example = {"pollers": [tracker()]}
         config = runner_config(
             self.bootstrap, self.prefix, name, partitions=PARTITIONS, example=example
         )
-        config["runner"]["session.timeout"] = VICTIM_SESSION
+        config["runner"]["session.timeout"] = session
         config["rest"] = {"listen": f"127.0.0.1:{port}"}
         path = write_runner_config(self.tmp / f"{name}.yaml", config)
         env = runner_env(self.vendor_url)
@@ -217,7 +223,7 @@ class Plan:
     partitions while their parent is polled by the survivor; their issues' ids in ``issues``."""
 
     moved: list[tuple[str, str]] = field(default_factory=list)
-    stayed: list[tuple[str, str]] = field(default_factory=list)  # child and parent on A
+    stayed: list[tuple[str, str]] = field(default_factory=list)  # children of the survivor
     later: list[tuple[str, str]] = field(default_factory=list)  # parent on the victim too
     issues: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
@@ -337,6 +343,8 @@ def test_children_created_while_their_owner_is_dead_are_created_and_polled_once(
     assert not any(vendor.fetches(*c) for c in made.moved), "a dead runner's child was polled"
 
     fetched = settle(pair, vendor, made, survivor)
+    everyone = {child_key(t, p): 1 for t, p in made.children}
+    assert created_lines([pair.runners[survivor]]) == everyone
     assert created_lines([pair.runners[victim]]) == {}
     # Polled once: each child's endpoint was fetched by one owner, one time.
     assert set(fetched.values()) == {1}, fetched
@@ -351,11 +359,11 @@ def test_a_child_whose_owner_is_killed_during_its_first_poll_is_polled_again_onc
 ) -> None:
     started = time.monotonic()
     vendor = Vendor(simulator)
-    pair.start("kill-a")
-    # Every transaction of the victim stays open a second before its commit (one child's
-    # creation at a time), so the SIGKILL sent as soon as it fetched a child lands before that
-    # child's events are committed.
-    pair.start("kill-b", faults=["--hold-transaction", "1"])
+    pair.start("kill-a", session="6s")
+    # Every transaction of the victim stays open a second before its commit, so the SIGKILL
+    # sent as soon as it fetched a child lands before that child's events are committed. Nothing
+    # here races the victim's session, so it is 6s, the shortest a broker allows by default.
+    pair.start("kill-b", faults=["--hold-transaction", "1"], session="6s")
     survivor, victim = "kill-a", "kill-b"
     held = wait_for(pair.sharing, 60, "both runners holding partitions")
     made = Plan()
