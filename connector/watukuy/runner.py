@@ -244,7 +244,7 @@ async def _publish_statuses(engine: Engine, status: StatusTopic, layout: TopicLa
         inspections = engine.inspect()
         statuses = key_statuses(inspections, now=time.time(), targets=targets)
         try:
-            await status.publish(statuses)
+            await status.publish(statuses, owns=engine.store.owns)
             await status.list_topics(inspections, topic_of)
         except WatukuyError as exc:  # Kafka busy: the next round writes it
             log.warning("publishing key statuses failed: %s", exc)

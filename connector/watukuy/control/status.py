@@ -191,10 +191,16 @@ class StatusTopic:
 
     # -- writing ----------------------------------------------------------------------------
 
-    async def publish(self, statuses: Iterable[KeyStatus]) -> int:
+    async def publish(
+        self, statuses: Iterable[KeyStatus], owns: Callable[[str, str], bool] | None = None
+    ) -> int:
         """Write the statuses that changed since their last write, every one at least every
         ``full_every`` seconds, and a heartbeat if one is due; return how many statuses were
-        written. Each is stamped with this runner as owner and the clock's time."""
+        written. Each is stamped with this runner as owner and the clock's time.
+
+        A key written before and absent now is tombstoned if this runner still ``owns`` it
+        (poller, partition key): it was removed, or a child key expired. One that moved to
+        another runner is left for its new owner to overwrite."""
         async with self._write:
             now = self._clock()
             stamped = [replace(s, owner=self.runner_id, updated_at=now) for s in statuses]
@@ -202,6 +208,10 @@ class StatusTopic:
             records: list[tuple[bytes, bytes | None]] = [
                 (status_key(s.poller, s.partition), encode_status(s)) for s in due
             ]
+            for left in self._outbox.gone({s.key for s in stamped}):
+                owned = owns is None or owns(left.poller, left.partition)
+                if owned and self._table.owner(left.key) == self.runner_id:
+                    records.append((status_key(left.poller, left.partition), None))
             beat = (
                 self._last_heartbeat is None
                 or now - self._last_heartbeat >= self.heartbeat_interval
