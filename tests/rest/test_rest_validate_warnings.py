@@ -30,7 +30,7 @@ class History:
         return dict(self.recorded)
 
 
-async def _validate(tmp_path: Path, body: dict[str, Any], recorded: dict[str, str | None]) -> Any:
+async def validated(tmp_path: Path, body: dict[str, Any], recorded: dict[str, str | None]) -> Any:
     control = runner_control(object(), tmp_path, status=History(recorded))
     async with TestClient(TestServer(build_app(control, None))) as client:
         response = await client.put(VALIDATE, json=body)
@@ -44,11 +44,11 @@ async def test_a_changed_transform_is_a_warning_not_an_error(
     monkeypatch.setenv("PII_KEY", PII_KEY)
     published_with = {"users": transform_fingerprint(T1 | {"mask": {"email": {"hmac": PII_KEY}}})}
 
-    same = await _validate(tmp_path, config(name="users", transform=T1), published_with)
+    same = await validated(tmp_path, config(name="users", transform=T1), published_with)
     assert same["error_count"] == 0
     assert "warnings" not in same  # Connect's shape, untouched
 
-    changed = await _validate(tmp_path, config(name="users", transform=T2), published_with)
+    changed = await validated(tmp_path, config(name="users", transform=T2), published_with)
     assert changed["error_count"] == 0
     assert not any(c["value"]["errors"] for c in changed["configs"])
     [warning] = changed["warnings"]
@@ -58,7 +58,7 @@ async def test_a_changed_transform_is_a_warning_not_an_error(
     )
     assert "POST /connectors/users/partitions/{key}/replay" in warning
 
-    other = await _validate(tmp_path, config(name="orders", transform=T2), published_with)
+    other = await validated(tmp_path, config(name="orders", transform=T2), published_with)
     assert "warnings" not in other  # never published: nothing changed for it
     assert PII_KEY not in str([same, changed, other])
 
@@ -68,6 +68,6 @@ async def test_an_invalid_config_gets_its_error_and_no_warning(
 ) -> None:
     monkeypatch.setenv("PII_KEY", PII_KEY)
     body = config(name="users", transform=T2, records=7)
-    report = await _validate(tmp_path, body, {"users": "an-older-fingerprint"})
+    report = await validated(tmp_path, body, {"users": "an-older-fingerprint"})
     assert report["error_count"] == 1
     assert "warnings" not in report
