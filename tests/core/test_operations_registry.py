@@ -251,9 +251,9 @@ def test_trigger_makes_the_key_due_now_and_nothing_else() -> None:
     assert change.forget == ()
 
 
-def test_pause_and_resume_set_the_stored_flag() -> None:
-    assert apply("pause").state == replace(state(), paused="user")
-    paused = view(s=replace(state(), paused="user"))
+def test_pause_and_resume_set_the_stored_flag_and_when() -> None:
+    assert apply("pause").state == replace(state(), paused="user", paused_at=LATER)
+    paused = view(s=replace(state(), paused="user", paused_at=LATER - 5))
     assert apply("resume", v=paused).state == state()
 
 

@@ -13,7 +13,7 @@ child's key ambiguous) is parked ``invalid`` with the reason: never dropped sile
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ from watukuy.core.changes import invalid_item
 from watukuy.core.commands import Command
 from watukuy.core.events import Event
 from watukuy.core.poller import Partition, Poller
-from watukuy.core.state import ParkedItem
+from watukuy.core.state import ParkedItem, PartitionState, PauseReason
 
 __all__ = [
     "ChildSends",
@@ -30,12 +30,16 @@ __all__ = [
     "children_of",
     "depth",
     "descendants",
+    "expired",
     "root_of",
     "sends",
     "split_child",
 ]
 
 _SEPARATOR = "/"
+
+_EXPIRING: frozenset[PauseReason] = frozenset({"parent", "removed"})
+"""Pauses a child key expires from: its parent's, its tenant's removal (not a user's)."""
 
 
 @dataclass(slots=True)
@@ -179,3 +183,19 @@ def sends(
                 op = "pause_child"
             out.commands.append(Command.issue(op, child.name, target, {}, now))
     return out
+
+
+def expired(child: Poller, states: Iterable[PartitionState], now: float) -> list[str]:
+    """The keys of ``child`` paused by their parent item or their tenant's removal for at least
+    its ``retain``: they are deleted, as a deleted item is forgotten after ``retain``, so child
+    state does not grow without bound as parent items come and go. A key a user paused stays.
+    ``[]`` for a poller that is not a child stream."""
+    if child.parent is None:
+        return []
+    return [
+        state.partition
+        for state in states
+        if state.paused in _EXPIRING
+        and state.paused_at is not None
+        and now - state.paused_at >= child.retain
+    ]

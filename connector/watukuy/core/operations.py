@@ -181,11 +181,11 @@ def _trigger(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
 
 
 def _pause(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
-    return KeyChange(replace(view.state, paused="user"))
+    return KeyChange(view.state.paused_by("user", now))
 
 
 def _resume(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
-    return KeyChange(replace(view.state, paused=None))
+    return KeyChange(view.state.resumed())
 
 
 def _reconcile(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
@@ -236,13 +236,13 @@ def _adopt(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
     # Sent by every parent commit that creates (or updates) the parent item: only a child
     # paused by its parent changes, so a live child is not re-read on each parent change.
     if view.state.paused == "parent":
-        return KeyChange(_triggered(replace(view.state, paused=None), now))
+        return KeyChange(_triggered(view.state.resumed(), now))
     return KeyChange(view.state)
 
 
 def _pause_child(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
     if view.state.paused is None:  # a user's pause stays the user's
-        return KeyChange(replace(view.state, paused="parent"))
+        return KeyChange(view.state.paused_by("parent", now))
     return KeyChange(view.state)
 
 

@@ -62,6 +62,7 @@ class PartitionState:
     sequence: int = 0
     validators: tuple[tuple[str, Validators], ...] = ()
     paused: PauseReason | None = None
+    paused_at: float | None = None  # when ``paused`` was set: a paused child expires after retain
     epoch: int = 0
     last_success: float | None = None
     last_error: str | None = None
@@ -82,6 +83,12 @@ class PartitionState:
         if lane is Lane.BACKFILL:
             return replace(self, backfill=value)
         return replace(self, reconcile=value)
+
+    def paused_by(self, reason: PauseReason, now: float) -> PartitionState:
+        return replace(self, paused=reason, paused_at=now)
+
+    def resumed(self) -> PartitionState:
+        return replace(self, paused=None, paused_at=None)
 
     def validators_for(self, url: str) -> Validators | None:
         return dict(self.validators).get(url)
@@ -119,6 +126,7 @@ class PartitionState:
                     sorted((url, Validators(**v)) for url, v in raw["validators"].items())
                 ),
                 paused=raw.get("paused"),
+                paused_at=raw.get("paused_at"),
                 epoch=int(raw.get("epoch", 0)),
                 last_success=raw.get("last_success"),
                 last_error=raw.get("last_error"),

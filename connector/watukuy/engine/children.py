@@ -19,7 +19,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from watukuy.core.children import ancestry, split_child
+from watukuy.core.children import ancestry, expired, split_child
 from watukuy.core.commands import Command
 from watukuy.core.errors import ConfigError, Conflict, Fenced, NewerRelease
 from watukuy.core.keys import key_text
@@ -74,7 +74,12 @@ def _tenant_partition(roster: Roster, poller: Poller, key: str) -> Partition | N
 
 
 async def child_listing(roster: Roster, poller: Poller) -> dict[str, Partition]:
-    """What a child poller "lists": its stored keys whose tenant is listed now."""
+    """What a child poller "lists": its stored keys whose tenant is listed now. Keys paused
+    for ``retain`` by their parent or their tenant's removal are deleted first (each listing
+    is a refresh of the child poller, so they go within a refresh interval of expiring)."""
+    for key in expired(poller, roster.store.states_of(poller.name), roster.clock.now()):
+        await roster.remove(poller.name, key)
+        log.info("%s: child partition deleted: paused for its retain", key_text(poller.name, key))
     out: dict[str, Partition] = {}
     for key in await roster.store.partitions(poller.name):
         partition = _tenant_partition(roster, poller, key)

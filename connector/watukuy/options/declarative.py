@@ -365,7 +365,13 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
         "Avro record of the items (`.avsc` relative to the config file, or inline).",
     ),
     KeyDoc("schema_version", "int", 1, "Stamped on each event."),
-    KeyDoc("retain", "duration", "30d", "How long deleted items are remembered."),
+    KeyDoc(
+        "retain",
+        "duration",
+        "30d",
+        "How long deleted items are remembered; for a child stream, also how long a partition "
+        "paused by its parent item or its tenant's removal is kept before it is deleted.",
+    ),
     KeyDoc(
         "streams",
         "list",
