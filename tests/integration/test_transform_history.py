@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from integration.demo import Simulator, example_config, runner_config
+from integration.demo import write_config as write_runner_config
 from tests.integration.kafka_support import latest_values
-from tests.integration.runners import ROOT, runner_env
+from tests.integration.runners import ROOT, Runner, runner_env, wait_for
 from watukuy.config import load_config
 from watukuy.control.activetopics import Published
 from watukuy.control.status import StatusTopic
@@ -165,3 +167,48 @@ def test_an_unreachable_kafka_is_one_line_and_validate_still_passes(tmp_path: Pa
         "(runner.startup.timeout)"
     ], done.stderr
     assert "librdkafka" not in done.stderr  # its connection failures: the note says it all
+
+
+def test_a_runner_that_published_records_its_transform_for_validate(
+    kafka_bootstrap: str,
+    prefix: str,
+    simulator_process: Callable[..., Simulator],
+    tmp_path: Path,
+) -> None:
+    """The whole way: a runner process publishes with T1; validate with T1 is quiet, with
+    another transform it warns."""
+    simulator = simulator_process(2, 3)
+    passing = {"filter": {"path": "id", "exists": True}}  # every item: the schema still holds
+    paths = {}
+    for label, transform in (("t1", passing), ("t2", passing | {"drop": ["note"]})):
+        example = example_config({"min": "1s", "max": "2s"})
+        example["pollers"][0]["transform"] = transform
+        config = runner_config(kafka_bootstrap, prefix, "transform-1", example=example)
+        config["runner"]["session.timeout"] = "6s"
+        paths[label] = write_runner_config(tmp_path / f"{label}.yaml", config)
+    env = runner_env(simulator.base_url)
+    runner = Runner("transform-1", paths["t1"], env, tmp_path / "r.log").start()
+    try:
+        wait_for(
+            lambda: b"transform/invoices" in latest_values(kafka_bootstrap, f"{prefix}.status"),
+            90,
+            "the runner's transform record",
+            step=1.0,
+        )
+    finally:
+        assert runner.stop() == 0, runner.output()
+
+    def validate(config: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "watukuy.cli", "validate", "--config", str(config)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    same, changed = validate(paths["t1"]), validate(paths["t2"])
+    assert same.returncode == changed.returncode == 0, same.stderr + changed.stderr
+    assert "warning" not in same.stderr
+    assert "warning: invoices: its transform changed since it last published" in changed.stderr
