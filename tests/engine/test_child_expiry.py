@@ -48,8 +48,8 @@ async def test_a_child_paused_by_its_parent_is_deleted_after_retain() -> None:
     engine, store, clock = await started(vendor_)
     vendor_.projects["acme"] = [{"id": "P1"}]
     await engine.reconcile("tracker.projects", partition="acme")  # finds P2 deleted
-    await engine.tick()
-    await engine.tick()
+    for _ in range(3):  # P2's issues paused; their comments paused with them
+        await engine.tick()
     assert store.states["tracker.issues/acme/P2"].paused == "parent"
     assert store.states["tracker.issues/acme/P2"].paused_at == clock.now()
 
@@ -57,6 +57,7 @@ async def test_a_child_paused_by_its_parent_is_deleted_after_retain() -> None:
     assert "tracker.issues/acme/P2" in store.states  # kept for retain
     await refreshed_after(engine, clock, 60)
     assert "tracker.issues/acme/P2" not in store.states
+    assert "tracker.comments/acme/P2/I8" not in store.states  # paused with it, gone with it
     assert not [k for k in store.snapshots if k.startswith("tracker.issues/acme/P2")]
     assert "acme/P2" not in keys_of(engine, "tracker.issues")
     assert "tracker.issues/acme/P1" in store.states  # its live sibling stays

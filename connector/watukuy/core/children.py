@@ -21,11 +21,12 @@ from watukuy.core.changes import invalid_item
 from watukuy.core.commands import Command
 from watukuy.core.events import Event
 from watukuy.core.poller import Partition, Poller
-from watukuy.core.state import ParkedItem, PartitionState, PauseReason
+from watukuy.core.state import ParkedItem, PartitionState, PauseReason, SnapshotEntry
 
 __all__ = [
     "ChildSends",
     "ancestry",
+    "cascade",
     "child_key",
     "children_of",
     "depth",
@@ -198,4 +199,32 @@ def expired(child: Poller, states: Iterable[PartitionState], now: float) -> list
         if state.paused in _EXPIRING
         and state.paused_at is not None
         and now - state.paused_at >= child.retain
+    ]
+
+
+def cascade(
+    pollers: Mapping[str, Poller],
+    child: Poller,
+    before: PartitionState,
+    after: PartitionState,
+    snapshot: Mapping[str, SnapshotEntry],
+    now: float,
+) -> list[Command]:
+    """What a child key paused by its parent (or resumed from that pause) asks of its own
+    children: the same, so a deleted project's issues stop reading their comments too, and
+    resume with it. Sent to the key of each live item of its snapshot, by identity (the
+    snapshot keeps no item): a grandchild keyed by another path is not reached, and a
+    ``resume_child`` or ``pause_child`` of a key never stored only takes the command away."""
+    if before.paused != "parent" and after.paused == "parent":
+        op = "pause_child"
+    elif before.paused == "parent" and after.paused is None:
+        op = "resume_child"
+    else:
+        return []
+    key = after.partition
+    return [
+        Command.issue(op, grandchild.name, child_key(key, identity), {}, now)
+        for grandchild in children_of(pollers, child.name)
+        for identity, entry in snapshot.items()
+        if entry.deleted is None and _SEPARATOR not in identity
     ]

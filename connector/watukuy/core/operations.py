@@ -240,6 +240,13 @@ def _adopt(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
     return KeyChange(view.state)
 
 
+def _resume_child(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
+    # Sent down by a child resumed by its parent: the grandchildren it paused resume with it.
+    if view.state.paused == "parent":
+        return KeyChange(_triggered(view.state.resumed(), now))
+    return KeyChange(view.state)
+
+
 def _pause_child(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
     if view.state.paused is None:  # a user's pause stays the user's
         return KeyChange(view.state.paused_by("parent", now))
@@ -342,6 +349,14 @@ _KEY_OPERATIONS = (
         "pause_child",
         "pause a child stream's key: its parent item was deleted or left the filter",
         apply_state=_pause_child,
+        allowed=frozenset(Target),
+        partition_route=False,
+    ),
+    KeyOperation(
+        "resume_child",
+        "resume a child stream's key its parent paused, as its paused parent resumes; "
+        "never creates one",
+        apply_state=_resume_child,
         allowed=frozenset(Target),
         partition_route=False,
     ),
