@@ -168,7 +168,10 @@ def _transform(prefix: str) -> list[KeyDoc]:
             "mapping",
             None,
             "What is published of each item; the steps run in the order below, whatever "
-            "order they are written in. Paths are dotted keys (`reporter.email`).",
+            "order they are written in. Paths are dotted keys (`reporter.email`). A changed "
+            "transform reshapes only items polled from then on: `validate` warns when it "
+            "differs from the one the poller last published with; `replay` republishes "
+            "history.",
         ),
         KeyDoc(
             f"{prefix}.filter",
