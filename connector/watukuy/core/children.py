@@ -170,7 +170,14 @@ def sends(
                 except ValueError as exc:
                     error = f"child stream '{child.name}' has no key for this item: {exc}"
                     item = invalid_item(
-                        parent, partition, event.data, error, event.lane, now, event.subject
+                        parent,
+                        partition,
+                        event.data,
+                        error,
+                        event.lane,
+                        now,
+                        event.subject,
+                        event.data,  # already published: a transformed parent's, as it shows
                     )
                     if item.id not in parked:
                         out.parked.append(item)

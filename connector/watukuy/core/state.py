@@ -164,6 +164,9 @@ _set_version, _set_seen, _set_scan, _set_deleted = (
 
 ParkedKind = Literal["invalid", "poison"]
 CUT_MARK = "truncated"  # the key of a cut item's stand-in that says it was cut
+TRANSFORMED_MARK = "transformed"
+"""The key of the stand-in parked for an item of a poller that transforms items: what it would
+publish (``item``), never the vendor's item (:func:`watukuy.core.changes.parked_form`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +203,12 @@ class ParkedItem:
     def is_cut(self) -> bool:
         """Parked cut (:meth:`cut`): the item itself is gone, so it cannot be retried."""
         return isinstance(self.item, dict) and self.item.get(CUT_MARK) is True
+
+    @property
+    def is_transformed(self) -> bool:
+        """Parked as its poller would publish it: the vendor's item is not kept, so it cannot
+        be retried (transforming it again would, say, mask a masked value)."""
+        return isinstance(self.item, dict) and self.item.get(TRANSFORMED_MARK) is True
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> ParkedItem:
