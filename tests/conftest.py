@@ -25,7 +25,12 @@ INTEGRATION_DIR = Path(__file__).parent / "integration"
 # they run beside the rest. Every other integration test is one unit of work for one worker,
 # one after another in file order as a plain ``pytest`` runs them: two of those at once would
 # starve each other's runner processes on a two-core machine.
-BESIDE_THE_REST = {"test_faults.py", "test_failover.py", "test_runbooks.py"}
+BESIDE_THE_REST = {
+    "test_child_streams_kill.py",
+    "test_faults.py",
+    "test_failover.py",
+    "test_runbooks.py",
+}
 ONE_AT_A_TIME = "integration, one at a time"
 
 

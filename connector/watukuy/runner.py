@@ -25,6 +25,7 @@ from watukuy.control.configs import ConfigTopic
 from watukuy.control.loggers import LoggerLevels, follow_cluster_levels
 from watukuy.control.service import RunnerControl
 from watukuy.control.status import StatusTopic, key_statuses
+from watukuy.control.transformrecords import fingerprint_of
 from watukuy.core.errors import WatukuyError
 from watukuy.core.lifecycle import Target
 from watukuy.core.observe import Observer
@@ -244,8 +245,9 @@ async def _publish_statuses(engine: Engine, status: StatusTopic, layout: TopicLa
         inspections = engine.inspect()
         statuses = key_statuses(inspections, now=time.time(), targets=targets)
         try:
-            await status.publish(statuses)
-            await status.list_topics(inspections, topic_of)
+            await status.publish(statuses, owns=engine.store.owns)
+            fingerprints = {name: fingerprint_of(p) for name, p in engine.pollers.items()}
+            await status.list_topics(inspections, topic_of, fingerprints)
         except WatukuyError as exc:  # Kafka busy: the next round writes it
             log.warning("publishing key statuses failed: %s", exc)
         await asyncio.sleep(STATUS_EVERY)

@@ -85,6 +85,7 @@ def test_the_per_key_operations() -> None:
         "alter_offsets",
         "adopt",
         "pause_child",
+        "resume_child",
     ]
     assert {n: op.effect for n, op in KEY_OPERATIONS.items() if op.effect is not Effect.STATE} == {
         "retry": Effect.RETRY,
@@ -107,6 +108,7 @@ def test_which_targets_allow_which_operations() -> None:
             # Sent by a parent's commit: a child is created whatever its connector does.
             "adopt": set(Target),
             "pause_child": set(Target),
+            "resume_child": set(Target),
         }.get(name, holding)
         assert op.allowed == expected, name
 
@@ -153,6 +155,7 @@ VALUES: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "alter_offsets": st.fixed_dictionaries({"offset": OFFSETS}),
     "adopt": st.just({}),
     "pause_child": st.just({}),
+    "resume_child": st.just({}),
 }
 
 
@@ -251,9 +254,9 @@ def test_trigger_makes_the_key_due_now_and_nothing_else() -> None:
     assert change.forget == ()
 
 
-def test_pause_and_resume_set_the_stored_flag() -> None:
-    assert apply("pause").state == replace(state(), paused="user")
-    paused = view(s=replace(state(), paused="user"))
+def test_pause_and_resume_set_the_stored_flag_and_when() -> None:
+    assert apply("pause").state == replace(state(), paused="user", paused_at=LATER)
+    paused = view(s=replace(state(), paused="user", paused_at=LATER - 5))
     assert apply("resume", v=paused).state == state()
 
 
@@ -385,8 +388,9 @@ def test_a_poller_without_partitions_has_only_the_empty_key() -> None:
 # -- child streams' operations ------------------------------------------------------------------
 
 
-def test_adopt_resumes_only_a_child_its_parent_paused() -> None:
-    adopt = KEY_OPERATIONS["adopt"]
+@pytest.mark.parametrize("name", ["adopt", "resume_child"])
+def test_adopt_and_resume_child_resume_only_a_child_its_parent_paused(name: str) -> None:
+    adopt = KEY_OPERATIONS[name]
     live = state()
     assert adopt.apply(view(s=live), {}, LATER).state == live  # a live child is not re-read
     by_user = replace(live, paused="user")

@@ -255,3 +255,34 @@ def test_a_transform_in_defaults_reaches_every_stream(monkeypatch: pytest.Monkey
     assert published[0] is not None and "note" not in published[0] and "secret" in published[0]
     assert published[1] is not None and "note" in published[1] and "secret" not in published[1]
     assert published[0]["email"] == published[1]["email"] != "a@x.test"
+
+
+def with_child(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    child = {"name": "issues", "parent": {"stream": "projects", "key": key}}
+    child["request"] = {"path": "/projects/{parent.key}/issues"}
+    return tracker(streams=[{"name": "projects", "request": {"path": "/p"}, **parent}, child])
+
+
+@pytest.mark.parametrize(
+    ("parent", "why"),
+    [
+        ({"reconcile": "1d"}, "reconciles"),
+        ({"transform": {"filter": {"path": "a", "exists": True}}}, "filters"),
+    ],
+)
+def test_a_child_of_a_parent_that_deletes_without_the_item_is_keyed_by_its_identity(
+    parent: dict[str, Any], why: str
+) -> None:
+    # Such a deletion names its item by identity alone: a child keyed by another path could
+    # not be found, and would go on polling a deleted parent.
+    assert error_of(with_child(parent, "slug")) == (
+        f"pollers[0].streams[1].parent.key: must be the identity path of stream 'projects' "
+        f"('id') since it {why}: a deletion it finds carries only the item's identity, which "
+        f"is how stream 'issues' finds the child partition to pause"
+    )
+    names = [p.name for p in compiled(with_child(parent, "id"))]
+    assert names == ["tracker.projects", "tracker.issues"]
+
+
+def test_a_child_of_a_parent_that_never_deletes_without_the_item_may_use_any_key() -> None:
+    assert len(compiled(with_child({}, "slug"))) == 2

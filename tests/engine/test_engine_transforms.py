@@ -133,3 +133,56 @@ async def test_published_events_carry_the_masked_item_and_the_vendors_version() 
         assert "ada@example.com" not in repr(event)
     finally:
         await engine.close()
+
+
+class RawVendor(Vendor):
+    """Hands its items over as they are, objects or not."""
+
+    def __init__(self, *items: Any) -> None:
+        super().__init__()
+        self.items = list(items)
+
+    async def fetch(self, ctx: Any) -> FetchResult:
+        return FetchResult(items=list(self.items), cursor="end")
+
+
+async def test_a_parked_item_holds_what_would_be_published_never_the_vendors_item() -> None:
+    # Parked items reach Kafka too (the state topic, the DLQ): a transform's mask and drop
+    # must hold there as on the events topic.
+    vendor = RawVendor(
+        {"id": "I1", "email": "ada@example.com", "note": "internal"},
+        {"email": "bob@example.com", "note": "internal too"},  # no identity
+        ["not", "an", "object", "grace@example.com"],  # cannot be transformed
+    )
+    transform = {"drop": ["note"], "mask": {"email": {"hmac": KEY}}}
+    engine, clock, events = engine_of(vendor, transform)
+    try:
+        await polled(engine, clock, events)
+        assert len(events) == 1
+        parked = sorted(await engine.parked.list("issues"), key=lambda p: p.error)
+        masked = hmac.new(KEY, b"bob@example.com", hashlib.sha256).hexdigest()
+        assert [p.item for p in parked] == [
+            {"transformed": True, "item": {"email": masked}},
+            {
+                "transformed": True,
+                "item": None,
+                "original_sha256": parked[1].item["original_sha256"],
+            },
+        ]
+        assert parked[0].error.startswith("KeyError")
+        assert parked[1].error == "transform: the item must be a JSON object, got a list"
+        assert len(parked[1].item["original_sha256"]) == 64
+        for secret in ("bob@example.com", "grace@example.com", "internal"):
+            assert secret not in repr(parked)
+
+        ids = [p.id for p in parked]
+        assert await engine.parked.retry("issues", ids) == []  # no vendor's item to retry
+        again = await engine.parked.list("issues")
+        assert {p.error for p in again} == {
+            "parked as its poller publishes it (the vendor's item is not kept): it cannot be "
+            "retried from here; replay the partition from before it to fetch it again"
+        }
+        await polled(engine, clock, events)  # polled again: parked once, not once a poll
+        assert len(await engine.parked.list("issues")) == 2
+    finally:
+        await engine.close()

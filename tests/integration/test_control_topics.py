@@ -363,6 +363,24 @@ async def test_only_changes_are_written_and_every_key_again_every_30s(
     assert records.count(b"key/invoices/t1") == 3 and records.count(b"key/invoices/t2") == 2
 
 
+async def test_a_key_an_instance_let_go_of_leaves_the_view_unless_it_moved(
+    statuses: list[StatusTopic], kafka: dict[str, Any], layout: TopicLayout
+) -> None:
+    clock = Clock()
+    first = await _status_topic(statuses, kafka, layout, "r1", clock)
+    second = await _status_topic(statuses, kafka, layout, "r2", clock)
+    await first.publish([_status(key) for key in ("t1", "t2", "t3", "t4")])
+    await second.publish([_status("t4")])  # t4 moved to r2, which wrote first
+    await first.caught_up()
+
+    # r1 holds only t1 now: t2 was removed (still r1's partition), t3 moved to a runner that
+    # has not written yet, t4 moved to r2, which has.
+    await first.publish([_status("t1")], owns=lambda poller, key: key in ("t1", "t2"))
+    await second.caught_up()
+    shown = [(s.partition, s.owner) for s in second.view("invoices")]
+    assert shown == [("t1", "r1"), ("t3", "r1"), ("t4", "r2")]
+
+
 async def test_a_key_shows_unassigned_once_its_owners_heartbeat_ages_out(
     statuses: list[StatusTopic], kafka: dict[str, Any], layout: TopicLayout
 ) -> None:

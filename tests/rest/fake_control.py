@@ -38,6 +38,7 @@ from watukuy.rest.port import (
     ParkedKind,
     PartitionInfo,
     TaskStatus,
+    Validated,
     merge_patch,
     relative_path,
 )
@@ -231,7 +232,11 @@ class FakeControl:
         self._writable(name, connector)
         del self.connectors_by_name[name]
 
-    async def validate(self, plugin: str, config: Config) -> ConfigError | None:
+    async def validate(self, plugin: str, config: Config) -> Validated:
+        # No transform history here: tests/rest/test_rest_validate_warnings.py has one.
+        return Validated(self._error(plugin, config))
+
+    def _error(self, plugin: str, config: Config) -> ConfigError | None:
         self._maybe_fail()
         error: ConfigError | None = None
         if plugin == "python":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,7 @@ class Cluster:
     client: TestClient[Any, Any]
     engine: Engine
     configs: Configs
+    status: Status
 
 
 @asynccontextmanager
@@ -112,7 +113,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
             file_pollers={"tickets": "mypackage.pollers:tickets"},
         )
         async with TestClient(TestServer(build_app(control))) as client:
-            yield Cluster(client, engine, configs)
+            yield Cluster(client, engine, configs, status)
 
 
 async def test_a_connector_is_listed_once_and_runs_a_poller_per_stream(tmp_path: Path) -> None:
@@ -241,3 +242,37 @@ async def test_a_streams_name_is_not_a_connector_to_configure(tmp_path: Path) ->
         body = {"name": "tracker.issues", "config": {"request": {"url": f"{API}/x"}}}
         taken = await c.client.post("/connectors", json=body)
         assert "a connector cannot take its name" in await error_of(taken, 409)
+
+
+async def test_a_child_streams_partitions_are_every_owners(tmp_path: Path) -> None:
+    # A child stream's keys are created by its parent's commits where their Kafka partition
+    # lives: the runner answering holds none of them here, its peers do.
+    board = {
+        "partitions": {"static": [{"key": "acme", "data": {"slug": "acme"}}]},
+        "defaults": {"records": "data", "identity": "id", "schedule": {"min": "30s"}},
+        "streams": [
+            {"name": "projects", "request": {"url": f"{API}/{{partition.data.slug}}/projects"}},
+            {
+                "name": "issues",
+                "parent": {"stream": "projects", "key": "id"},
+                "request": {"url": f"{API}/{{partition.data.slug}}/{{parent.key}}/issues"},
+            },
+        ],
+    }
+    async with cluster(tmp_path) as c:
+        c.configs.records["board"] = Connector("board", board, Target.RUNNING, 1)
+        await c.configs.applier.apply_view(c.configs.view())
+        status = c.status
+        status.records["board.issues"] = [
+            running("board.issues", "acme/P1"),
+            replace(running("board.issues", "acme/P2"), owner="runner-2"),
+        ]
+        listed = await (await c.client.get("/connectors/board.issues/partitions")).json()
+        assert [(p["key"], p["state"], p["owner"]) for p in listed] == [
+            ("acme/P1", "RUNNING", "runner-1"),
+            ("acme/P2", "RUNNING", "runner-2"),
+        ]
+        # A tenant stream lists its tenants, not whatever the status topic remembers.
+        status.records["board.projects"] = [running("board.projects", "gone")]
+        roots = await (await c.client.get("/connectors/board.projects/partitions")).json()
+        assert [p["key"] for p in roots] == ["acme"]

@@ -14,6 +14,11 @@ from typing import Any
 from watukuy.config.pollers import PollerSource, import_poller
 from watukuy.control.configs import ConfigTopic, UnknownConnector
 from watukuy.control.streams import Named, stream_names
+from watukuy.control.transformrecords import (
+    changed_transforms,
+    fingerprint_of,
+    transform_warning,
+)
 from watukuy.core.errors import ConfigError, Conflict
 from watukuy.core.lifecycle import Target
 from watukuy.core.poller import Poller
@@ -26,6 +31,7 @@ from watukuy.rest.port import (
     Config,
     ConnectorRecord,
     ConnectorRef,
+    Validated,
     merge_patch,
     relative_path,
 )
@@ -154,21 +160,33 @@ class ConnectorConfigs:
             raise NotFound(f"connector {name} not found")
         await self._configs.delete(name, expected_version=found.version)
 
-    async def validate(self, plugin: str, config: Config) -> ConfigError | None:
+    async def validate(
+        self, plugin: str, config: Config, recorded: Mapping[str, str | None]
+    ) -> Validated:
+        """The first error; for a valid ``config``, a warning per poller of it whose
+        transform is not the one ``recorded`` as last published with
+        (:mod:`.transformrecords`)."""
+        try:
+            pollers = self._validated(plugin, config)
+        except ConfigError as exc:
+            return Validated(exc)
+        fingerprints = {poller.name: fingerprint_of(poller) for poller in pollers}
+        return Validated(
+            warnings=tuple(
+                transform_warning(name, removed=fingerprints[name] is None)
+                for name in changed_transforms(pollers, recorded)
+            )
+        )
+
+    def _validated(self, plugin: str, config: Config) -> list[Poller]:
         if plugin not in PLUGINS:
             raise NotFound(f"connector plugin {plugin} not found")
-        error: ConfigError | None = None
-        try:
-            if plugin == "http":
-                compile_connector(str(config.get("name", "validate")), config, self._base_dir)
-            else:
-                ref = config.get("python")
-                if not isinstance(ref, str):
-                    raise ConfigError("needs 'python: module:attr' naming a Poller", "python")
-                import_poller(ref, "python")
-        except ConfigError as exc:
-            error = exc
-        return error
+        if plugin == "http":
+            return compile_connector(str(config.get("name", "validate")), config, self._base_dir)
+        ref = config.get("python")
+        if not isinstance(ref, str):
+            raise ConfigError("needs 'python: module:attr' naming a Poller", "python")
+        return [import_poller(ref, "python")]
 
     # -- targets ----------------------------------------------------------------------------
 

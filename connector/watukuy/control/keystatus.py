@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -334,6 +334,11 @@ class StatusTable:
     def pollers(self) -> list[str]:
         return sorted({status.poller for status in self._keys.values()})
 
+    def owner(self, key: str) -> str | None:
+        """Who wrote the latest status of ``key`` (its text form), as read."""
+        found = self._keys.get(key)
+        return None if found is None else found.owner
+
     def heartbeats(self) -> dict[str, float]:
         """Runner id -> time of its last heartbeat (clean shutdowns removed)."""
         return dict(self._heartbeats)
@@ -395,3 +400,11 @@ class Outbox:
 
     def forget(self, poller: str, partition: str) -> None:
         self._written.pop(key_text(poller, partition), None)
+
+    def gone(self, keys: Set[str]) -> list[KeyStatus]:
+        """The statuses written of keys not among ``keys`` (this runner no longer holds them:
+        removed, expired, moved away), forgotten as they are returned."""
+        left = [status for key, (status, _) in self._written.items() if key not in keys]
+        for status in left:
+            del self._written[status.key]
+        return left

@@ -36,7 +36,6 @@ from watukuy.control.offsets import ConnectorOffsets
 from watukuy.control.status import StatusTopic
 from watukuy.control.stored import StoredKeys
 from watukuy.control.tasks import ConnectorTasks
-from watukuy.core.errors import ConfigError
 from watukuy.core.lifecycle import Target
 from watukuy.engine.engine import Engine
 from watukuy.rest.port import (
@@ -50,6 +49,7 @@ from watukuy.rest.port import (
     Metrics,
     ParkedKind,
     PartitionInfo,
+    Validated,
 )
 from watukuy.store.kafka.topics import TopicLayout
 
@@ -81,6 +81,7 @@ class RunnerControl:
         if stored is None:  # given only to read the state topics some other way (tests)
             stored = StoredKeys(kafka, layout, runner_id)
         self._connectors = connectors
+        self._status = status
         self._tasks = ConnectorTasks(engine, connectors, status, runner_id)
         self._offsets = ConnectorOffsets(engine, connectors, stored)
         self._keys = KeyOperations(engine, connectors, stored)
@@ -117,8 +118,8 @@ class RunnerControl:
     async def delete_connector(self, name: str) -> None:
         await self._connectors.delete_connector(name)
 
-    async def validate(self, plugin: str, config: Config) -> ConfigError | None:
-        return await self._connectors.validate(plugin, config)
+    async def validate(self, plugin: str, config: Config) -> Validated:
+        return await self._connectors.validate(plugin, config, self._status.transforms())
 
     # -- targets and status -------------------------------------------------------------------
 

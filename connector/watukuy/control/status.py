@@ -48,6 +48,12 @@ from watukuy.control.keystatus import (
     status_key,
 )
 from watukuy.control.reader import Message, TopicReader
+from watukuy.control.transformrecords import (
+    TransformRecord,
+    decode_transform,
+    transform_record,
+    transforms_to_record,
+)
 from watukuy.core.errors import Retriable, StateCorrupted, WatukuyError
 from watukuy.core.inspect import PollerInspect
 from watukuy.core.lifecycle import Target
@@ -116,6 +122,7 @@ class StatusTopic:
         group = group or f"{layout.prefix}.runners"
         self._table = StatusTable()
         self._topics = ActiveTopics()
+        self._transforms: dict[str, str | None] = {}  # poller -> fingerprint it published with
         self._reader = TopicReader(
             kafka,
             self.topic,
@@ -176,12 +183,23 @@ class StatusTopic:
         """KIP-558: the topics ``connector`` published to, as listed (:mod:`.activetopics`)."""
         return self._topics.of(connector)
 
+    def transforms(self) -> dict[str, str | None]:
+        """Each poller's transform fingerprint when it last published, as recorded
+        (:mod:`.transformrecords`)."""
+        return dict(self._transforms)
+
     def _apply(self, batch: list[Message]) -> None:
         for message in batch:
             try:
                 listing = None if message.key is None else decode_topic(message.key, message.value)
                 if listing is not None:
                     self._topics.apply(listing)
+                    continue
+                transform = (
+                    None if message.key is None else decode_transform(message.key, message.value)
+                )
+                if transform is not None:
+                    self._transforms[transform.poller] = transform.fingerprint
                     continue
                 self._table.apply(message.key, message.value)
             except StateCorrupted as exc:
@@ -191,10 +209,16 @@ class StatusTopic:
 
     # -- writing ----------------------------------------------------------------------------
 
-    async def publish(self, statuses: Iterable[KeyStatus]) -> int:
+    async def publish(
+        self, statuses: Iterable[KeyStatus], owns: Callable[[str, str], bool] | None = None
+    ) -> int:
         """Write the statuses that changed since their last write, every one at least every
         ``full_every`` seconds, and a heartbeat if one is due; return how many statuses were
-        written. Each is stamped with this runner as owner and the clock's time."""
+        written. Each is stamped with this runner as owner and the clock's time.
+
+        A key written before and absent now is tombstoned if this runner still ``owns`` it
+        (poller, partition key): it was removed, or a child key expired. One that moved to
+        another runner is left for its new owner to overwrite."""
         async with self._write:
             now = self._clock()
             stamped = [replace(s, owner=self.runner_id, updated_at=now) for s in statuses]
@@ -202,6 +226,10 @@ class StatusTopic:
             records: list[tuple[bytes, bytes | None]] = [
                 (status_key(s.poller, s.partition), encode_status(s)) for s in due
             ]
+            for left in self._outbox.gone({s.key for s in stamped}):
+                owned = owns is None or owns(left.poller, left.partition)
+                if owned and self._table.owner(left.key) == self.runner_id:
+                    records.append((status_key(left.poller, left.partition), None))
             beat = (
                 self._last_heartbeat is None
                 or now - self._last_heartbeat >= self.heartbeat_interval
@@ -242,16 +270,29 @@ class StatusTopic:
                     f"could not remove a status from {self.topic}: {failed.popitem()[1]}"
                 )
 
-    async def list_topics(self, inspections: Iterable[PollerInspect], topic_of: TopicOf) -> None:
+    async def list_topics(
+        self,
+        inspections: Iterable[PollerInspect],
+        topic_of: TopicOf,
+        fingerprints: Mapping[str, str | None] | None = None,
+    ) -> None:
         """List the topics this runner's keys published to since the last call and that are
-        not listed yet (``topic_of`` names a poller's events or dead-letter topic)."""
+        not listed yet (``topic_of`` names a poller's events or dead-letter topic); and, with
+        ``fingerprints`` (each running poller's transform fingerprint), record the transform
+        of each poller that published events with another one than recorded."""
         now = self._clock()
+        published = self._topics.published(inspections)
         listings = {
             TopicRecord(found.poller, topic, now)
-            for found in self._topics.published(inspections)
+            for found in published
             if (topic := topic_of(found)) not in self._topics.of(found.poller)
         }
         await self._write_listings(listings, "list a topic")
+        if fingerprints is not None:
+            events = (found.poller for found in published if found.kind == "events")
+            await self._record_transforms(
+                transforms_to_record(events, self._transforms, fingerprints, now)
+            )
 
     async def reset_topics(self, connector: str) -> None:
         """KIP-558's reset: tombstone every topic listed for ``connector``."""
@@ -272,6 +313,17 @@ class StatusTopic:
                 self._topics.apply(listing)
         if failed:
             raise Retriable(f"could not {doing} in {self.topic}: {failed.popitem()[1]}")
+
+    async def _record_transforms(self, records: list[TransformRecord]) -> None:
+        """Write them, and take them into the view at once (as :meth:`_write_listings`)."""
+        written = {record: transform_record(record) for record in records}
+        async with self._write:
+            failed = await self._send(list(written.values()))
+        for record, (key, _) in written.items():
+            if key not in failed:
+                self._transforms[record.poller] = record.fingerprint
+        if failed:
+            raise Retriable(f"could not record a transform in {self.topic}: {failed.popitem()[1]}")
 
     def _heartbeat_record(self, now: float) -> tuple[bytes, bytes]:
         return heartbeat_key(self.runner_id), encode_heartbeat(Heartbeat(self.runner_id, now))

@@ -64,18 +64,18 @@ class ConnectorTasks:
 
     async def partitions(self, name: str) -> list[PartitionInfo]:
         name = self._connectors.poller(name)
-        listed = await self._engine.partitions.list(name)
+        keys = {partition.key for partition in await self._engine.partitions.list(name)}
         statuses = self._statuses(name)
+        if self._engine.pollers[name].parent is not None:
+            # A child stream's keys are state, not a listing: this runner lists only those it
+            # holds; the status topic has every owner's.
+            keys |= set(statuses)
         out: list[PartitionInfo] = []
-        for partition in sorted(listed, key=lambda p: p.key):
-            found = statuses.get(partition.key)
+        for key in sorted(keys):
+            found = statuses.get(key)
             state = TaskState.UNASSIGNED if found is None else found.state
             out.append(
-                {
-                    "key": partition.key,
-                    "state": state,
-                    "owner": None if found is None else found.owner,
-                }
+                {"key": key, "state": state, "owner": None if found is None else found.owner}
             )
         return out
 

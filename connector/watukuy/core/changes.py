@@ -11,13 +11,14 @@ timestamp cursor serves the last item of a page twice).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from watukuy.core.events import Event, EventType, canonical_json, event_id, fingerprint, utc
 from watukuy.core.poller import Poller
-from watukuy.core.state import ParkedItem, SnapshotEntry
+from watukuy.core.state import TRANSFORMED_MARK, ParkedItem, SnapshotEntry
 from watukuy.core.transforms import Transform, TransformContext
 
 
@@ -75,6 +76,19 @@ def _as_text(value: Any, what: str) -> str:
     raise ValueError(f"{what}() must return a string or an integer, got {type(value).__name__}")
 
 
+def parked_form(poller: Poller, item: Any, published: Any = None) -> Any:
+    """What is parked of ``item``: the vendor's item; for a poller that transforms items, a
+    stand-in holding what it would publish (``published``), or only a hash when it could not
+    be transformed. The parked topic and the DLQ are Kafka too: what the transform keeps out of
+    the events (a dropped note, an e-mail before masking) must not reach them that way."""
+    if poller.transform is None:
+        return item
+    if published is not None:
+        return {TRANSFORMED_MARK: True, "item": published}
+    digest = hashlib.sha256(canonical_json(item).encode()).hexdigest()
+    return {TRANSFORMED_MARK: True, "item": None, "original_sha256": digest}
+
+
 def invalid_item(
     poller: Poller,
     partition: str,
@@ -83,14 +97,17 @@ def invalid_item(
     lane: str,
     now: float,
     subject: str | None = None,
+    published: Any = None,
 ) -> ParkedItem:
+    """``item`` parked ``invalid``: its id is of the vendor's item (parked once however often
+    it is polled); what is kept of it is :func:`parked_form`."""
     parked_id = event_id(poller.name, partition, "", canonical_json(item), "invalid")
     return ParkedItem(
         id=parked_id,
         poller=poller.name,
         partition=partition,
         kind="invalid",
-        item=item,
+        item=parked_form(poller, item, published),
         error=error,
         attempts=1,
         parked_at=now,
@@ -154,6 +171,7 @@ def _read_transformed(
             return _Left(_as_text(poller.identity(item), "identity")), None
         except Exception:
             return _Left(None), None
+    published = None
     try:
         published = transform.reshape(item, context)
         identity = _as_text(poller.identity(item), "identity")
@@ -165,10 +183,11 @@ def _read_transformed(
             version = fingerprint(published)
     except Exception as exc:
         error = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
-        return invalid_item(poller, partition, item, error, lane, now), None
+        return invalid_item(poller, partition, item, error, lane, now, None, published), None
     problem = poller.validate(published) if poller.validate is not None else None
     if problem is not None:
-        return invalid_item(poller, partition, item, f"SchemaError: {problem}", lane, now), None
+        error = f"SchemaError: {problem}"
+        return invalid_item(poller, partition, item, error, lane, now, None, published), None
     return (identity, version), published
 
 
@@ -273,7 +292,9 @@ def detect(
             )
             refused = publishable(event) if publishable is not None else None
             if refused is not None:  # parked like a schema error: a fix is a change
-                refusal = invalid_item(poller, partition, item, refused, lane, now, identity)
+                refusal = invalid_item(
+                    poller, partition, item, refused, lane, now, identity, published
+                )
                 _park(out, parked, refusal)
                 continue
             out.sequence += 1

@@ -13,7 +13,7 @@ child's key ambiguous) is parked ``invalid`` with the reason: never dropped sile
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,21 +21,26 @@ from watukuy.core.changes import invalid_item
 from watukuy.core.commands import Command
 from watukuy.core.events import Event
 from watukuy.core.poller import Partition, Poller
-from watukuy.core.state import ParkedItem
+from watukuy.core.state import ParkedItem, PartitionState, PauseReason, SnapshotEntry
 
 __all__ = [
     "ChildSends",
     "ancestry",
+    "cascade",
     "child_key",
     "children_of",
     "depth",
     "descendants",
+    "expired",
     "root_of",
     "sends",
     "split_child",
 ]
 
 _SEPARATOR = "/"
+
+_EXPIRING: frozenset[PauseReason] = frozenset({"parent", "removed"})
+"""Pauses a child key expires from: its parent's, its tenant's removal (not a user's)."""
 
 
 @dataclass(slots=True)
@@ -165,7 +170,14 @@ def sends(
                 except ValueError as exc:
                     error = f"child stream '{child.name}' has no key for this item: {exc}"
                     item = invalid_item(
-                        parent, partition, event.data, error, event.lane, now, event.subject
+                        parent,
+                        partition,
+                        event.data,
+                        error,
+                        event.lane,
+                        now,
+                        event.subject,
+                        event.data,  # already published: a transformed parent's, as it shows
                     )
                     if item.id not in parked:
                         out.parked.append(item)
@@ -179,3 +191,47 @@ def sends(
                 op = "pause_child"
             out.commands.append(Command.issue(op, child.name, target, {}, now))
     return out
+
+
+def expired(child: Poller, states: Iterable[PartitionState], now: float) -> list[str]:
+    """The keys of ``child`` paused by their parent item or their tenant's removal for at least
+    its ``retain``: they are deleted, as a deleted item is forgotten after ``retain``, so child
+    state does not grow without bound as parent items come and go. A key a user paused stays.
+    ``[]`` for a poller that is not a child stream."""
+    if child.parent is None:
+        return []
+    return [
+        state.partition
+        for state in states
+        if state.paused in _EXPIRING
+        and state.paused_at is not None
+        and now - state.paused_at >= child.retain
+    ]
+
+
+def cascade(
+    pollers: Mapping[str, Poller],
+    child: Poller,
+    before: PartitionState,
+    after: PartitionState,
+    snapshot: Mapping[str, SnapshotEntry],
+    now: float,
+) -> list[Command]:
+    """What a child key paused by its parent (or resumed from that pause) asks of its own
+    children: the same, so a deleted project's issues stop reading their comments too, and
+    resume with it. Sent to the key of each live item of its snapshot, by identity (the
+    snapshot keeps no item): a grandchild keyed by another path is not reached, and a
+    ``resume_child`` or ``pause_child`` of a key never stored only takes the command away."""
+    if before.paused != "parent" and after.paused == "parent":
+        op = "pause_child"
+    elif before.paused == "parent" and after.paused is None:
+        op = "resume_child"
+    else:
+        return []
+    key = after.partition
+    return [
+        Command.issue(op, grandchild.name, child_key(key, identity), {}, now)
+        for grandchild in children_of(pollers, child.name)
+        for identity, entry in snapshot.items()
+        if entry.deleted is None and _SEPARATOR not in identity
+    ]

@@ -181,11 +181,11 @@ def _trigger(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
 
 
 def _pause(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
-    return KeyChange(replace(view.state, paused="user"))
+    return KeyChange(view.state.paused_by("user", now))
 
 
 def _resume(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
-    return KeyChange(replace(view.state, paused=None))
+    return KeyChange(view.state.resumed())
 
 
 def _reconcile(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
@@ -236,13 +236,20 @@ def _adopt(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
     # Sent by every parent commit that creates (or updates) the parent item: only a child
     # paused by its parent changes, so a live child is not re-read on each parent change.
     if view.state.paused == "parent":
-        return KeyChange(_triggered(replace(view.state, paused=None), now))
+        return KeyChange(_triggered(view.state.resumed(), now))
+    return KeyChange(view.state)
+
+
+def _resume_child(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
+    # Sent down by a child resumed by its parent: the grandchildren it paused resume with it.
+    if view.state.paused == "parent":
+        return KeyChange(_triggered(view.state.resumed(), now))
     return KeyChange(view.state)
 
 
 def _pause_child(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
     if view.state.paused is None:  # a user's pause stays the user's
-        return KeyChange(replace(view.state, paused="parent"))
+        return KeyChange(view.state.paused_by("parent", now))
     return KeyChange(view.state)
 
 
@@ -342,6 +349,14 @@ _KEY_OPERATIONS = (
         "pause_child",
         "pause a child stream's key: its parent item was deleted or left the filter",
         apply_state=_pause_child,
+        allowed=frozenset(Target),
+        partition_route=False,
+    ),
+    KeyOperation(
+        "resume_child",
+        "resume a child stream's key its parent paused, as its paused parent resumes; "
+        "never creates one",
+        apply_state=_resume_child,
         allowed=frozenset(Target),
         partition_route=False,
     ),

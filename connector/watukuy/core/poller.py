@@ -86,6 +86,9 @@ class ParentSpec:
 
     ``key`` reads the parent item's key (the child partition is ``<parent partition>/<key>``);
     ``where`` (optional) says which parent items have a child. Both read the parent's item.
+    A deletion published without its item (found by a reconcile, or an item leaving the
+    parent's filter) finds its child by the parent item's identity, so ``key`` should return
+    the identity when the parent reconciles or filters.
     """
 
     poller: str

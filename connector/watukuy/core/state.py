@@ -62,6 +62,7 @@ class PartitionState:
     sequence: int = 0
     validators: tuple[tuple[str, Validators], ...] = ()
     paused: PauseReason | None = None
+    paused_at: float | None = None  # when ``paused`` was set: a paused child expires after retain
     epoch: int = 0
     last_success: float | None = None
     last_error: str | None = None
@@ -82,6 +83,12 @@ class PartitionState:
         if lane is Lane.BACKFILL:
             return replace(self, backfill=value)
         return replace(self, reconcile=value)
+
+    def paused_by(self, reason: PauseReason, now: float) -> PartitionState:
+        return replace(self, paused=reason, paused_at=now)
+
+    def resumed(self) -> PartitionState:
+        return replace(self, paused=None, paused_at=None)
 
     def validators_for(self, url: str) -> Validators | None:
         return dict(self.validators).get(url)
@@ -119,6 +126,7 @@ class PartitionState:
                     sorted((url, Validators(**v)) for url, v in raw["validators"].items())
                 ),
                 paused=raw.get("paused"),
+                paused_at=raw.get("paused_at"),
                 epoch=int(raw.get("epoch", 0)),
                 last_success=raw.get("last_success"),
                 last_error=raw.get("last_error"),
@@ -156,6 +164,9 @@ _set_version, _set_seen, _set_scan, _set_deleted = (
 
 ParkedKind = Literal["invalid", "poison"]
 CUT_MARK = "truncated"  # the key of a cut item's stand-in that says it was cut
+TRANSFORMED_MARK = "transformed"
+"""The key of the stand-in parked for an item of a poller that transforms items: what it would
+publish (``item``), never the vendor's item (:func:`watukuy.core.changes.parked_form`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +203,12 @@ class ParkedItem:
     def is_cut(self) -> bool:
         """Parked cut (:meth:`cut`): the item itself is gone, so it cannot be retried."""
         return isinstance(self.item, dict) and self.item.get(CUT_MARK) is True
+
+    @property
+    def is_transformed(self) -> bool:
+        """Parked as its poller would publish it: the vendor's item is not kept, so it cannot
+        be retried (transforming it again would, say, mask a masked value)."""
+        return isinstance(self.item, dict) and self.item.get(TRANSFORMED_MARK) is True
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> ParkedItem:

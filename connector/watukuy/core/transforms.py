@@ -35,6 +35,7 @@ from typing import Any
 from watukuy.core.errors import ConfigError
 from watukuy.core.events import canonical_json
 from watukuy.core.filters import MISSING, Filter, ItemPath, compile_filter, parse_item_path
+from watukuy.core.transformprint import transform_fingerprint
 from watukuy.core.validation import check_keys, kind
 
 __all__ = ["STEPS", "Transform", "TransformContext", "compile_transform"]
@@ -99,6 +100,9 @@ class Transform:
     set: tuple[tuple[ItemPath, Value], ...]
     parents: int = 0
     """How many ancestors' keys the partition key ends with (a child stream's depth)."""
+    fingerprint: str | None = None
+    """Of the spec, keys left out (:mod:`watukuy.core.transformprint`): ``validate`` compares
+    it with the last publishing run's."""
     _top: _TopLevel | None = field(default=None, init=False, repr=False, compare=False)
     """The same steps by key, when every path is one key deep (see :class:`_TopLevel`)."""
 
@@ -281,6 +285,7 @@ def compile_transform(
         mask=_masks(spec.get("mask"), f"{where}.mask", rename, secret_at),
         set=_sets(spec.get("set"), f"{where}.set", parents),
         parents=parents,
+        fingerprint=transform_fingerprint(spec),
     )
 
 

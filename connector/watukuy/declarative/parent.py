@@ -22,7 +22,7 @@ from watukuy.core.poller import ParentSpec
 from watukuy.core.validation import check_keys, kind
 from watukuy.declarative.paths import MISSING, Path, parse_path
 
-__all__ = ["compile_parent", "depths"]
+__all__ = ["check_deletion_keys", "compile_parent", "depths"]
 
 _KEYS = ("stream", "key", "where")
 
@@ -89,3 +89,31 @@ def compile_parent(stream: Mapping[str, Any], at: str, connector: str) -> Parent
     where = raw.get("where")
     keep = None if where is None else compile_filter(where, f"{at}.where")
     return ParentSpec(f"{connector}.{raw['stream']}", _KeyAt(key), keep)
+
+
+def check_deletion_keys(merged: Mapping[str, Mapping[str, Any]], where: str) -> None:
+    """A ``ConfigError`` at a child's ``parent.key`` when it is not its parent's identity path
+    while the parent can publish a deletion without its item: one found by a ``reconcile``,
+    or an item leaving ``transform.filter``. Such a deletion carries only the identity, so the
+    child to pause is found by it; another key would leave the child polling a deleted parent.
+
+    ``merged``: each stream (``defaults`` merged in) by name, in the order written."""
+    for index, (name, stream) in enumerate(merged.items()):
+        raw = stream.get("parent")
+        if not isinstance(raw, Mapping):
+            continue
+        parent = merged[raw["stream"]]
+        transform = parent.get("transform")
+        filtered = isinstance(transform, Mapping) and transform.get("filter") is not None
+        why = "reconciles" if parent.get("reconcile") is not None else "filters" if filtered else ""
+        if not why:
+            continue
+        at = f"{where}.streams[{index}].parent.key"
+        identity = parse_path(parent.get("identity"), f"{where}.streams[{index}].identity")
+        if parse_path(raw.get("key"), at).steps != identity.steps:
+            raise ConfigError(
+                f"must be the identity path of stream '{raw['stream']}' ({identity.text!r}) "
+                f"since it {why}: a deletion it finds carries only the item's identity, which "
+                f"is how stream '{name}' finds the child partition to pause",
+                at,
+            )

@@ -35,7 +35,7 @@ from watukuy.core.keys import POLLER_NAME
 from watukuy.core.poller import Poller, StreamOf
 from watukuy.core.validation import check_keys, kind, message_of
 from watukuy.declarative.compiler import compile_poller, compile_stream
-from watukuy.declarative.parent import compile_parent, depths
+from watukuy.declarative.parent import check_deletion_keys, compile_parent, depths
 from watukuy.declarative.shared import Shared, SharedListing
 from watukuy.declarative.sources import parse_partitions
 from watukuy.http import Transport
@@ -84,7 +84,7 @@ def compile_connector_entry(
     for index, stream in enumerate(streams):
         seen[_stream_name(stream, f"{where}.streams[{index}]", seen)] = index
     levels = depths(streams, seen, where)  # a child may name a stream written after it
-    return [
+    pollers = [
         _compile_one(
             streams[i],
             defaults,
@@ -96,6 +96,8 @@ def compile_connector_entry(
         )
         for name, i in seen.items()
     ]
+    check_deletion_keys({n: merge(defaults, streams[i], "") for n, i in seen.items()}, where)
+    return pollers
 
 
 def _shared(

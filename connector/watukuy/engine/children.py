@@ -9,8 +9,11 @@ too), and resumes when the tenant comes back.
 ``adopt`` and ``pause_child`` (sent by a parent's commit, :mod:`watukuy.core.children`) are
 applied by the child key's owner here: ``adopt`` of a key never stored creates it, due at once;
 of a live key changes nothing; of a key its parent paused resumes it. ``pause_child`` of a key
-never stored only takes the command away. Each is applied in one commit that also takes its
-command away, so a command handed over again (a restart, a move) finds its work done.
+never stored only takes the command away. A child key paused by its parent sends
+``pause_child`` on to its own children, and ``resume_child`` when it resumes (which, unlike
+``adopt``, never creates a key). Each is applied in one commit that also takes its command
+away and writes what it sends on, so a command handed over again (a restart, a move) finds
+its work done.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from watukuy.core.children import ancestry, split_child
+from watukuy.core.children import ancestry, cascade, expired, split_child
 from watukuy.core.commands import Command
 from watukuy.core.errors import ConfigError, Conflict, Fenced, NewerRelease
 from watukuy.core.keys import key_text
@@ -33,8 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("watukuy.children")
 
-CHILD_OPERATIONS = frozenset({"adopt", "pause_child"})
-"""The operations only a parent's commit sends."""
+CHILD_OPERATIONS = frozenset({"adopt", "pause_child", "resume_child"})
+"""The operations only a parent's commit sends (``resume_child``: a child's resumption)."""
 
 __all__ = [
     "CHILD_OPERATIONS",
@@ -74,7 +77,12 @@ def _tenant_partition(roster: Roster, poller: Poller, key: str) -> Partition | N
 
 
 async def child_listing(roster: Roster, poller: Poller) -> dict[str, Partition]:
-    """What a child poller "lists": its stored keys whose tenant is listed now."""
+    """What a child poller "lists": its stored keys whose tenant is listed now. Keys paused
+    for ``retain`` by their parent or their tenant's removal are deleted first (each listing
+    is a refresh of the child poller, so they go within a refresh interval of expiring)."""
+    for key in expired(poller, roster.store.states_of(poller.name), roster.clock.now()):
+        await roster.remove(poller.name, key)
+        log.info("%s: child partition deleted: paused for its retain", key_text(poller.name, key))
     out: dict[str, Partition] = {}
     for key in await roster.store.partitions(poller.name):
         partition = _tenant_partition(roster, poller, key)
@@ -102,7 +110,8 @@ async def _tenant_of(roster: Roster, poller: Poller, key: str) -> Partition | No
 
 
 async def received(roster: Roster, command: Command) -> None:
-    """Apply an ``adopt`` or ``pause_child`` sent by a parent's commit (see the module)."""
+    """Apply an ``adopt``, ``pause_child`` or ``resume_child`` sent by a parent's commit (see
+    the module)."""
     poller = roster.poller(command.poller)
     op = key_operation(command.op)
     key = command.partition
@@ -111,8 +120,7 @@ async def received(roster: Roster, command: Command) -> None:
     if runtime is not None and runtime.held:
         async with runtime.lock:
             view = KeyView(poller, runtime.state, runtime.snapshot)
-            change = op.apply(view, {}, now)
-            await roster.commit(runtime, KeyCommit(state=change.state, commands=(command.id,)))
+            await roster.commit(runtime, _applied(roster, command, view, now))
         return
     if not roster.store.owns(poller.name, key):
         raise Fenced(f"{key_text(poller.name, key)}: owned by another instance")
@@ -121,19 +129,26 @@ async def received(roster: Roster, command: Command) -> None:
     except NewerRelease as exc:
         # Its state is a newer release's: left (pending) for an instance that reads it.
         raise Conflict(f"{key_text(poller.name, key)}: {exc}") from None
-    if stored is None and op.name == "pause_child":
-        await roster.store.remove(poller.name, key, command.id)  # no child: nothing to pause
+    if stored is None and op.name != "adopt":
+        await roster.store.remove(poller.name, key, command.id)  # no child: nothing to do
         return
     if stored is None:
         state = fresh_state(poller, key, now)  # due at once
         view = KeyView(poller, state, {})
     else:
         view = KeyView(poller, stored.state, stored.snapshot)
-    change = op.apply(view, {}, now)
-    await roster.store.commit([KeyCommit(state=change.state, commands=(command.id,))])
+    await roster.store.commit([_applied(roster, command, view, now)])
     if stored is None:
         log.info("%s: child partition created", key_text(poller.name, key))
     partition = await _tenant_of(roster, poller, key)
     if partition is not None:  # else held once its tenant is listed
         roster.listings.of(poller.name).current[key] = partition
         await roster.activate_listed(poller.name, [key])
+
+
+def _applied(roster: Roster, command: Command, view: KeyView, now: float) -> KeyCommit:
+    """The commit applying ``command`` to the key: its new state, the command taken away, and
+    what a pause by its parent (or the end of one) asks of its own children."""
+    state = key_operation(command.op).apply(view, {}, now).state
+    sends = cascade(roster.definitions(), view.poller, view.state, state, view.snapshot, now)
+    return KeyCommit(state=state, commands=(command.id,), sends=sends)

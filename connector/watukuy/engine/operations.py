@@ -203,11 +203,16 @@ class Operations:
 
     async def _retry_invalid(self, runtime: KeyRuntime, item: ParkedItem) -> bool:
         async with runtime.lock:
-            if item.is_cut:  # what is left of it is no item: say what would bring it back
-                error = (
+            if item.is_cut or item.is_transformed:  # no vendor's item: say what brings it back
+                why = (
                     f"parked cut to its first bytes ({item.item.get('original_bytes')} bytes"
-                    " were too large for the parked topic): it cannot be retried from here;"
-                    " replay the partition from before it to fetch it again"
+                    " were too large for the parked topic)"
+                    if item.is_cut
+                    else "parked as its poller publishes it (the vendor's item is not kept)"
+                )
+                error = (
+                    f"{why}: it cannot be retried from here; replay the partition from before"
+                    " it to fetch it again"
                 )
                 again = replace(item, attempts=item.attempts + 1, error=error)
                 await self._roster.commit(runtime, KeyCommit(state=runtime.state, parked=[again]))

@@ -235,8 +235,7 @@ class Roster:
                 return
             if runtime.state.paused == "removed":
                 back = replace(
-                    runtime.state,
-                    paused=None,
+                    runtime.state.resumed(),
                     schedule=schedules.trigger(runtime.state.schedule, now),
                 )
                 await self.commit(runtime, KeyCommit(state=back, fenced=False))
@@ -291,7 +290,7 @@ class Roster:
                     return  # let go meanwhile (fenced, stopped)
                 self.drop(runtime, KeyPhase.PAUSED_REMOVED)
                 if runtime.state.paused is None:
-                    paused = replace(runtime.state, paused="removed")
+                    paused = runtime.state.paused_by("removed", self.clock.now())
                     try:
                         await self.store.commit([KeyCommit(state=paused, fenced=False)])
                     except (Fenced, Retriable) as exc:

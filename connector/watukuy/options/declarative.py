@@ -168,7 +168,10 @@ def _transform(prefix: str) -> list[KeyDoc]:
             "mapping",
             None,
             "What is published of each item; the steps run in the order below, whatever "
-            "order they are written in. Paths are dotted keys (`reporter.email`).",
+            "order they are written in. Paths are dotted keys (`reporter.email`). A changed "
+            "transform reshapes only items polled from then on: `validate` warns when it "
+            "differs from the one the poller last published with; `replay` republishes "
+            "history.",
         ),
         KeyDoc(
             f"{prefix}.filter",
@@ -362,7 +365,13 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
         "Avro record of the items (`.avsc` relative to the config file, or inline).",
     ),
     KeyDoc("schema_version", "int", 1, "Stamped on each event."),
-    KeyDoc("retain", "duration", "30d", "How long deleted items are remembered."),
+    KeyDoc(
+        "retain",
+        "duration",
+        "30d",
+        "How long deleted items are remembered; for a child stream, also how long a partition "
+        "paused by its parent item or its tenant's removal is kept before it is deleted.",
+    ),
     KeyDoc(
         "streams",
         "list",
@@ -405,7 +414,9 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
         "path",
         None,
         "Path in the parent's item: the child partition's last part and `{parent.key}`. An "
-        "item without it is parked with the reason.",
+        "item without it is parked with the reason. When the parent sets `reconcile` or "
+        "`transform.filter`, it must be the parent's `identity` path (a deletion they find "
+        "carries only the identity).",
         required=True,
     ),
     KeyDoc(

@@ -45,6 +45,15 @@ PLUGINS = ("http", "python")
 
 
 @dataclass(frozen=True, slots=True)
+class Validated:
+    """What ``validate`` found: the first error, or none and maybe warnings (a poller of the
+    config whose transform changed since it last published, from ``<prefix>.status``)."""
+
+    error: ConfigError | None = None
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ConnectorRef:
     """A connector's name and where it was defined."""
 
@@ -208,10 +217,10 @@ class Control(Protocol):
         config-file connector."""
         ...
 
-    async def validate(self, plugin: str, config: Config) -> ConfigError | None:
+    async def validate(self, plugin: str, config: Config) -> Validated:
         """Check the nested ``config`` for connector class ``plugin`` (one of
         :data:`PLUGINS`) without storing it: the first error, its path relative to the
-        config, or ``None``. The route shapes Connect's report
+        config; for a valid one, its warnings. The route shapes Connect's report
         (:func:`watukuy.rest.validation.validation_report`)."""
         ...
 

@@ -56,6 +56,7 @@ async def validate_config(request: web.Request) -> web.Response:
     inputs.finite(config, "")
     given = config if CLASS_KEY in config else flatten(config, plugin)
     error: ConfigError | None = None
+    warnings: tuple[str, ...] = ()
     if given[CLASS_KEY] != plugin:
         error = ConfigError(f"must be {plugin}, the class this route validates", CLASS_KEY)
     else:
@@ -64,8 +65,14 @@ async def validate_config(request: web.Request) -> web.Response:
         except ConfigError as exc:
             error = exc
         else:
-            error = await _control(request).validate(plugin, nested)
-    return _json(dict(validation_report(plugin, given, error)))
+            validated = await _control(request).validate(plugin, nested)
+            error, warnings = validated.error, validated.warnings
+    report: dict[str, JsonValue] = dict(validation_report(plugin, given, error))
+    if warnings:
+        # Not errors (error_count counts failures); Connect's ConfigInfos has no field for
+        # them, and its clients ignore an unknown one (tests/connect_jvm/Decode.java).
+        report["warnings"] = list(warnings)
+    return _json(report)
 
 
 # --- connectors ------------------------------------------------------------------------------

@@ -213,7 +213,14 @@ SCHEMAS: dict[str, Schema] = {
             "error_count": {"type": "integer", "minimum": 0},
             "groups": {"type": "array", "items": {"type": "string"}},
             "configs": {"type": "array", "items": ref("ConfigInfo")},
-        }
+            "warnings": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "watukuy's, not Connect's: present when a valid config's "
+                "transform changed since its connector last published.",
+            },
+        },
+        required=["name", "error_count", "groups", "configs"],
     ),
     "ConfigInfo": object_schema(
         {

@@ -196,6 +196,7 @@ def encode_state(state: PartitionState) -> bytes:
             for url, v in state.validators
         ],
         "paused": state.paused,
+        "paused_at": state.paused_at,
         "epoch": state.epoch,
         "last_success": state.last_success,
         "last_error": state.last_error,
@@ -318,6 +319,7 @@ def _state(raw: dict[str, Any]) -> PartitionState:
             for v in raw["validators"]
         ),
         paused=raw["paused"],
+        paused_at=raw["paused_at"],
         epoch=raw["epoch"],
         last_success=raw["last_success"],
         last_error=raw["last_error"],
