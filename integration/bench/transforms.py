@@ -2,7 +2,7 @@
 process (issue 23: transforms may cost at most 20% of a plain stream's CPU per event).
 
     python -m integration.bench.transforms [--items 20000] [--page 100] [--rounds 5]
-        [--declarative]
+        [--declarative] [--only plain|transformed]
 
 Both rows run :mod:`integration.bench.micro_hotpath`'s round (change detection and the Kafka
 records of each page, every item ``created``) with ``integration.pollers:invoices``; the
@@ -13,9 +13,9 @@ poll (one that also fetches and parses pages and produces to Kafka).
 
 ``--declarative`` compares the side-by-side benchmark's two declarative pollers instead
 (``config/invoices.yaml`` without and with ``integration/bench/transform_row.py``'s transform,
-each with its data schema, as the runner compiles them). Under callgrind, the difference in
-instructions between ``--rounds 3`` and ``--rounds 0`` is a measure the machine's load does
-not move.
+each with its data schema, as the runner compiles them). ``--only`` runs one of the two rows:
+under callgrind, the instructions of ``--rounds 3`` less those of ``--rounds 0`` are that
+row's rounds, a measure the machine's load does not move.
 """
 
 from __future__ import annotations
@@ -98,12 +98,18 @@ def main() -> None:
     parser.add_argument(
         "--declarative", action="store_true", help="the side-by-side declarative pollers"
     )
+    parser.add_argument("--only", choices=["plain", "transformed"], help="run one row")
     args = parser.parse_args()
     chunks = pages(args.items, args.page)
     if args.declarative:
         pollers = declarative_pollers()
     else:
         pollers = [invoices, replace(invoices, transform=compile_transform(TRANSFORM, "bench"))]
+    if args.only is not None:
+        index = ["plain", "transformed"].index(args.only)
+        (alone,) = best_per_event(pollers[index : index + 1], chunks, args.rounds)
+        print(f"{args.only} stream  {alone:6.1f} µs/event")
+        return
     plain, with_transform = best_per_event(pollers, chunks, args.rounds)
     share = (with_transform - plain) / plain * 100
     print(f"plain stream        {plain:6.1f} µs/event")
