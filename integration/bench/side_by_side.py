@@ -467,7 +467,7 @@ def summarize_py_spy(path: Path, top: int = 20) -> str:
 
 
 def _file_name(pipeline: str) -> str:
-    """A pipeline's name as the stem of its config and log files (``+`` is awkward in a shell)."""
+    """A pipeline's name as its runner.id and the stem of its files (runner.id allows no +)."""
     return pipeline.replace("+", "-")
 
 
@@ -689,7 +689,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"\n{time.strftime('%Y-%m-%d %H:%M %Z')}; {command.strip()}\n{header}\n")
     print("\n".join(table(rows)))
-    versus = transform_row.versus_plain(
+    versus = transform_row.versus_plain(  # a pipeline listed twice: its last row
         {r.name: (r.us_per_event, r.steady_us_per_event) for r in rows if not r.skipped}
     )
     if versus:
