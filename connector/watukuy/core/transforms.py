@@ -128,12 +128,15 @@ class Transform:
 
     def reshape(self, item: Any, context: TransformContext) -> Any:
         """Every step but ``filter``; see :meth:`apply`."""
+        top = self._top
+        if top is not None and type(item) is dict:  # the usual case, with the fewest checks
+            return top.reshape(item, context)
         if not (self.select or self.drop or self.rename or self.mask or self.set):
             return item
-        if type(item) is not dict and not isinstance(item, Mapping):  # a dict: no ABC check
+        if not isinstance(item, Mapping):
             raise ValueError(f"transform: the item must be a JSON object, got {kind(item)}")
-        if self._top is not None:
-            return self._top.reshape(item, context)
+        if top is not None:
+            return top.reshape(item, context)
         fresh: set[int] = set()  # ids of the mappings this call made: safe to write into
         out = _selected(item, self.select, fresh) if self.select else _copy(item, fresh)
         for path in self.drop:
@@ -181,8 +184,8 @@ class _TopLevel:
             *(path for path, _ in transform.mask),
             *(path for path, _ in transform.set),
         ]
-        if any(len(path.steps) != 1 for path in paths):
-            return None
+        if not paths or any(len(path.steps) != 1 for path in paths):
+            return None  # no step (the item is published as it is), or a nested path
         return cls(
             tuple(path.steps[0] for path in transform.select),
             tuple(path.steps[0] for path in transform.drop),
