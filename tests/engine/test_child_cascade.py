@@ -58,3 +58,26 @@ async def test_resuming_never_creates_a_grandchild_the_parent_did_not_want() -> 
     assert keys_of(engine, "tracker.issues")["acme/P2"] is False
     assert "tracker.comments/acme/P2/I8" not in store.states
     assert store.pending == {}
+
+
+async def test_a_child_stream_added_later_gets_its_keys_when_its_parent_is_replayed() -> None:
+    # Unchanged parent items publish nothing, so they send nothing: a replay of the parent
+    # republishes them (same event ids, so consumers see each once) and so creates the keys.
+    vendor_, clock, store = vendor(), FakeClock(), MemoryStore()
+    projects, issues = pollers(vendor_)
+    engine = Engine([projects], store=store, clock=clock)
+    await engine.tick()
+    await engine.add_poller(issues)
+    await engine.tick()
+    await engine.tick()
+    assert keys_of(engine, "tracker.issues") == {}
+
+    for tenant in ("acme", "globex"):
+        await engine.replay("tracker.projects", from_=None, partition=tenant)
+    for _ in range(3):
+        await engine.tick()
+    assert keys_of(engine, "tracker.issues") == {
+        "acme/P1": False,
+        "acme/P2": False,
+        "globex/P1": False,
+    }

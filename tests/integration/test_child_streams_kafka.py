@@ -5,11 +5,13 @@ even when the owner changes between the parent's commit and the child's creation
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from tests.integration.kafka_support import latest_values, make_store, read_topic, wait_owned
-from watukuy import Engine, ParentSpec, Partition, Poller, define_poller
+from watukuy import Engine, FakeClock, ParentSpec, Partition, Poller, define_poller
 from watukuy.store.kafka import records
 
 PARTITIONS = 4
@@ -20,9 +22,10 @@ CHILDREN = sorted(f"{tenant}/{p}" for tenant, ids in PROJECTS.items() for p in i
 class Vendor:
     def __init__(self) -> None:
         self.issue_fetches: list[str] = []
+        self.gone: set[str] = set()
 
     def listing(self) -> list[Partition]:
-        return [Partition(tenant, {"slug": tenant}) for tenant in PROJECTS]
+        return [Partition(t, {"slug": t}) for t in PROJECTS if t not in self.gone]
 
     async def projects(self, ctx: Any) -> dict[str, Any]:
         return {"items": [{"id": p} for p in PROJECTS[ctx.partition.key]], "cursor": None}
@@ -108,3 +111,40 @@ async def test_a_child_created_by_a_parent_commit_is_applied_once_across_owners(
     events = await asyncio.to_thread(read_topic, kafka_bootstrap, f"{prefix}.events.tracker.issues")
     assert sorted(events.by_key) == [f"tracker.issues/{c}" for c in CHILDREN]
     assert all(events.sequences(key) == [1] for key in events.by_key)
+
+
+async def test_children_of_a_removed_tenant_are_deleted_from_kafka_after_retain(
+    kafka_bootstrap: str, prefix: str
+) -> None:
+    vendor = Vendor()
+    clock = FakeClock(time.time())
+    store = make_store(kafka_bootstrap, prefix, "r1", partitions=PARTITIONS)
+    live = [p if p.parent is None else replace(p, retain=3600.0) for p in vendor.pollers()]
+    engine = Engine(live, store=store, clock=clock)
+    await engine.__aenter__()
+    try:
+        await wait_owned(store, PARTITIONS)
+        async with asyncio.timeout(60):
+            while sorted(s.partition for s in store.states_of("tracker.issues")) != CHILDREN:
+                await engine.tick()
+                await asyncio.sleep(0.2)
+        vendor.gone.add("acme")  # the tenant leaves the listing
+        await engine.partitions.list("tracker.projects")
+        await engine.partitions.list("tracker.issues")
+        paused = {s.partition: s.paused for s in store.states_of("tracker.issues")}
+        assert paused == {
+            "acme/P1": "removed",
+            "acme/P2": "removed",
+            "acme/P3": "removed",
+            "globex/P1": None,
+        }
+
+        clock.advance(3600)
+        await engine.partitions.list("tracker.issues")
+        left = sorted(s.partition for s in store.states_of("tracker.issues"))
+    finally:
+        await engine.close()
+    assert left == ["globex/P1"]
+    state = await asyncio.to_thread(latest_values, kafka_bootstrap, f"{prefix}.state")
+    kept = [k for k, v in state.items() if v is not None and b"tracker.issues/acme" in k]
+    assert kept == []  # every record of the expired children is tombstoned

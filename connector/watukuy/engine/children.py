@@ -18,13 +18,14 @@ its work done.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from watukuy.core.children import ancestry, cascade, expired, split_child
 from watukuy.core.commands import Command
-from watukuy.core.errors import ConfigError, Conflict, Fenced, NewerRelease
+from watukuy.core.errors import ConfigError, Conflict, Fenced, NewerRelease, Retriable
 from watukuy.core.keys import key_text
 from watukuy.core.operations import KeyView, key_operation
 from watukuy.core.poll import fresh_state
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
     from watukuy.engine.roster import Roster
 
 log = logging.getLogger("watukuy.children")
+
+EXPIRED_PER_REFRESH = 1000
+"""At most this many expired child keys are deleted by one refresh of their poller."""
 
 CHILD_OPERATIONS = frozenset({"adopt", "pause_child", "resume_child"})
 """The operations only a parent's commit sends (``resume_child``: a child's resumption)."""
@@ -80,15 +84,27 @@ async def child_listing(roster: Roster, poller: Poller) -> dict[str, Partition]:
     """What a child poller "lists": its stored keys whose tenant is listed now. Keys paused
     for ``retain`` by their parent or their tenant's removal are deleted first (each listing
     is a refresh of the child poller, so they go within a refresh interval of expiring)."""
-    for key in expired(poller, roster.store.states_of(poller.name), roster.clock.now()):
-        await roster.remove(poller.name, key)
-        log.info("%s: child partition deleted: paused for its retain", key_text(poller.name, key))
+    gone = expired(poller, roster.store.states_of(poller.name), roster.clock.now())
+    # At once, so the store's committer batches them (a tenant removed a retain ago may take
+    # thousands of children with it); a bounded number a refresh, the rest at the next one.
+    async with asyncio.TaskGroup() as group:
+        for key in gone[:EXPIRED_PER_REFRESH]:
+            group.create_task(_expire(roster, poller, key))
     out: dict[str, Partition] = {}
     for key in await roster.store.partitions(poller.name):
         partition = _tenant_partition(roster, poller, key)
         if partition is not None:
             out[key] = partition
     return out
+
+
+async def _expire(roster: Roster, poller: Poller, key: str) -> None:
+    try:
+        await roster.remove(poller.name, key)
+    except (Fenced, Retriable) as exc:  # moved, or Kafka busy: its next owner's refresh, or ours
+        log.info("%s: expired child not deleted yet: %s", key_text(poller.name, key), exc)
+        return
+    log.info("%s: child partition deleted: paused for its retain", key_text(poller.name, key))
 
 
 async def _tenant_of(roster: Roster, poller: Poller, key: str) -> Partition | None:
