@@ -121,7 +121,7 @@ def test_minimal_file_gets_every_default(
 
     assert isinstance(cfg, RunnerConfig)
     assert cfg.kafka == {"bootstrap.servers": "127.0.0.1:9092"}
-    assert cfg.topics == TopicsConfig(prefix="watukuy", partitions=32, replication_factor=1)
+    assert cfg.topics == TopicsConfig(prefix="watukuy", partitions=32, replication_factor=None)
     assert cfg.runner == RunnerSettings(
         id="runner-1",
         group_id="watukuy.runners",
@@ -138,7 +138,7 @@ def test_minimal_file_gets_every_default(
     assert cfg.python_path == (modules.directory.resolve(),)
     assert cfg.describe() == {
         "kafka": {"bootstrap.servers": "127.0.0.1:9092"},
-        "topics": {"prefix": "watukuy", "partitions": 32, "replication.factor": 1},
+        "topics": {"prefix": "watukuy", "partitions": 32, "replication.factor": None},
         "runner": {
             "id": "runner-1",
             "group.id": "watukuy.runners",

@@ -249,3 +249,30 @@ def test_events_topic_with_compact_and_delete_is_refused(admin: AdminClient, pre
     expected = r"has cleanup\.policy=compact,delete but an events topic"
     with pytest.raises(ConfigError, match=expected):
         ensure_topics(admin, TopicLayout(prefix, PARTITIONS, 1), [("invoices", None)])
+
+
+def test_left_out_the_replication_factor_is_what_the_cluster_can_hold(
+    admin: AdminClient, prefix: str
+) -> None:
+    # One broker here: one replica and no min.insync.replicas of our own (three brokers and
+    # more get three and 2, which the durability unit tests pin).
+    infos = ensure_topics(admin, TopicLayout(prefix, PARTITIONS, None), [("invoices", None)])
+    state = infos[f"{prefix}.state"].durability
+    assert state is not None and (state.replicas, state.min_insync) == (1, 1)
+    assert not state.unclean_election
+
+
+def test_an_internal_topic_that_could_elect_an_unclean_leader_stops_the_start(
+    admin: AdminClient, prefix: str
+) -> None:
+    name = f"{prefix}.state"
+    config = {"cleanup.policy": "compact", "unclean.leader.election.enable": "true"}
+    admin.create_topics([NewTopic(name, PARTITIONS, 1, config=config)])[name].result(timeout=30)
+    with pytest.raises(ConfigError) as caught:
+        ensure_topics(admin, TopicLayout(prefix, PARTITIONS, None), [("invoices", None)])
+    assert str(caught.value) == (
+        f"topics.prefix: topic '{name}' has unclean.leader.election.enable=true: a replica "
+        "that missed writes could become leader and drop stored state; set it back "
+        f"(kafka-configs.sh --alter --entity-type topics --entity-name {name} --add-config "
+        "unclean.leader.election.enable=false)"
+    )

@@ -85,7 +85,7 @@ class TopicsConfig:
 
     prefix: str = "watukuy"
     partitions: int = 32
-    replication_factor: int = 1
+    replication_factor: int | None = None  # None: 3, or the broker count if fewer
     secret_fields: frozenset[str] = _secret_field()
 
     __repr__ = _redacting_repr

@@ -29,7 +29,14 @@ RUNNER_KEYS: tuple[KeyDoc, ...] = (
     ),
     KeyDoc("topics.prefix", "topic name", "watukuy", "Prefix of every topic of this group."),
     KeyDoc("topics.partitions", "int", 32, "Partitions of the internal and events topics."),
-    KeyDoc("topics.replication.factor", "int", 1, "Replication factor of the topics created."),
+    KeyDoc(
+        "topics.replication.factor",
+        "int",
+        "3, or the broker count if fewer",
+        "Replication factor of the topics created (from 3 up, with `min.insync.replicas` 2). "
+        "On a cluster of 3 or more brokers, an internal topic with 1 replica stops the start "
+        "unless 1 is written here.",
+    ),
     KeyDoc(
         "runner.id",
         "string",

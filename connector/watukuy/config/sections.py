@@ -135,9 +135,16 @@ def parse_topics(raw: object, secrets: Secrets) -> TopicsConfig:
     return TopicsConfig(
         prefix=prefix,
         partitions=_count(given, "topics.partitions", 32, secrets),
-        replication_factor=_count(given, "topics.replication.factor", 1, secrets),
+        replication_factor=_optional_count(given, "topics.replication.factor", secrets),
         secret_fields=frozenset(_secret_fields(secrets, "topics", TOPICS_KEYS)),
     )
+
+
+def _optional_count(given: Mapping[str, Any], path: str, secrets: Secrets) -> int | None:
+    """A count the config may leave out (``None``: decided from the cluster)."""
+    if given.get(path.partition(".")[2]) is None:
+        return None
+    return _count(given, path, 0, secrets)
 
 
 def _count(given: Mapping[str, Any], path: str, default: int, secrets: Secrets) -> int:

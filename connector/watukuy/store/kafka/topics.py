@@ -28,6 +28,12 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # documented,
 )
 
 from watukuy.core.errors import ConfigError, WatukuyError
+from watukuy.store.kafka.durability import (
+    Durability,
+    check_internal,
+    created_config,
+    replicas_for,
+)
 
 __all__ = ["BrokerUnavailable", "TopicInfo", "TopicLayout", "ensure_topics"]
 
@@ -70,7 +76,9 @@ class TopicLayout:
 
     prefix: str
     partitions: int
-    replication_factor: int
+    replication_factor: int | None
+    """As written in the config; ``None``: three, or the broker count if the cluster is
+    smaller (:func:`~watukuy.store.kafka.durability.replicas_for`)."""
 
     @property
     def state(self) -> str:
@@ -116,6 +124,7 @@ class TopicInfo:
     partitions: int
     cleanup_policy: str
     max_message_bytes: int
+    durability: Durability | None = None
 
 
 @dataclass(frozen=True)
@@ -141,10 +150,13 @@ def ensure_topics(
 
     ``pollers`` holds ``(poller name, topic override or None)`` in config order (an override's
     errors name ``pollers[i].topic``). Internal topics are created with ``cleanup.policy=compact``,
-    events and DLQ topics with ``delete``, all with ``layout.partitions`` partitions and
-    ``layout.replication_factor`` replicas. Existing topics are checked, never altered:
-    internal ones must be exactly ``compact`` with exactly ``layout.partitions`` partitions;
-    events and DLQ topics must not be compacted (any partition count).
+    events and DLQ topics with ``delete``, all with ``layout.partitions`` partitions and the
+    replicas :func:`~watukuy.store.kafka.durability.replicas_for` says (with
+    ``min.insync.replicas=2`` from three up). Existing topics are checked, never altered:
+    internal ones must be exactly ``compact`` with exactly ``layout.partitions`` partitions and
+    settings that keep stored state through a broker's loss
+    (:func:`~watukuy.store.kafka.durability.check_internal`); events and DLQ topics must not be
+    compacted (any partition count).
 
     ``timeout`` bounds the whole call. ``bootstrap`` only names the cluster in errors.
 
@@ -169,22 +181,33 @@ def ensure_topics(
         if w.name not in metadata.topics
         or _code(metadata.topics[w.name].error) == KafkaError.UNKNOWN_TOPIC_OR_PART
     ]
+    brokers = len(metadata.brokers)
     if missing:
-        _check_replication(layout, len(metadata.brokers), where)
-        _create(admin, layout, missing, remaining, where)
-
-    partitions, configs = _describe(admin, list(wanted), deadline, remaining, where)
-    infos: dict[str, TopicInfo] = {}
-    for want in wanted.values():
-        entries = configs[want.name]
-        infos[want.name] = TopicInfo(
-            name=want.name,
-            partitions=partitions[want.name],
-            cleanup_policy=entries.get("cleanup.policy", "delete"),
-            max_message_bytes=int(entries.get("max.message.bytes", "1048588")),
+        _check_replication(layout, brokers, where)
+        _create(
+            admin,
+            layout,
+            replicas_for(layout.replication_factor, brokers),
+            missing,
+            remaining,
+            where,
         )
-    _validate(layout, wanted.values(), infos)
+
+    described, configs = _describe(admin, list(wanted), deadline, remaining, where)
+    infos = {name: _info(name, described[name], configs[name]) for name in wanted}
+    _validate(layout, wanted.values(), infos, brokers)
     return infos
+
+
+def _info(name: str, described: tuple[int, int], config: dict[str, str]) -> TopicInfo:
+    partitions, replicas = described
+    return TopicInfo(
+        name=name,
+        partitions=partitions,
+        cleanup_policy=config.get("cleanup.policy", "delete"),
+        max_message_bytes=int(config.get("max.message.bytes", "1048588")),
+        durability=Durability.of(replicas, config),
+    )
 
 
 def _wanted_topics(
@@ -192,7 +215,7 @@ def _wanted_topics(
 ) -> dict[str, _Wanted]:
     if layout.partitions < 1:
         raise ConfigError(f"must be at least 1, got {layout.partitions}", "topics.partitions")
-    if layout.replication_factor < 1:
+    if layout.replication_factor is not None and layout.replication_factor < 1:
         raise ConfigError(
             f"must be at least 1, got {layout.replication_factor}", "topics.replication.factor"
         )
@@ -235,7 +258,7 @@ def _check_name(name: str, path: str) -> None:
 
 
 def _check_replication(layout: TopicLayout, brokers: int, where: str) -> None:
-    if layout.replication_factor > brokers:
+    if layout.replication_factor is not None and layout.replication_factor > brokers:
         raise ConfigError(
             f"is {layout.replication_factor} but the cluster at {where} has only {brokers} "
             f"broker(s); lower it to at most {brokers}",
@@ -246,6 +269,7 @@ def _check_replication(layout: TopicLayout, brokers: int, where: str) -> None:
 def _create(
     admin: AdminClient,
     layout: TopicLayout,
+    replicas: int,
     missing: list[_Wanted],
     remaining: Callable[[], float],
     where: str,
@@ -254,8 +278,9 @@ def _create(
         NewTopic(
             w.name,
             num_partitions=layout.partitions,
-            replication_factor=layout.replication_factor,
-            config={"cleanup.policy": "compact" if w.compacted else "delete"},
+            replication_factor=replicas,
+            config={"cleanup.policy": "compact" if w.compacted else "delete"}
+            | created_config(replicas),
         )
         for w in missing
     ]
@@ -272,8 +297,7 @@ def _create(
                 continue  # another instance created it since we listed: checked below
             if code == KafkaError.INVALID_REPLICATION_FACTOR:
                 raise ConfigError(
-                    f"is {layout.replication_factor} but cannot be met by the cluster at "
-                    f"{where}: {_message(exc)}",
+                    f"is {replicas} but cannot be met by the cluster at {where}: {_message(exc)}",
                     "topics.replication.factor",
                 ) from exc
             if code == KafkaError.INVALID_PARTITIONS:
@@ -294,9 +318,10 @@ def _describe(
     deadline: float,
     remaining: Callable[[], float],
     where: str,
-) -> tuple[dict[str, int], dict[str, dict[str, str]]]:
-    """Partition counts and configs of ``names``, waiting for just-created ones to appear."""
-    partitions: dict[str, int] = {}
+) -> tuple[dict[str, tuple[int, int]], dict[str, dict[str, str]]]:
+    """Partition counts with the fewest replicas of a partition, and configs, of ``names``,
+    waiting for just-created ones to appear."""
+    partitions: dict[str, tuple[int, int]] = {}
     configs: dict[str, dict[str, str]] = {}
     while True:
         pending = [n for n in names if n not in partitions or n not in configs]
@@ -318,7 +343,8 @@ def _describe(
                     not_visible.append(name)
                     continue
                 _raise_translated(exc, where, f"describing topic '{name}'")
-            partitions[name] = len(description.partitions)
+            replicas = min((len(p.replicas) for p in description.partitions), default=0)
+            partitions[name] = (len(description.partitions), replicas)
         resources = [ConfigResource("topic", n) for n in pending if n not in configs]
         configured = (
             admin.describe_configs(resources, request_timeout=remaining()) if resources else {}
@@ -342,10 +368,14 @@ def _describe(
             time.sleep(min(0.2, remaining()))
 
 
-def _validate(layout: TopicLayout, wanted: Iterable[_Wanted], infos: dict[str, TopicInfo]) -> None:
+def _validate(
+    layout: TopicLayout, wanted: Iterable[_Wanted], infos: dict[str, TopicInfo], brokers: int
+) -> None:
     co_partitioned = {layout.state, layout.items, layout.parked}
     for want in wanted:
         info = infos[want.name]
+        if want.compacted and info.durability is not None:
+            check_internal(info.name, info.durability, layout.replication_factor, brokers)
         policies = {p.strip() for p in info.cleanup_policy.split(",") if p.strip()}
         if want.compacted:
             if policies != {"compact"}:
