@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from watukuy.config import load_config
+from watukuy.core.durations import parse_duration
 from watukuy.rest.middleware import OPEN_ROUTES
 from watukuy.rest.routes import ROUTES
 
@@ -34,6 +35,7 @@ KUBERNETES_VERSIONS = ("1.29.0", kubernetes_validate.latest_version())
 OPERATOR_API = "monitoring.coreos.com/v1"
 POD_NAME = "watukuy-0"
 REFERENCE = re.compile(r"^\$\{(env|file):[^}]+\}$")
+REQUEST_TIMEOUT = "60s"  # request.timeout's default (docs/configuration.md)
 DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")  # Prometheus' duration syntax
 
 
@@ -218,7 +220,10 @@ def test_a_starting_pod_is_not_killed_and_a_stopping_one_has_time() -> None:
     assert container["livenessProbe"]["failureThreshold"] >= 3
     # SIGTERM lets every page in flight finish, then commits: the slowest page must fit.
     pollers = yaml.safe_load(runner_yaml()[1])["pollers"]
-    timeouts = [int(p["request"]["timeout"].removesuffix("s")) for p in pollers]
+    timeouts = [
+        parse_duration(p["request"].get("timeout", REQUEST_TIMEOUT), "request.timeout")
+        for p in pollers
+    ]
     grace = only("StatefulSet")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
     assert grace >= max(timeouts) + 15
 
@@ -261,8 +266,11 @@ def test_no_secret_value_is_in_the_configmap() -> None:
         assert value.startswith("CHANGE-ME"), f"{key}: a placeholder, clearly marked"
         assert value not in text, key
     config = yaml.safe_load(runner_yaml()[1])
-    sensitive = [v for k, v in config["kafka"].items() if k.startswith("sasl.") and "pass" in k]
-    sensitive += [config["kafka"]["sasl.username"], *config["rest"]["auth"]["tokens"]]
+    credentials = re.compile(r"sasl\.(username|password|jaas)|password|secret")
+    sensitive = [v for k, v in config["kafka"].items() if credentials.search(k)]
+    sensitive += config["rest"]["auth"].get("tokens", [])
+    sensitive += config["rest"]["auth"].get("basic", {}).values()
+    assert sensitive
     for value in sensitive:
         assert REFERENCE.match(value), value
 
@@ -323,7 +331,9 @@ def test_the_alert_rules_are_composes() -> None:
 
 def test_the_pod_runs_the_image_as_its_non_root_user_read_only() -> None:
     dockerfile = (REPO / "Dockerfile").read_text()
-    uid = int(re.search(r"useradd .*--uid (\d+)", dockerfile).group(1))  # type: ignore[union-attr]
+    user = re.search(r"useradd .*--uid (\d+)", dockerfile)
+    assert user, "the Dockerfile's user"
+    uid = int(user.group(1))
     pod = only("StatefulSet")["spec"]["template"]["spec"]["securityContext"]
     assert pod["runAsNonRoot"] is True and pod["runAsUser"] == uid
     container = runner_container()
@@ -341,8 +351,9 @@ def test_resources_are_requested_within_their_limits() -> None:
     units = {"m": 0.001, "": 1.0, "Mi": 2.0**20, "Gi": 2.0**30}
 
     def quantity(text: str | int) -> float:
-        number, unit = re.fullmatch(r"(\d+)(m|Mi|Gi|)", str(text)).groups()  # type: ignore[union-attr]
-        return int(number) * units[unit]
+        found = re.fullmatch(r"(\d+)(m|Mi|Gi|)", str(text))
+        assert found, text
+        return int(found.group(1)) * units[found.group(2)]
 
     resources = runner_container()["resources"]
     for name in ("cpu", "memory"):
