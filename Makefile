@@ -25,7 +25,12 @@ lint: setup
 # pytest session starts (fetching Kafka from Maven Central the first time) and stops. Two
 # workers: the integration tests that mostly wait run beside the others (tests/conftest.py).
 test: lint
-	$(BIN)/python -m pytest -n 2
+	$(BIN)/python -m pytest -n 2 -m "not cluster"
+
+# watukuy on a three-node Kafka cluster it starts itself (integration/kafka/cluster.py): about
+# three minutes, so not part of `make test`.
+test-cluster: setup
+	$(BIN)/python -m pytest -m cluster
 
 unit: setup
 	$(BIN)/python -m pytest -m unit

@@ -83,7 +83,17 @@ def fetch_jars() -> Path:
 
 
 def server_properties(data_dir: Path, port: int, controller_port: int) -> str:
-    settings = {
+    return properties_text(node_settings(data_dir, port, controller_port))
+
+
+def properties_text(settings: dict[str, str]) -> str:
+    return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
+def node_settings(data_dir: Path, port: int, controller_port: int) -> dict[str, str]:
+    """One node's settings, as a single node; :mod:`integration.kafka.cluster` overrides the
+    identity, the quorum and the replication of Kafka's own topics for a cluster."""
+    return {
         "process.roles": "broker,controller",
         "node.id": "1",
         "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
@@ -117,7 +127,6 @@ def server_properties(data_dir: Path, port: int, controller_port: int) -> str:
         # A takeover waits for the dead owner's open transaction to be aborted: look often.
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
     }
-    return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
 LOG4J2 = """\

@@ -39,7 +39,9 @@ def make_store(
     options.setdefault("session_timeout", 6.0)
     options.setdefault("transaction_timeout", 6.0)
     layout = TopicLayout(
-        prefix=prefix, partitions=options.pop("partitions", 4), replication_factor=1
+        prefix=prefix,
+        partitions=options.pop("partitions", 4),
+        replication_factor=options.pop("replication_factor", 1),
     )
     return KafkaStore(
         KafkaSettings(
