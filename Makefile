@@ -27,8 +27,8 @@ lint: setup
 test: lint
 	$(BIN)/python -m pytest -n 2 -m "not cluster"
 
-# watukuy on a three-node Kafka cluster it starts itself (integration/kafka/cluster.py): about
-# three minutes, so not part of `make test`.
+# watukuy on a three-node Kafka cluster it starts itself (integration/kafka/cluster.py); not
+# part of `make test`, which must stay within CI's time.
 test-cluster: setup
 	$(BIN)/python -m pytest -m cluster
 
