@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import socket
+import time
 from pathlib import Path
 
 
@@ -33,3 +34,16 @@ def alive(pid: int) -> bool:
 def signal_group(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, sig)
+
+
+def end_group(pid: int, first: signal.Signals, timeout: float, step: float = 0.1) -> None:
+    """Send ``first`` to ``pid``'s process group, wait up to ``timeout`` seconds for it to
+    exit, then SIGKILL it and wait until it is gone."""
+    signal_group(pid, first)
+    deadline = time.monotonic() + timeout
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(step)
+    if alive(pid):
+        signal_group(pid, signal.SIGKILL)
+        while alive(pid):
+            time.sleep(0.1)

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from integration.processes import alive, free_port, signal_group
+from integration.processes import alive, end_group, free_port
 
 KAFKA_VERSION = "4.4.0"
 HERE = Path(__file__).resolve().parent
@@ -253,14 +253,7 @@ def stop(runtime: Path = DEFAULT_DIR, *, keep_data: bool = False) -> bool:
     pid = int(info["pid"])
     was_running = alive(pid)
     if was_running:
-        signal_group(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 30
-        while alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if alive(pid):
-            signal_group(pid, signal.SIGKILL)
-            while alive(pid):
-                time.sleep(0.1)
+        end_group(pid, signal.SIGTERM, 30, step=0.2)
     if keep_data:
         (runtime / "broker.json").unlink(missing_ok=True)
     else:

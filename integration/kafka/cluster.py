@@ -40,7 +40,7 @@ from integration.kafka.broker import (
     wait_ready,
 )
 from integration.kafka.tools import transactions
-from integration.processes import alive, free_port, signal_group
+from integration.processes import alive, end_group, free_port, signal_group
 
 DEFAULT_DIR = REPO / ".watukuy" / "cluster"
 STOP_TIMEOUT = 30.0
@@ -176,14 +176,7 @@ def stop_node(cluster: RunningCluster, node_id: int, *, hard: bool) -> None:
     pid = cluster.node(node_id).pid
     if not alive(pid):
         return
-    signal_group(pid, signal.SIGKILL if hard else signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if alive(pid):
-        signal_group(pid, signal.SIGKILL)
-        while alive(pid):
-            time.sleep(0.1)
+    end_group(pid, signal.SIGKILL if hard else signal.SIGTERM, STOP_TIMEOUT)
 
 
 def start_node(cluster: RunningCluster, node_id: int) -> RunningCluster:

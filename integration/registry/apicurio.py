@@ -37,7 +37,7 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from integration.processes import alive, free_port, signal_group
+from integration.processes import alive, end_group, free_port, signal_group
 
 APICURIO_VERSION = "3.3.3"  # needs Java 21+
 FALLBACK_VERSION = "2.6.13.Final"  # runs on Java 17, used when no Java 21+ is found
@@ -346,14 +346,7 @@ def stop(runtime: Path = DEFAULT_DIR) -> bool:
     pid = int(info["pid"])
     was_running = alive(pid)
     if was_running:
-        signal_group(pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT
-        while alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if alive(pid):
-            signal_group(pid, signal.SIGKILL)
-            while alive(pid):
-                time.sleep(0.1)
+        end_group(pid, signal.SIGTERM, STOP_TIMEOUT, step=0.2)
     shutil.rmtree(runtime, ignore_errors=True)
     return was_running
 

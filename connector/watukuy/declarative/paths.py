@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from watukuy.core.errors import ConfigError
+from watukuy.core.filters import MISSING  # one "nothing there" for every path kind
 from watukuy.core.validation import kind
 from watukuy.declarative.errors import PathMissing
 
@@ -34,16 +35,6 @@ __all__ = ["MISSING", "Path", "parse_path"]
 _NAME = re.compile(r"[^.\[\]\s\"']+")
 _INDEX = re.compile(r"\[(-?\d+)\]")
 _QUOTED = re.compile(r"\[(\"|')(.*?)\1\]")
-
-
-class _Missing:
-    """Returned by :meth:`Path.find` when nothing is at the path (``None`` is a value)."""
-
-    def __repr__(self) -> str:
-        return "MISSING"
-
-
-MISSING: Any = _Missing()
 
 
 @dataclass(frozen=True, slots=True)
