@@ -46,6 +46,35 @@ def test_a_partition_that_never_gets_a_leader_fails_retriably_after_the_deadline
     assert 5.0 < sum(clock.slept) <= 5.4
 
 
+class StaleMetadata(Offsets):
+    """librdkafka's cache after a broker restart: "unknown partition" from a client that never
+    fetches, for as long as nobody asks the cluster for the topic's metadata again."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.stale = True
+        self.asked: list[str] = []
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        self.asked.append(topic)
+        self.stale = False
+
+    def get_watermark_offsets(
+        self, tp: TopicPartition, timeout: float, cached: bool
+    ) -> tuple[int, int]:
+        if self.stale:
+            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
+        return super().get_watermark_offsets(tp, timeout, cached)
+
+
+def test_an_unknown_partition_from_stale_metadata_refreshes_it_and_is_read() -> None:
+    clock = ManualClock(1000.0)
+    offsets = StaleMetadata()
+    assert end_offset(offsets, TopicPartition("p.parked", 3), clock) == 42  # type: ignore[arg-type]
+    assert offsets.asked == ["p.parked"]
+    assert clock.slept == [0.2]
+
+
 def test_any_other_error_fails_at_once() -> None:
     clock = ManualClock(1000.0)
     offsets = Offsets([KafkaError.TOPIC_AUTHORIZATION_FAILED])

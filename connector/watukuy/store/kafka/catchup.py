@@ -33,6 +33,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from watukuy.core.errors import Retriable
 from watukuy.core.keys import KeyId
 from watukuy.serde.events import UndecodableEvent, published_event
+from watukuy.store.kafka import clients
 from watukuy.store.kafka.factory import Clock
 from watukuy.store.kafka.partitioner import partition_for
 from watukuy.store.kafka.restore import RestoredKeys
@@ -203,14 +204,9 @@ class EventsCatchUp:
         return windows
 
     def _refresh_metadata(self, catching: _CatchUp) -> None:
-        """After a broker restart a client that never fetches may keep answering "unknown
-        partition" from its stale metadata: asking for the topics refreshes it."""
         topics = {t[0] for t in (self._events_of(p) for p, _ in catching.names.values()) if t}
         for topic in sorted(topics):
-            try:
-                self._offsets.list_topics(topic, OFFSET_TIMEOUT)
-            except KafkaException as exc:
-                log.debug("refreshing the metadata of %s: %s", topic, exc)
+            clients.refresh_metadata(self._offsets, topic, OFFSET_TIMEOUT)
 
     def _give_up(self, catching: _CatchUp, why: str) -> None:
         log.warning(

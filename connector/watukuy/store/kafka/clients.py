@@ -426,3 +426,15 @@ def _translated(refusal: str, key: str | None, shown: Callable[[str], str]) -> C
 
 def _path(key: str) -> str:
     return f"kafka.{key}"
+
+
+def refresh_metadata(client: Consumer, topic: str, timeout: float = 5.0) -> None:
+    """Ask the cluster for ``topic``'s metadata, which replaces what ``client`` cached.
+
+    A client that never fetches keeps its metadata until librdkafka's periodic refresh
+    (minutes): after a broker restart it may go on answering "unknown partition" from it.
+    """
+    try:
+        client.list_topics(topic, timeout=timeout)
+    except KafkaException as exc:
+        logging.getLogger("watukuy.kafka").debug("refreshing the metadata of %s: %s", topic, exc)

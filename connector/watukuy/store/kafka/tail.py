@@ -22,7 +22,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from watukuy.core.errors import Retriable
 from watukuy.logs import log_context
-from watukuy.store.kafka import records
+from watukuy.store.kafka import clients, records
 from watukuy.store.kafka.catchup import EventsCatchUp
 from watukuy.store.kafka.factory import Clock
 from watukuy.store.kafka.hanging_rule import HANGING_MARGIN, REPORT_EVERY, abort_command
@@ -48,8 +48,11 @@ _NOT_READY = frozenset(
         KafkaError.UNKNOWN_TOPIC_OR_PART,
         KafkaError._TIMED_OUT,
         KafkaError._TRANSPORT,
+        KafkaError._UNKNOWN_PARTITION,
     }
 )
+# A client's own answer from its cached metadata, which may be stale after a broker restart.
+_STALE_METADATA = frozenset({KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART})
 
 
 def co_partitioned(layout: TopicLayout) -> tuple[str, str, str]:
@@ -60,6 +63,10 @@ def end_offset(tail: Consumer, tp: TopicPartition, clock: Clock, deadline: float
     """The last stable offset (a read_committed consumer's high watermark), fixed now.
 
     Partitions of a topic created a moment ago may not have a leader yet: wait for one.
+    A consumer that is never assigned keeps the metadata it had for a topic: if a broker
+    answered during its restart that a partition is unknown, librdkafka would keep saying so
+    until its periodic refresh (minutes; a restore stalled that long after a node of a
+    three-node cluster was SIGKILLed). Asking for the topic's metadata refreshes it.
     """
     give_up = clock.monotonic() + deadline
     while True:
@@ -68,10 +75,13 @@ def end_offset(tail: Consumer, tp: TopicPartition, clock: Clock, deadline: float
             return int(high)
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
-            if error.code() not in _NOT_READY or clock.monotonic() > give_up:
+            code = error.code()
+            if code not in _NOT_READY or clock.monotonic() > give_up:
                 raise Retriable(
                     f"cannot read the end of {tp.topic}[{tp.partition}]: {error.str()}"
                 ) from exc
+            if code in _STALE_METADATA:
+                clients.refresh_metadata(tail, tp.topic)
             clock.sleep(0.2)
 
 
