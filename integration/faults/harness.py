@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from integration.demo_pieces import runner_config, write_config
+from integration.faults.cluster import PrivateCluster
 from integration.faults.report import Result
 from integration.faults.topics import delete_prefix
 from integration.faults.vendor import Simulator, start_simulator
@@ -51,6 +52,7 @@ class FaultContext:
     _pools: list[RunnerPool] = field(default_factory=list)
     _watches: list[EventWatch] = field(default_factory=list)
     _brokers: list[PrivateBroker] = field(default_factory=list)
+    _clusters: list[PrivateCluster] = field(default_factory=list)
 
     def prefix(self, label: str, bootstrap: str | None = None) -> str:
         """A fresh topics prefix; its topics are deleted at :meth:`close`."""
@@ -87,6 +89,11 @@ class FaultContext:
     def private_broker(self) -> PrivateBroker:
         made = PrivateBroker(self.workdir / f"broker-{len(self._brokers)}")
         self._brokers.append(made)
+        return made.start()
+
+    def private_cluster(self, size: int = 3) -> PrivateCluster:
+        made = PrivateCluster(self.workdir / f"cluster-{len(self._clusters)}", size)
+        self._clusters.append(made)
         return made.start()
 
     def caught_up(self, pool: RunnerPool, watch: EventWatch, timeout: float = 90) -> float:
@@ -159,12 +166,17 @@ class FaultContext:
         for sim in self._simulators:
             sim.stop()
         for where, name in self.prefixes:
-            if self.keep_topics or any(b.bootstrap == where for b in self._brokers):
+            private = [b.bootstrap for b in self._brokers] + [
+                c.bootstrap for c in self._clusters if c.started
+            ]
+            if self.keep_topics or where in private:
                 continue  # a private broker's topics go with its directory
             with contextlib.suppress(Exception):
                 delete_prefix(where, name)
         for made in self._brokers:
             made.close()
+        for cluster in self._clusters:
+            cluster.close()
 
     def __enter__(self) -> FaultContext:
         return self
@@ -224,6 +236,7 @@ class RunnerPool:
         *,
         partitions: int = 8,
         session_timeout: float = 5.0,
+        replication_factor: int | None = 1,
         env: Mapping[str, str] | None = None,
     ) -> None:
         self.bootstrap = bootstrap
@@ -232,6 +245,7 @@ class RunnerPool:
         self.workdir = workdir
         self.partitions = partitions
         self.session_timeout = session_timeout
+        self.replication_factor = replication_factor  # None: watukuy's default for the cluster
         self.env = {
             # Polled often and never idle for long, so a scenario catches up in seconds.
             "WATUKUY_SCHEDULE_MIN": "250ms",
@@ -251,6 +265,10 @@ class RunnerPool:
     def config(self, runner_id: str, **runner_options: Any) -> dict[str, Any]:
         config = runner_config(self.bootstrap, self.prefix, runner_id, partitions=self.partitions)
         config["runner"] |= {"session.timeout": f"{self.session_timeout:g}s", **runner_options}
+        if self.replication_factor is None:
+            del config["topics"]["replication.factor"]
+        else:
+            config["topics"]["replication.factor"] = self.replication_factor
         return config
 
     def add(
