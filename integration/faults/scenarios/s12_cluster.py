@@ -26,6 +26,7 @@ from integration.faults.cluster import PrivateCluster
 from integration.faults.hanging import Hanging, abort_hanging
 from integration.faults.harness import POLLER_NAME, FaultContext, RunnerPool, result
 from integration.faults.report import Result
+from integration.faults.scenarios.s04_broker import HANGING_AFTER, SKIPPED_MARKERS, topics_of
 from integration.faults.vendor import Mutator
 from integration.faults.watch import EventWatch
 from integration.runners import RunnerProcess
@@ -35,8 +36,6 @@ RECOVERY_LIMIT = 60.0
 FULL_DOWNTIMES = (5, 8, 12, 5, 10, 6, 5, 12, 8, 10)
 PAUSE = 15.0  # seconds: past the nodes' replica.lag.time.max.ms (10 s)
 SESSION = 10.0  # watukuy's default session: see docs/status.md on shorter ones here
-HANGING_AFTER = 30.0
-SKIPPED_MARKERS = "Couldn't find leader endpoint for partitions"
 
 
 def run(ctx: FaultContext, profile: str) -> Result:
@@ -151,7 +150,7 @@ class Faults:
 
     def _fault(self, label: str, act: Callable[[], None]) -> None:
         if self.abort_first:
-            self.aborted += abort_hanging(self.pool.bootstrap, self.topics(), HANGING_AFTER)
+            self.aborted += abort_hanging(self.pool.bootstrap, topics_of(self.pool), HANGING_AFTER)
         self.ctx.wait_event(self.watch, time.monotonic())  # publishing before the fault
         began = time.monotonic()
         act()
@@ -182,11 +181,8 @@ class Faults:
                 self.ctx.caught_up(self.pool, self.watch, timeout=HANGING_AFTER + 30)
                 return
             except TimeoutError:
-                found = abort_hanging(self.pool.bootstrap, self.topics(), HANGING_AFTER)
+                found = abort_hanging(self.pool.bootstrap, topics_of(self.pool), HANGING_AFTER)
                 if not found:
                     raise
                 self.aborted += found
         self.ctx.caught_up(self.pool, self.watch)
-
-    def topics(self) -> list[str]:
-        return [f"{self.pool.prefix}.{t}" for t in ("state", "items", "parked", "events.invoices")]
