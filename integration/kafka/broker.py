@@ -23,12 +23,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from integration.kafka import jvm
 from integration.processes import alive, end_group, free_port
 
 KAFKA_VERSION = "4.4.0"
@@ -154,15 +156,21 @@ def cluster_id() -> str:
             return text
 
 
-def java_command(libs: Path, runtime: Path, main: str, *args: str) -> list[str]:
-    java = shutil.which("java")
-    if java is None:
-        raise SystemExit("broker: Java 17+ is needed to run Kafka; install a JDK first")
+def java_command(
+    libs: Path,
+    runtime: Path,
+    main: str,
+    *args: str,
+    short_lived: bool = False,
+    record: Path | None = None,
+) -> list[str]:
+    """A JVM running ``main`` on Kafka's jars, mapping the class-data archive when there is one
+    (:mod:`integration.kafka.jvm`), or recording it at exit into ``record``."""
+    sharing = jvm.recording_flags(record) if record else jvm.sharing_flags(libs)
     return [
-        java,
-        "-Xms256m",
-        "-Xmx768m",
-        "-XX:+UseG1GC",
+        jvm.java(),
+        *sharing,
+        *(jvm.SHORT_LIVED if short_lived else ("-Xms256m", "-Xmx768m", "-XX:+UseG1GC")),
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={runtime / 'log4j2.properties'}",
         f"-Dkafka.logs.dir={runtime}",
@@ -183,12 +191,17 @@ def read_running(runtime: Path = DEFAULT_DIR) -> RunningBroker | None:
     return broker if alive(broker.pid) else None
 
 
-def start(runtime: Path = DEFAULT_DIR, *, fresh: bool = True) -> RunningBroker:
-    """Start a broker in ``runtime``; ``fresh=False`` reuses its config and data (a restart)."""
+def start(
+    runtime: Path = DEFAULT_DIR, *, fresh: bool = True, record: Path | None = None
+) -> RunningBroker:
+    """Start a broker in ``runtime``; ``fresh=False`` reuses its config and data (a restart);
+    ``record`` names the file its JVM writes a class-data archive into when it stops."""
     existing = read_running(runtime)
     if existing is not None:
         return existing
     libs = fetch_jars()
+    if record is None:
+        train_class_archive(libs)
     props = runtime / "server.properties"
     if fresh or not props.exists():
         shutil.rmtree(runtime, ignore_errors=True)
@@ -198,14 +211,14 @@ def start(runtime: Path = DEFAULT_DIR, *, fresh: bool = True) -> RunningBroker:
         (runtime / "log4j2.properties").write_text(LOG4J2.format(log=runtime / "server.log"))
         fmt = java_command(
             libs, runtime, "kafka.tools.StorageTool",
-            "format", "--standalone", "-t", cluster_id(), "-c", str(props),
+            "format", "--standalone", "-t", cluster_id(), "-c", str(props), short_lived=True,
         )  # fmt: skip
         subprocess.run(fmt, check=True, stdout=subprocess.DEVNULL)
     else:
         port, controller_port = _ports_of(props)
     with open(runtime / "stdout.log", "ab") as out:
         proc = subprocess.Popen(
-            java_command(libs, runtime, "kafka.Kafka", str(props)),
+            java_command(libs, runtime, "kafka.Kafka", str(props), record=record),
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -224,6 +237,17 @@ def start(runtime: Path = DEFAULT_DIR, *, fresh: bool = True) -> RunningBroker:
         stop(runtime)
         raise
     return broker
+
+
+def train_class_archive(libs: Path) -> None:
+    """Record the class-data archive of the Kafka in ``libs`` if there is none yet: a broker
+    that starts, answers and stops (a few seconds, once per cached Kafka and JDK)."""
+    with jvm.training(libs) as partial:
+        if partial is None:
+            return
+        with tempfile.TemporaryDirectory(prefix="watukuy-cds-") as scratch:
+            start(Path(scratch) / "broker", record=partial)
+            stop(Path(scratch) / "broker")
 
 
 def wait_ready(bootstrap: str, proc: subprocess.Popen[bytes] | None = None) -> None:

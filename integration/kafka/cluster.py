@@ -37,6 +37,7 @@ from integration.kafka.broker import (
     java_command,
     node_settings,
     properties_text,
+    train_class_archive,
     wait_ready,
 )
 from integration.kafka.tools import transactions
@@ -103,6 +104,7 @@ def start(runtime: Path = DEFAULT_DIR, *, nodes: int = 3) -> RunningCluster:
     shutil.rmtree(runtime, ignore_errors=True)
     runtime.mkdir(parents=True)
     libs = fetch_jars()
+    train_class_archive(libs)
     planned = [
         Node(i, free_port(), free_port(), 0, str(runtime / f"node-{i}"))
         for i in range(1, nodes + 1)
@@ -116,7 +118,7 @@ def start(runtime: Path = DEFAULT_DIR, *, nodes: int = 3) -> RunningCluster:
         (home / "log4j2.properties").write_text(LOG4J2.format(log=home / "server.log"))
         fmt = java_command(
             libs, home, "kafka.tools.StorageTool",
-            "format", "-t", identity, "-c", str(home / "server.properties"),
+            "format", "-t", identity, "-c", str(home / "server.properties"), short_lived=True,
         )  # fmt: skip
         subprocess.run(fmt, check=True, stdout=subprocess.DEVNULL)
     # All at once: a node waits for a quorum of controllers before it serves.

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from integration.kafka import jvm
 from integration.kafka.broker import KAFKA_VERSION, cache_dir, fetch_jars
 
 TOOLS = f"org.apache.kafka:kafka-tools:{KAFKA_VERSION}"
@@ -50,7 +51,8 @@ def transactions(bootstrap: str, *args: str, timeout: float = 120) -> str:
     """``kafka-transactions.sh --bootstrap-server <bootstrap> <args>``'s output; a failure
     raises with its stderr."""
     done = subprocess.run(
-        ["java", "-cp", classpath(), "org.apache.kafka.tools.TransactionsCommand",
+        [jvm.java(), *jvm.sharing_flags(fetch_jars()), *jvm.SHORT_LIVED,
+         "-cp", classpath(), "org.apache.kafka.tools.TransactionsCommand",
          "--bootstrap-server", bootstrap, *args],
         capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
