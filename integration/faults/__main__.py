@@ -17,7 +17,7 @@ from types import ModuleType
 
 from integration.faults.harness import FaultContext, shared_bootstrap
 from integration.faults.report import Result, failed, table
-from integration.faults.scenarios import ALL
+from integration.faults.scenarios import SCENARIOS
 from integration.runners import ROOT
 
 
@@ -47,11 +47,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the scenarios' topics")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()]
-    known = {m.NAME: m for m in ALL}
+    known = {m.NAME: m for m in SCENARIOS}
     unknown = [n for n in names if n not in known]
     if unknown:
         parser.error(f"unknown scenario(s): {', '.join(unknown)}; known: {', '.join(known)}")
-    chosen = [known[n] for n in names] if names else ALL
+    chosen = [known[n] for n in names] if names else SCENARIOS
     results = []
     with shared_bootstrap() as bootstrap:
         for module in chosen:

@@ -33,9 +33,5 @@ SCENARIOS: list[ModuleType] = [
     s09_rest_fire,
     s10_secrets,
     s11_upgrade,
+    s12_cluster,  # on a three-node cluster of its own
 ]
-
-# Scenarios on a three-node cluster of their own: run by `python -m integration.faults`, not
-# yet by CI's short profile (tests/integration/test_faults.py), whose time is spent.
-ON_A_CLUSTER: list[ModuleType] = [s12_cluster]
-ALL: list[ModuleType] = [*SCENARIOS, *ON_A_CLUSTER]
