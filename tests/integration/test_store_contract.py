@@ -29,12 +29,12 @@ from tests.integration.kafka_support import (
     read_topic,
     unique_prefix,
 )
-from watukuy.core.errors import ConfigError, Fenced
+from watukuy.core.errors import ConfigError, Fenced, Retriable
 from watukuy.core.events import Event
 from watukuy.core.poll import fresh_state
 from watukuy.core.poller import define_poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
-from watukuy.store.base import Command, KeyCommit, Store
+from watukuy.store.base import Command, KeyCommit, PageRun, Store
 from watukuy.store.kafka import records
 from watukuy.store.memory import MemoryStore
 
@@ -237,6 +237,45 @@ async def test_a_batch_is_committed_whole_or_not_at_all(harness: Harness) -> Non
     assert theirs.state.sequence == 0 and theirs.snapshot == {}
     assert theirs.state.paused == "removed"
     assert await harness.events() == []
+
+
+async def test_pages_in_flight_commit_in_order_and_none_after_a_refused_one(
+    harness: Harness,
+) -> None:
+    store = await harness.open()
+    await store.commit([KeyCommit(state=state(KEY))])
+    store = await harness.open()
+    current = (await load(store, KEY)).state
+
+    def page(n: int, run: PageRun, *, epoch: int | None = None) -> KeyCommit:
+        numbered = replace(current, sequence=n, epoch=current.epoch if epoch is None else epoch)
+        subject = f"item-{n}"
+        return KeyCommit(numbered, [event(KEY, n, subject)], {subject: ENTRY}, run=run)
+
+    # Sent together, each built on the one before: all committed, in the order sent.
+    await asyncio.gather(
+        store.commit([page(1, PageRun(1))]),
+        store.commit([page(2, PageRun(2, after=1))]),
+        store.commit([page(3, PageRun(3, after=2))]),
+    )
+    # The second page of the next run is refused (a stale epoch): the one built on it too.
+    answers = await asyncio.gather(
+        store.commit([page(4, PageRun(4))]),
+        store.commit([page(5, PageRun(5, after=4), epoch=current.epoch - 1)]),
+        store.commit([page(6, PageRun(6, after=5))]),
+        return_exceptions=True,
+    )
+    assert answers[0] is None
+    assert isinstance(answers[1], Fenced)
+    assert isinstance(answers[2], Retriable)
+    await store.commit([page(5, PageRun(7))])  # a new run, from what was committed
+
+    store = await harness.open()
+    stored = await load(store, KEY)
+    assert stored.state.sequence == 5
+    assert sorted(stored.snapshot) == [f"item-{n}" for n in range(1, 6)]
+    committed = await harness.events()
+    assert len(committed) == len(set(committed)) == 5
 
 
 async def test_parked_items_are_kept_until_unparked(harness: Harness) -> None:

@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 
 from watukuy.core.errors import Fenced
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
-from watukuy.store.base import KeyCommit
+from watukuy.store.base import KeyCommit, PageRun
 
-__all__ = ["apply", "check_epoch", "check_epochs"]
+__all__ = ["PageRuns", "apply", "check_epoch", "check_epochs"]
 
 
 def check_epoch(entry: KeyCommit, stored: PartitionState | None) -> None:
@@ -53,3 +53,29 @@ def apply(
     for parked_id in entry.unpark:
         parked.pop(parked_id, None)
     return entry.state
+
+
+class PageRuns:
+    """Which pages in flight a store may still commit: none that builds on a refused one.
+
+    Each key's broken run is remembered by the serial of its first refused page; a page of
+    that run at or after it is refused too. A new run (a page with no ``after``) starts clean:
+    the engine starts one only once every page of the last run was answered.
+    """
+
+    def __init__(self) -> None:
+        self._broken: dict[str, int] = {}
+
+    def admits(self, key: str, run: PageRun | None) -> bool:
+        if run is None:
+            return True
+        if run.after is None:
+            self._broken.pop(key, None)
+            return True
+        broken = self._broken.get(key)
+        return broken is None or run.after < broken
+
+    def refused(self, key: str, run: PageRun | None) -> None:
+        """The page ``run`` of ``key`` was refused or its transaction failed."""
+        if run is not None:
+            self._broken[key] = min(run.serial, self._broken.get(key, run.serial))

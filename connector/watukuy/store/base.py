@@ -37,9 +37,25 @@ __all__ = [
     "Lifecycle",
     "NewerRelease",
     "Ownership",
+    "PageRun",
     "Store",
     "StoredKey",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class PageRun:
+    """Where a poll's page stands in its run of pages sent before the ones before them were
+    answered (pages in flight): ``serial`` numbers it within the run, ``after`` names the page
+    it builds on, ``None`` for the first, which builds on the key's committed state.
+
+    A store commits a key's pages in the order they were sent, and refuses (``Retriable``) a
+    page whose ``after`` was refused or failed: it was decided against a state that never came
+    to be, so committing it would skip the failed page's items.
+    """
+
+    serial: int
+    after: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +78,8 @@ class KeyCommit:
     sends: Sequence[Command] = ()
     """Commands for other keys' owners, written with this commit or not at all: a parent
     stream's page creates or pauses its child keys (:mod:`watukuy.core.children`)."""
+    run: PageRun | None = None
+    """A page sent while earlier pages of its key were in flight; ``None``: any other commit."""
 
     @property
     def key(self) -> str:

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 
 from watukuy.core.commands import Command
-from watukuy.core.errors import ConfigError
+from watukuy.core.errors import ConfigError, Fenced, Retriable
 from watukuy.core.events import Event
 from watukuy.core.keys import key_text
 from watukuy.core.poller import Poller
@@ -33,6 +33,7 @@ class MemoryStore:
         self.pending: dict[str, Command] = {}
         self._handed: list[Command] = []
         self._watchers: list[Callable[[], None]] = []
+        self._runs = commit_rule.PageRuns()
 
     def bind(self, pollers: Mapping[str, Poller]) -> None:
         return None
@@ -72,7 +73,15 @@ class MemoryStore:
         )
 
     async def commit(self, batch: Sequence[KeyCommit]) -> None:
-        commit_rule.check_epochs(batch, self.states.get)
+        try:
+            for entry in batch:
+                if not self._runs.admits(entry.key, entry.run):
+                    raise Retriable(f"{entry.key}: a page it builds on was not committed")
+            commit_rule.check_epochs(batch, self.states.get)
+        except (Retriable, Fenced):
+            for entry in batch:
+                self._runs.refused(entry.key, entry.run)
+            raise
         for entry in batch:
             self._apply(entry)
         self.commits += 1

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from watukuy.core.commands import Command
+from watukuy.store.base import PageRun
 from watukuy.store.kafka.lease import Lease
 from watukuy.store.kafka.restore import RestoredKeys
 
@@ -40,6 +41,7 @@ class CommitRequest:
     records: list[Record]
     leases: dict[int, int]  # Kafka partition -> generation the writer restored under
     done: Callable[[BaseException | None], None]
+    runs: Sequence[tuple[str, PageRun]] = ()  # its pages in flight: key -> place in its run
 
 
 @dataclass(frozen=True, slots=True)

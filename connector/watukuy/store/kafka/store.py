@@ -27,7 +27,8 @@ from watukuy.core.keys import key_text
 from watukuy.core.observe import Observer, fanout, outcome_kind
 from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
-from watukuy.store.base import KeyCommit, StoredKey
+from watukuy.store.apply import PageRuns
+from watukuy.store.base import KeyCommit, PageRun, StoredKey
 from watukuy.store.kafka import clients, records
 from watukuy.store.kafka.codec import EventCodec
 from watukuy.store.kafka.factory import ClientFactory, Clock
@@ -74,6 +75,7 @@ class KafkaStore:
         self.layout = settings.layout
         self._pollers: dict[str, Poller] = {}
         self._view = OwnedKeys(self.layout.partitions)
+        self._runs = PageRuns()  # pages in flight refused before they reach the thread
         self._codec = EventCodec(settings)
         self._commands: list[Command] = []
         self._watchers: list[Callable[[], None]] = []
@@ -304,7 +306,23 @@ class KafkaStore:
         return self._view.load(key_text(poller, partition))
 
     async def commit(self, batch: Sequence[KeyCommit]) -> None:
+        runs = [(entry.key, entry.run) for entry in batch if entry.run is not None]
+        try:
+            request, future = self._commit_request(batch, runs)
+        except BaseException:
+            for key, run in runs:  # refused here: the thread never hears of these pages
+                self._runs.refused(key, run)
+            raise
+        await self._send(request, future)
+
+    def _commit_request(
+        self, batch: Sequence[KeyCommit], runs: list[tuple[str, PageRun]]
+    ) -> tuple[CommitRequest, asyncio.Future[None]]:
+        """The request for ``batch``; what refuses it before it is sent raises."""
         outgoing = self._require_outgoing()
+        for key, run in runs:
+            if not self._runs.admits(key, run):
+                raise Retriable(f"{key}: a page it builds on was not committed")
         leases: dict[int, int] = {}
         out: list[Record] = []
         for entry in batch:
@@ -324,9 +342,12 @@ class KafkaStore:
                     if entry.parked:
                         state = entry.state
                         self.observer.dlq_written(state.poller, state.partition, len(entry.parked))
+            else:
+                for key, run in runs:
+                    self._runs.refused(key, run)
             _settle(future, error)
 
-        await self._send(CommitRequest(out, leases, self._hop(done)), future)
+        return CommitRequest(out, leases, self._hop(done), runs), future
 
     def unpublishable(self, event: Event) -> str | None:
         outgoing = self._outgoing

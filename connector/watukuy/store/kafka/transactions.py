@@ -17,6 +17,7 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from watukuy.core.errors import Fenced, Retriable
+from watukuy.store.apply import PageRuns
 from watukuy.store.kafka import clients
 from watukuy.store.kafka.factory import ClientFactory, Clock, new_producer
 from watukuy.store.kafka.lease import Leases
@@ -49,6 +50,24 @@ class Requests:
         self._lock = threading.Lock()
         self._pending: deque[CommitRequest] = deque()
         self._plain: deque[tuple[Record, Done]] = deque()
+        # Checked where transactions are made: a page in flight still pending when the
+        # transaction of the page it builds on fails must not make the next one.
+        self._runs = PageRuns()
+
+    def admit(self, request: CommitRequest) -> bool:
+        """Whether every page in flight of ``request`` builds on pages that were committed."""
+        with self._lock:
+            admitted = all(self._runs.admits(key, run) for key, run in request.runs)
+        if not admitted:
+            self.refuse(request, Retriable("a page it builds on was not committed"))
+        return admitted
+
+    def refuse(self, request: CommitRequest, error: BaseException) -> None:
+        """Answer ``request`` with ``error``; the pages in flight after its pages are refused."""
+        with self._lock:
+            for key, run in request.runs:
+                self._runs.refused(key, run)
+        request.done(error)
 
     def submit(self, request: CommitRequest) -> None:
         with self._lock:
@@ -82,6 +101,8 @@ class Requests:
                 if holds_all(leases, request):
                     kept.append(request)
                 else:
+                    for key, run in request.runs:
+                        self._runs.refused(key, run)
                     request.done(Fenced("the key's partition moved to another owner"))
             self._pending = kept
 
@@ -131,18 +152,19 @@ class Transactions:
         """The pending requests still held, in one transaction; the others fail fenced."""
         self._last_flush = self._clock.monotonic()
         batch = []
-        for request in self._requests.take_pending():
-            if holds_all(self._leases, request):
+        requests = self._requests
+        for request in requests.take_pending():
+            if not holds_all(self._leases, request):
+                requests.refuse(request, Fenced("the key's partition moved to another owner"))
+            elif requests.admit(request):
                 batch.append(request)
-            else:
-                request.done(Fenced("the key's partition moved to another owner"))
         if not batch:
             return
         try:
             producer = self._current()
         except Retriable as exc:
             for request in batch:
-                request.done(exc)
+                requests.refuse(request, exc)
             return
         started = self._clock.monotonic()
         count = sum(len(request.records) for request in batch)
@@ -223,7 +245,7 @@ class Transactions:
         # clients.fresh_transactional_id (a skipped abort marker once made 94 events twice).
         self.replace_producer()
         for request in batch:
-            request.done(outcome)
+            self._requests.refuse(request, outcome)
         if fatal:
             self._on_fatal()  # after the batch is answered: the rejoin may end the thread
         return outcome
