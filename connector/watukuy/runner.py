@@ -89,6 +89,8 @@ async def run(config: RunnerConfig, *, clients: ClientFactory | None = None) -> 
         store=store,
         budgets=config.budgets,
         max_concurrency=config.runner.max_concurrency,
+        pages_in_flight=config.runner.max_pages_in_flight_per_key,
+        pages_in_flight_total=config.runner.max_pages_in_flight,
         owner=config.runner.id,
         observers=metrics,
     )

@@ -99,6 +99,8 @@ class RunnerSettings:
     group_id: str
     commit_interval: float = 0.1
     max_concurrency: int = 256
+    max_pages_in_flight_per_key: int = 16
+    max_pages_in_flight: int = 1024
     session_timeout: float = 10.0
     static_membership: bool = True
     startup_timeout: float = 15.0
@@ -234,6 +236,8 @@ class RunnerConfig:
                 "group.id": runner.group_id,
                 "commit.interval": format_duration(runner.commit_interval),
                 "max.concurrency": runner.max_concurrency,
+                "max.pages.in.flight.per.key": runner.max_pages_in_flight_per_key,
+                "max.pages.in.flight": runner.max_pages_in_flight,
                 "session.timeout": format_duration(runner.session_timeout),
                 "static.membership": runner.static_membership,
                 "startup.timeout": format_duration(runner.startup_timeout),

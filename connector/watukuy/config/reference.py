@@ -59,6 +59,19 @@ RUNNER_KEYS: tuple[KeyDoc, ...] = (
     ),
     KeyDoc("runner.max.concurrency", "int", 256, "Polls in flight at once on this instance."),
     KeyDoc(
+        "runner.max.pages.in.flight.per.key",
+        "int",
+        16,
+        "Pages of one tenant fetched while earlier ones wait for their commit (1: each page "
+        "commits before the next is fetched).",
+    ),
+    KeyDoc(
+        "runner.max.pages.in.flight",
+        "int",
+        1024,
+        "Pages waiting for their commit on this instance, all tenants together.",
+    ),
+    KeyDoc(
         "runner.session.timeout",
         "duration",
         "10s",

@@ -51,6 +51,8 @@ RUNNER_KEYS = {
     "group.id": "group_id",
     "commit.interval": "commit_interval",
     "max.concurrency": "max_concurrency",
+    "max.pages.in.flight.per.key": "max_pages_in_flight_per_key",
+    "max.pages.in.flight": "max_pages_in_flight",
     "session.timeout": "session_timeout",
     "static.membership": "static_membership",
     "startup.timeout": "startup_timeout",
@@ -172,6 +174,10 @@ def parse_runner(raw: object, prefix: str, secrets: Secrets) -> RunnerSettings:
         ),
         commit_interval=_duration(given, "runner.commit.interval", "100ms", secrets),
         max_concurrency=_count(given, "runner.max.concurrency", 256, secrets),
+        max_pages_in_flight_per_key=_count(
+            given, "runner.max.pages.in.flight.per.key", 16, secrets
+        ),
+        max_pages_in_flight=_count(given, "runner.max.pages.in.flight", 1024, secrets),
         session_timeout=timeout,
         static_membership=static,
         startup_timeout=_duration(given, "runner.startup.timeout", "15s", secrets),

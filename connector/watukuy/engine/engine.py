@@ -27,6 +27,7 @@ from watukuy.engine.budgets import BudgetGate, build_budgets, split_budgets
 from watukuy.engine.children import check_parents
 from watukuy.engine.connectors import Connectors, OffsetsApi
 from watukuy.engine.handlers import Dispatcher, Handler, Subscription
+from watukuy.engine.inflight import PageLimits
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.operations import Operations, ParkedApi
 from watukuy.engine.polling import KeyPoller
@@ -70,6 +71,8 @@ class Engine:
         clock: Clock | None = None,
         http: HttpClient | None = None,
         max_concurrency: int = 256,
+        pages_in_flight: int = 16,
+        pages_in_flight_total: int = 1024,
         owner: str | None = None,
         observers: Observer | Iterable[Observer] | None = None,
     ) -> None:
@@ -101,8 +104,9 @@ class Engine:
         listing, changed = children.child_listing, self._split_budgets
         self._roster = Roster(by_name, self.store, self.clock, listing, changed, self.observer)
         self._poller = KeyPoller(
-            self._roster, self._http, self._gates, self._stopping, self.observer, self._progress
-        )
+            self._roster, self._http, self._gates, self._stopping, self.observer, self._progress,
+            PageLimits(pages_in_flight, pages_in_flight_total),
+        )  # fmt: skip
         self._dispatcher = Dispatcher(
             by_name,
             {name: self.store.events(name) for name in by_name},

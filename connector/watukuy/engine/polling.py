@@ -1,6 +1,7 @@
 """One poll of one key: plan with the core, execute the fetch, decide with the core, commit.
 
-Each page is committed on its own, so a crash mid-poll resumes from the last committed page.
+Each page is committed on its own, so a crash mid-poll resumes from the last committed page;
+the next page is fetched while earlier ones wait for their commit (:mod:`.inflight`).
 A key let go while its poll was in flight (removed, fenced, its connector stopped) has its
 result dropped; a key whose connector was paused meanwhile stops after the page in flight.
 """
@@ -11,11 +12,12 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from watukuy.core.children import children_of
 from watukuy.core.children import sends as child_sends
 from watukuy.core.circuit import CircuitState
-from watukuy.core.errors import Fenced, Retriable
+from watukuy.core.errors import Fenced, Retriable, StateCorrupted
 from watukuy.core.observe import Observer, OutcomeKind, parked_reason
 from watukuy.core.poll import (
     Backoff,
@@ -32,8 +34,10 @@ from watukuy.core.poll import (
     plan,
 )
 from watukuy.core.state import Lane, PartitionState
+from watukuy.engine import commits
 from watukuy.engine.budgets import BudgetGate
 from watukuy.engine.fetching import execute
+from watukuy.engine.inflight import Answer, InFlight, PageLimits, SentPage
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.progress import LaneProgress
 from watukuy.engine.roster import Roster
@@ -55,8 +59,11 @@ class KeyPoller:
         stopping: asyncio.Event,
         observer: Observer | None = None,
         progress: LaneProgress | None = None,
+        limits: PageLimits | None = None,
     ) -> None:
         self._roster = roster
+        self._limits = limits or PageLimits()
+        self._slots = asyncio.Semaphore(self._limits.total)
         self._http = http
         self._gates = gates
         self._stopping = stopping
@@ -89,13 +96,33 @@ class KeyPoller:
                 roster.reschedule(runtime)
 
     async def _poll_lane(self, runtime: KeyRuntime, lane: Lane) -> bool:
-        """Page through one lane; ``False`` when the key must not be polled further now."""
+        """Page through one lane; ``False`` when the key must not be polled further now.
+
+        Pages are fetched while earlier ones wait for their commit (:mod:`.inflight`); the
+        lane ends once every page it sent was answered.
+        """
+        flight = InFlight(runtime)
+        failed: Exception | None = None
+        async with asyncio.TaskGroup() as answers:
+            try:
+                go_on = await self._page_through(runtime, lane, flight, answers)
+            except Exception as exc:  # raised again once the pages sent are answered
+                failed, go_on = exc, False
+            landed = await self._land(runtime, flight, keep=0)
+        error = failed or flight.error
+        if error is not None:
+            raise error
+        return go_on and landed
+
+    async def _page_through(
+        self, runtime: KeyRuntime, lane: Lane, flight: InFlight, answers: asyncio.TaskGroup
+    ) -> bool:
         roster = self._roster
         clock = roster.clock
         poller = runtime.poller
-        step = plan(poller, runtime.state, lane)
+        step = plan(poller, flight.state, lane)
         while True:
-            state = begin(runtime.state, clock.now())
+            begun = begin(flight.state, clock.now())
             responses: list[Answer] = []
             started = clock.now()
             outcome = await execute(
@@ -104,52 +131,97 @@ class KeyPoller:
                 step,
                 http=self._http,
                 # Only the live lane asks "changed since?": a full scan must see everything.
-                validators=dict(state.validators) if lane is Lane.LIVE else {},
+                validators=dict(begun.validators) if lane is Lane.LIVE else {},
                 acquire=self._acquirer(runtime, lane),
                 now=clock.now,
                 signal=self._stopping,
                 on_response=_collect(responses),
             )
             fetched = clock.now() - started
-            circuit = runtime.state.circuit.state  # before begin(): a probe moves it
             decision = decide(
                 poller,
-                state,
-                runtime.snapshot,
+                begun,
+                flight.snapshot(),
                 step,
                 outcome,
                 clock.now(),
-                parked=runtime.parked,
+                parked=flight.parked(),
                 publishable=roster.store.unpublishable,
             )
-            if not roster.still_holds(runtime):
-                return False  # let go meanwhile: the result is dropped
-            try:
-                await roster.commit(runtime, self._commit_of(runtime, decision))
-            except Fenced:
-                return False  # the roster let the key go
-            except Retriable as exc:
-                # Not committed: the page is fetched again once the store can take it.
-                log.warning("%s: commit failed, retrying in %gs: %s", runtime.key, STORE_RETRY, exc)
-                roster.due.hold(runtime.key, clock.now() + STORE_RETRY)
-                return False
-            # Told once committed: a result dropped or refused is fetched again, and a key let
-            # go meanwhile must not grow series again.
-            self._observed(runtime, step, outcome, decision, fetched, responses)
-            self._circuit_moved(runtime, circuit, state, decision)
-            if isinstance(decision, Trip):
-                log.warning("%s: circuit opened: %s", runtime.key, decision.reason)
-                return False
-            if isinstance(decision, Backoff):
-                log.info("%s: backing off: %s", runtime.key, decision.reason)
-                return False
+            if flight.broken or not roster.still_holds(runtime):
+                return False  # let go meanwhile, or a page before it refused: dropped
+            commit = replace(self._commit_of(runtime, decision, flight), run=flight.run_of())
+            page = SentPage(
+                commit, step, outcome, decision, fetched, responses, flight.state.circuit.state,
+                begun,
+            )  # fmt: skip
+            await self._slots.acquire()
+            page.answer = answers.create_task(self._answer(runtime, commit))
+            flight.sent(page)
+            if not isinstance(decision, Emit):
+                return False  # tripped or backing off
             if not decision.more or self._stopping.is_set():
                 return True
+            if not await self._land(runtime, flight, keep=self._limits.per_key - 1):
+                return False
             if not self._may_go_on(runtime):
                 return False
             step = next_page(poller, step, decision)
 
-    def _commit_of(self, runtime: KeyRuntime, decision: Decision) -> KeyCommit:
+    async def _answer(self, runtime: KeyRuntime, commit: KeyCommit) -> BaseException | None:
+        """The store's answer to one page: ``None`` once committed, else what it raised."""
+        try:
+            await commits.send(self._roster, runtime, commit)
+        except Exception as exc:  # answered to the lane, which lands pages in order
+            return exc
+        finally:
+            self._slots.release()
+        return None
+
+    async def _land(self, runtime: KeyRuntime, flight: InFlight, *, keep: int) -> bool:
+        """Wait for the oldest pages until ``keep`` are in flight, taking each one in as it is
+        answered; ``False`` once one was refused."""
+        roster = self._roster
+        while len(flight.pages) > keep:
+            page = flight.pages[0]
+            if page.answer is None:
+                raise RuntimeError(f"{runtime.key}: a page in flight was never sent")
+            error = await page.answer
+            flight.land()
+            if error is None and not flight.broken:
+                commits.take_in(roster, runtime, page.commit)
+                self._landed(runtime, page)
+                continue
+            if error is None:  # committed after one before it was refused: the rule broke
+                flight.error = StateCorrupted(f"{runtime.key}: a page committed out of order")
+            elif not flight.broken:
+                self._refused(runtime, error, flight)
+            flight.broken = True
+        return not flight.broken
+
+    def _refused(self, runtime: KeyRuntime, error: BaseException, flight: InFlight) -> None:
+        if isinstance(error, Fenced):
+            return  # the roster let the key go
+        if isinstance(error, Retriable):
+            # Not committed: the page is fetched again once the store can take it.
+            clock = self._roster.clock
+            log.warning("%s: commit failed, retrying in %gs: %s", runtime.key, STORE_RETRY, error)
+            self._roster.due.hold(runtime.key, clock.now() + STORE_RETRY)
+            return
+        flight.error = error
+
+    def _landed(self, runtime: KeyRuntime, page: SentPage) -> None:
+        """Told once committed: a result dropped or refused is fetched again, and a key let go
+        meanwhile must not grow series again."""
+        decision = page.decision
+        self._observed(runtime, page.step, page.outcome, decision, page.fetched, page.responses)
+        self._circuit_moved(runtime, page.circuit, page.begun, decision)
+        if isinstance(decision, Trip):
+            log.warning("%s: circuit opened: %s", runtime.key, decision.reason)
+        elif isinstance(decision, Backoff):
+            log.info("%s: backing off: %s", runtime.key, decision.reason)
+
+    def _commit_of(self, runtime: KeyRuntime, decision: Decision, flight: InFlight) -> KeyCommit:
         if not isinstance(decision, Emit):
             return KeyCommit(state=decision.state)
         parked, sent = decision.parked, []
@@ -161,7 +233,7 @@ class KeyPoller:
                 children,
                 decision.events,
                 self._roster.clock.now(),
-                runtime.parked.keys() | {item.id for item in parked},
+                flight.parked().keys() | {item.id for item in parked},
             )
             parked, sent = [*parked, *asked.parked], asked.commands
         return KeyCommit(
@@ -233,9 +305,6 @@ class KeyPoller:
             await gate.acquire(runtime.key, lane, weight)
 
         return acquire
-
-
-Answer = tuple[str, int | None, float]  # method, status (None: no answer), seconds
 
 
 def _collect(into: list[Answer]) -> Callable[[str, int | None, float], None]:

@@ -24,7 +24,7 @@ from watukuy.core import schedule as schedules
 from watukuy.core.arrivals import may_list_again
 from watukuy.core.children import descendants
 from watukuy.core.clock import Clock
-from watukuy.core.errors import ConfigError, Conflict, Fenced, Retriable, ShowsConfigOnly
+from watukuy.core.errors import ConfigError, Fenced, Retriable, ShowsConfigOnly
 from watukuy.core.keys import key_text
 from watukuy.core.lifecycle import KeyPhase, Target, held_phase
 from watukuy.core.observe import Observer
@@ -32,6 +32,7 @@ from watukuy.core.partitions import SINGLE, diff, normalise
 from watukuy.core.poll import due_at, fresh_state
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.redaction import failure_text
+from watukuy.engine import commits
 from watukuy.engine.due_times import KeyTimes
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.listings import Listings
@@ -455,7 +456,7 @@ class Roster:
         runtime = self._keys.get(key_text(name, key))
         if runtime is None:
             raise KeyNotActive(f"poller '{name}' has no active partition {key!r}", "partition")
-        _refuse_waiting(runtime)
+        commits.refuse_waiting(runtime)
         return runtime
 
     def partition_named(self, name: str, key: str) -> Partition | None:
@@ -467,30 +468,14 @@ class Roster:
 
     async def commit(self, runtime: KeyRuntime, commit: KeyCommit) -> None:
         """Commit one step of a key; a key another owner fenced off is let go here."""
-        _refuse_waiting(runtime)
-        try:
-            await self.store.commit([commit])
-        except Fenced:
-            if runtime.held or runtime.phase is KeyPhase.RESTORING:
-                log.warning("%s: fenced by another owner; letting the key go", runtime.key)
-                self.drop(runtime, KeyPhase.FENCED)
-            raise
-        runtime.applied(commit)
-        if self._keys.get(runtime.key) is runtime:
-            runtime.move(held_phase(runtime.state))  # pause and resume move it
-            self.reschedule(runtime)
+        await commits.send(self, runtime, commit)
+        commits.take_in(self, runtime, commit)
 
     def reschedule(self, runtime: KeyRuntime) -> None:
         at = due_at(runtime.state, self.clock.now())
         if not self.target(runtime.poller.name).polls or runtime.phase is KeyPhase.WAITING_NEWER:
             at = None  # a paused connector keeps its keys but polls none
         self.due.schedule(runtime.key, at)
-
-
-def _refuse_waiting(runtime: KeyRuntime) -> None:
-    """``Conflict`` for any write to a key that waits for a newer release."""
-    if runtime.phase is KeyPhase.WAITING_NEWER:
-        raise Conflict(f"{runtime.key} {runtime.state.last_error}")
 
 
 def _sample(keys: Iterable[str], limit: int = 20) -> str:

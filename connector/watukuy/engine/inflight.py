@@ -1,0 +1,118 @@
+"""A key's pages in flight: sent to the store, not yet answered, and the picture they leave.
+
+A key with a backlog fetches page n+1 while page n's transaction is open, and decides it
+against the state, snapshot and parked items page n leaves: the key's *tentative* picture. The
+:class:`~watukuy.engine.keys.KeyRuntime` keeps only what the store accepted; pages land in the
+order they were sent, each moving the committed picture on. A page the store refuses ends the
+run: the store refuses every page sent after it (:class:`~watukuy.store.apply.PageRuns`), the
+tentative picture is dropped, and the key goes on later from what was committed, so nothing
+is published twice and nothing is skipped.
+
+Kafka Streams processes continuously and commits every ``commit.interval.ms``; this is the same
+for one key's pages, bounded per key and per runner so memory stays bounded and one tenant's
+backlog cannot take every commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from watukuy.core.circuit import CircuitState
+from watukuy.core.poll import Decision, Failure, Page, PollPlan
+from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
+from watukuy.core.validation import positive_int
+from watukuy.engine.keys import KeyRuntime
+from watukuy.store import apply as commit_rule
+from watukuy.store.base import KeyCommit, PageRun
+
+Answer = tuple[str, int | None, float]  # method, status (None: no answer), seconds
+
+
+@dataclass(frozen=True, slots=True)
+class PageLimits:
+    """How many pages may wait for their commit: per key, and on the whole runner."""
+
+    per_key: int = 16
+    total: int = 1024
+
+    def __post_init__(self) -> None:
+        # Named as the Engine's arguments: the runner's config checked them where they entered.
+        positive_int(self.per_key, "pages_in_flight", repr(self.per_key))
+        positive_int(self.total, "pages_in_flight_total", repr(self.total))
+
+
+@dataclass(slots=True)
+class SentPage:
+    """One page sent to the store, with what is told about it once it lands."""
+
+    commit: KeyCommit
+    step: PollPlan
+    outcome: Page | Failure
+    decision: Decision
+    fetched: float  # seconds the fetch took
+    responses: list[Answer]
+    circuit: CircuitState  # the key's circuit before the page began
+    begun: PartitionState  # the state the page began from (a probe moves the circuit)
+    answer: asyncio.Task[BaseException | None] | None = None
+
+
+@dataclass(slots=True)
+class InFlight:
+    """The pages of one lane's run still waiting for the store, oldest first."""
+
+    runtime: KeyRuntime
+    pages: deque[SentPage] = field(default_factory=deque)
+    broken: bool = False
+    """A page was refused: the run stops, and the pages after it are refused too."""
+    error: BaseException | None = None
+    """What the store raised that is neither ``Fenced`` nor ``Retriable``: raised once the
+    pages in flight are answered."""
+    _serial: int = 0
+    _snapshot: dict[str, SnapshotEntry] | None = None
+    _parked: dict[str, ParkedItem] | None = None
+
+    @property
+    def state(self) -> PartitionState:
+        """The state the next page begins from: the last page sent, else the committed one."""
+        return self.pages[-1].commit.state if self.pages else self.runtime.state
+
+    def snapshot(self) -> Mapping[str, SnapshotEntry]:
+        if not self.pages:
+            return self.runtime.snapshot
+        return self._tentative()[0]
+
+    def parked(self) -> Mapping[str, ParkedItem]:
+        if not self.pages:
+            return self.runtime.parked
+        return self._tentative()[1]
+
+    def run_of(self) -> PageRun:
+        """The next page's place in the run: after the last page in flight, if any."""
+        self._serial += 1
+        last = self.pages[-1].commit.run if self.pages else None
+        return PageRun(self._serial, None if last is None else last.serial)
+
+    def sent(self, page: SentPage) -> None:
+        if self._snapshot is not None and self._parked is not None:
+            commit_rule.apply(page.commit, self._snapshot, self._parked)
+        self.pages.append(page)
+
+    def land(self) -> SentPage:
+        """The oldest page, now answered, out of the run."""
+        page = self.pages.popleft()
+        if not self.pages:  # everything sent is committed (or refused): nothing tentative
+            self._snapshot = self._parked = None
+        return page
+
+    def _tentative(self) -> tuple[dict[str, SnapshotEntry], dict[str, ParkedItem]]:
+        # Copied only once a page is decided while another is in flight: a key whose poll
+        # is one page (most of them, most of the time) never pays for it.
+        if self._snapshot is None or self._parked is None:
+            snapshot, parked = dict(self.runtime.snapshot), dict(self.runtime.parked)
+            for page in self.pages:
+                commit_rule.apply(page.commit, snapshot, parked)
+            self._snapshot, self._parked = snapshot, parked
+        return self._snapshot, self._parked

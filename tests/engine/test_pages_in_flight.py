@@ -1,0 +1,105 @@
+"""A tenant's backlog does not wait for each commit: the next page is fetched while earlier
+ones wait for theirs, and a page the store refuses rolls the tenant back to what was committed
+(nothing published twice, nothing skipped, sequences without a gap).
+
+The store here commits after a delay, as a transaction does, and keeps the store contract for
+pages in flight with the store's own rule (:class:`PageRuns`); it can refuse a chosen commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+
+from tests.engine.support import Env
+from watukuy import MemoryStore
+from watukuy.core.errors import Retriable
+from watukuy.store.apply import PageRuns
+from watukuy.store.base import KeyCommit
+
+
+class SlowStore(MemoryStore):
+    def __init__(self, delay: float = 0.05, refuse: tuple[str, int] | None = None) -> None:
+        super().__init__()
+        self.delay = delay
+        self.refuse = refuse  # (key, n): that key's n-th commit fails
+        self.calls: Counter[str] = Counter()
+        self.waiting: Counter[str] = Counter()
+        self.most_waiting: Counter[str] = Counter()
+        self.runs = PageRuns()
+
+    async def commit(self, batch: Sequence[KeyCommit]) -> None:
+        keys = [entry.key for entry in batch]
+        numbered = []
+        for key in keys:
+            self.calls[key] += 1
+            numbered.append((key, self.calls[key]))
+            self.waiting[key] += 1
+            self.most_waiting[key] = max(self.most_waiting[key], self.waiting[key])
+        try:
+            await asyncio.sleep(self.delay)
+            refused = self.refuse in numbered
+            if refused or not all(self.runs.admits(e.key, e.run) for e in batch):
+                for entry in batch:
+                    self.runs.refused(entry.key, entry.run)
+                raise Retriable("the transaction failed")
+            await super().commit(batch)
+        finally:
+            for key in keys:
+                self.waiting[key] -= 1
+
+
+def committed(store: MemoryStore) -> dict[str, list[tuple[int, str]]]:
+    out: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for event in store.outbox["invoices"]:
+        out[event.partition].append((event.sequence, event.subject))
+    return out
+
+
+async def test_a_backlog_is_fetched_while_its_pages_wait_for_their_commit(env: Env) -> None:
+    store = SlowStore()
+    engine = env.make_engine(env.make_poller(limit=2), store=store)
+
+    await engine.tick()
+
+    events = committed(store)
+    for tenant in env.tenants:
+        items = env.sim.items(tenant.id)
+        assert events[tenant.id] == [(n, item["id"]) for n, item in enumerate(items, 1)]
+        assert store.most_waiting[f"invoices/{tenant.id}"] > 1  # pages overlapped
+        assert len(env.sim.log(tenant.id)) == 5  # 10 items, pages of 2, each asked once
+
+
+async def test_one_page_in_flight_per_key_commits_each_before_the_next_fetch(env: Env) -> None:
+    store = SlowStore()
+    engine = env.make_engine(env.make_poller(limit=2), store=store, pages_in_flight=1)
+
+    await engine.tick()
+
+    for tenant in env.tenants:
+        assert store.most_waiting[f"invoices/{tenant.id}"] == 1
+        assert [s for s, _ in committed(store)[tenant.id]] == list(range(1, 11))
+
+
+async def test_a_refused_page_rolls_the_tenant_back_to_what_was_committed(env: Env) -> None:
+    tenant = env.tid(0)
+    store = SlowStore(refuse=(f"invoices/{tenant}", 2))  # its second page's commit fails
+    engine = env.make_engine(env.make_poller(limit=2), store=store)
+
+    await engine.tick()
+
+    items = env.sim.items(tenant)
+    assert committed(store)[tenant] == [(1, items[0]["id"]), (2, items[1]["id"])]
+    assert {i.partition: i.sequence for i in engine.inspect()}[tenant] == 2
+    env.clock.advance(30)
+    await engine.tick()
+
+    # Every item once, in order, numbered without a gap: the refused page and the pages sent
+    # after it were fetched again from the committed cursor.
+    assert committed(store)[tenant] == [(n, item["id"]) for n, item in enumerate(items, 1)]
+    asked = Counter(entry.query.get("cursor") for entry in env.sim.log(tenant))
+    assert asked[None] == 1  # the first page committed: never asked again
+    assert sorted(asked.values(), reverse=True)[0] == 2  # the refused page was asked twice
+    for other in env.tenants[1:]:
+        assert [s for s, _ in committed(store)[other.id]] == list(range(1, 11))
