@@ -201,3 +201,48 @@ def test_a_second_hanging_topic_of_the_partition_is_reported_once_the_first_is_a
         "partition 4: p.state[4]",
         "partition 4: p.items[4]",
     ]
+
+
+class StuckTail(Tail):
+    """A tail that was given the partitions and fetches nothing from them (stale metadata)."""
+
+    def __init__(self) -> None:
+        self.refreshed: list[str] = []
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        return None
+
+    def consume(self, count: int, wait: float) -> list[object]:
+        return []
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        return [TopicPartition(tp.topic, tp.partition, 0) for tp in partitions]
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        self.refreshed.append(topic)
+
+
+def test_a_restore_that_reads_nothing_is_reported_and_its_metadata_refreshed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("WARNING", "watukuy.kafka")
+    clock = ManualClock(1000.0)
+    ends = Offsets([], high=5)
+    restores, leases = restores_over(clock, ends, ends)
+    tail = StuckTail()
+    restores.tail = tail  # type: ignore[assignment]
+    restores.queue(leases.grant(2))
+    restores.start_settled()
+    for _ in range(3):
+        restores.read()
+        clock.now += 4.0  # each look is half a second or more after the one before
+    restores.read()
+
+    assert restores.busy
+    stalled = [r.getMessage() for r in caplog.records if "read nothing" in r.getMessage()]
+    assert stalled == [
+        "partition 2: its restore has read nothing for 10s (at {'p.state': 0, 'p.items': 0,"
+        " 'p.parked': 0} of {'p.state': 5, 'p.items': 5, 'p.parked': 5}); refreshing the"
+        " metadata of its topics"
+    ]
+    assert sorted(tail.refreshed) == ["p.items", "p.parked", "p.state"]

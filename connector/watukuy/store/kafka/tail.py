@@ -39,6 +39,7 @@ log = logging.getLogger("watukuy.kafka")
 # half of a 1M-record restore was spent waiting.
 RESTORE_BATCH = 20_000
 RESTORE_WAIT = 0.02  # seconds a restore read waits for the records it has not got yet
+STALLED = 10.0  # seconds a restore may read nothing before it is looked at
 TAIL_BATCH = 2_000
 
 _NOT_READY = frozenset(
@@ -93,6 +94,8 @@ class _Restoring:
     keys: RestoredKeys = field(default_factory=RestoredKeys)
     records: int = 0
     catching_up: bool = False  # its topics are read; its events are being read
+    read_to: tuple[int, ...] = ()  # the positions last seen
+    moved_at: float = 0.0  # when they last moved (or the restore began)
 
 
 class Restores:
@@ -317,12 +320,37 @@ class Restores:
         for tp in positions:
             end = restoring.ends[tp.topic]
             if end > 0 and tp.offset < end:
+                self._check_moving(restoring, positions)
                 return
         # Only commands are read from here on; snapshot and parked records are ours alone.
         # Until the catch-up ends, state records (commands) still go to the restored keys.
         self._unassign([kafka_partition], (self._layout.items, self._layout.parked))
         restoring.catching_up = True
         self._catchup.begin(kafka_partition, restoring.keys, lambda: self._owned(restoring))
+
+    def _check_moving(self, restoring: _Restoring, positions: list[TopicPartition]) -> None:
+        """A restore whose positions have not moved for ``STALLED`` seconds: say so, with where
+        it stands, and refresh the metadata of its topics (a tail that kept stale metadata
+        across a broker restart fetches nothing from a partition whose leader it lost; the
+        broker-outage fault scenario once saw two of four restores stand still for minutes)."""
+        now = self._clock.monotonic()
+        read_to = tuple(tp.offset for tp in positions)
+        if read_to != restoring.read_to or not restoring.moved_at:
+            restoring.read_to, restoring.moved_at = read_to, now
+            return
+        if now - restoring.moved_at < STALLED:
+            return
+        restoring.moved_at = now
+        log.warning(
+            "partition %d: its restore has read nothing for %.0fs (at %s of %s); refreshing"
+            " the metadata of its topics",
+            restoring.lease.kafka_partition,
+            STALLED,
+            {tp.topic: tp.offset for tp in positions},
+            restoring.ends,
+        )
+        for topic in restoring.ends:
+            clients.refresh_metadata(self.tail, topic)
 
     def _owned(self, restoring: _Restoring) -> None:
         """``restoring`` is complete: its partition is owned, and the store is told."""
