@@ -7,7 +7,8 @@ not called: "during commit"), ``committed`` (the broker committed, the runner ne
 Two runners take turns through the queue of crashes; a crashed one starts again at once with
 the next crash armed (its ``initTransactions`` aborts what it left open), the last ones run
 unarmed. A share of every tenant's items is served poisoned (no ``id``), so dead letters are
-written all along and the verifier checks the DLQ too: one letter per poisoned version.
+written all along and the verifier checks the DLQ too: one letter per poisoned version. Pages
+are small, so every crash meets a key with pages in flight.
 Full profile: 20 crashes at each point; short: one at each.
 """
 
@@ -37,7 +38,9 @@ def run(ctx: FaultContext, profile: str) -> Result:
     sim = ctx.simulator(3, 40)
     for tenant in sim.tenants():
         sim.set_faults(tenant, poison_rate=0.1, poison_kinds=["malformed"])
-    pool = ctx.pool("crash", sim)
+    # Pages of 4: each tenant's 40 items are ten pages, so a transaction holds several pages
+    # of a key in flight (and the pages sent after them) when a crash strikes.
+    pool = ctx.pool("crash", sim, env={"WATUKUY_PAGE_SIZE": "4"})
     keys = [f"{POLLER_NAME}/{t}" for t in sim.tenants()]
     runners = [pool.add(name, faults=[]) for name in ("r1", "r2")]
     armed: dict[str, tuple[str, float]] = {}  # runner -> (point, started at)
