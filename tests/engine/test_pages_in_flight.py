@@ -9,6 +9,7 @@ pages in flight with the store's own rule (:class:`PageRuns`); it can refuse a c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
@@ -103,3 +104,22 @@ async def test_a_refused_page_rolls_the_tenant_back_to_what_was_committed(env: E
     assert sorted(asked.values(), reverse=True)[0] == 2  # the refused page was asked twice
     for other in env.tenants[1:]:
         assert [s for s, _ in committed(store)[other.id]] == list(range(1, 11))
+
+
+async def test_a_poll_cancelled_with_pages_in_flight_gives_their_room_back(env: Env) -> None:
+    store = SlowStore(delay=0.5)
+    engine = env.make_engine(env.make_poller(limit=2), store=store, pages_in_flight_total=3)
+    ticking = asyncio.create_task(engine.tick())
+    await asyncio.sleep(0.2)  # every tenant has a page waiting for its commit
+    assert sum(store.waiting.values()) == 3  # the runner's bound holds the rest back
+    ticking.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await ticking
+
+    store.delay = 0.0
+    for tenant in env.tenants:  # polled at once, and ends only if the room was given back
+        await asyncio.wait_for(engine.trigger("invoices", partition=tenant.id), timeout=10)
+    await asyncio.wait_for(engine.tick(), timeout=10)
+
+    for tenant in env.tenants:
+        assert [s for s, _ in committed(store)[tenant.id]] == list(range(1, 11))

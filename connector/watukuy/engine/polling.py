@@ -157,6 +157,9 @@ class KeyPoller:
             )  # fmt: skip
             await self._slots.acquire()
             page.answer = answers.create_task(self._answer(runtime, commit))
+            # Given back however the task ends: one cancelled before it ran never reaches a
+            # ``finally`` of its own.
+            page.answer.add_done_callback(self._give_back_slot)
             flight.sent(page)
             if not isinstance(decision, Emit):
                 return False  # tripped or backing off
@@ -174,9 +177,10 @@ class KeyPoller:
             await commits.send(self._roster, runtime, commit)
         except Exception as exc:  # answered to the lane, which lands pages in order
             return exc
-        finally:
-            self._slots.release()
         return None
+
+    def _give_back_slot(self, _: asyncio.Task[BaseException | None]) -> None:
+        self._slots.release()
 
     async def _land(self, runtime: KeyRuntime, flight: InFlight, *, keep: int) -> bool:
         """Wait for the oldest pages until ``keep`` are in flight, taking each one in as it is
