@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from watukuy.core.circuit import CircuitState
 from watukuy.core.poll import Decision, Failure, Page, PollPlan
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
 from watukuy.core.validation import positive_int
 from watukuy.engine.keys import KeyRuntime
-from watukuy.store import apply as commit_rule
 from watukuy.store.base import KeyCommit, PageRun
 
+V = TypeVar("V")
 Answer = tuple[str, int | None, float]  # method, status (None: no answer), seconds
 
 
@@ -71,8 +72,8 @@ class InFlight:
     """What the store raised that is neither ``Fenced`` nor ``Retriable``: raised once the
     pages in flight are answered."""
     _serial: int = 0
-    _snapshot: dict[str, SnapshotEntry] | None = None
-    _parked: dict[str, ParkedItem] | None = None
+    _snapshot: Overlay[SnapshotEntry] | None = None
+    _parked: Overlay[ParkedItem] | None = None
 
     @property
     def state(self) -> PartitionState:
@@ -80,14 +81,10 @@ class InFlight:
         return self.pages[-1].commit.state if self.pages else self.runtime.state
 
     def snapshot(self) -> Mapping[str, SnapshotEntry]:
-        if not self.pages:
-            return self.runtime.snapshot
-        return self._tentative()[0]
+        return self._snapshot if self._snapshot is not None else self.runtime.snapshot
 
     def parked(self) -> Mapping[str, ParkedItem]:
-        if not self.pages:
-            return self.runtime.parked
-        return self._tentative()[1]
+        return self._parked if self._parked is not None else self.runtime.parked
 
     def run_of(self) -> PageRun:
         """The next page's place in the run: after the last page in flight, if any."""
@@ -96,8 +93,14 @@ class InFlight:
         return PageRun(self._serial, None if last is None else last.serial)
 
     def sent(self, page: SentPage) -> None:
-        if self._snapshot is not None and self._parked is not None:
-            commit_rule.apply(page.commit, self._snapshot, self._parked)
+        # An overlay, not a copy: a tenant with a million entries and a backlog would copy
+        # them whenever its pipeline drained and filled again.
+        if self._snapshot is None or self._parked is None:
+            self._snapshot = Overlay(self.runtime.snapshot)
+            self._parked = Overlay(self.runtime.parked)
+        commit = page.commit
+        self._snapshot.change(commit.upserts, commit.forget)
+        self._parked.change({item.id: item for item in commit.parked}, commit.unpark)
         self.pages.append(page)
 
     def land(self) -> SentPage:
@@ -107,12 +110,33 @@ class InFlight:
             self._snapshot = self._parked = None
         return page
 
-    def _tentative(self) -> tuple[dict[str, SnapshotEntry], dict[str, ParkedItem]]:
-        # Copied only once a page is decided while another is in flight: a key whose poll
-        # is one page (most of them, most of the time) never pays for it.
-        if self._snapshot is None or self._parked is None:
-            snapshot, parked = dict(self.runtime.snapshot), dict(self.runtime.parked)
-            for page in self.pages:
-                commit_rule.apply(page.commit, snapshot, parked)
-            self._snapshot, self._parked = snapshot, parked
-        return self._snapshot, self._parked
+
+class Overlay(Mapping[str, V]):
+    """What ``base`` (a key's committed picture, which moves on as pages land) becomes with the
+    pages in flight applied: their changes over it, in the order the commit rule applies them
+    (upserts, then removals)."""
+
+    def __init__(self, base: Mapping[str, V]) -> None:
+        self._base = base
+        self._changes: dict[str, V | None] = {}  # None: removed
+
+    def change(self, upserts: Mapping[str, V], removed: Iterable[str]) -> None:
+        self._changes.update(upserts)
+        for name in removed:
+            self._changes[name] = None
+
+    def __getitem__(self, name: str) -> V:
+        if name in self._changes:
+            value = self._changes[name]
+            if value is None:
+                raise KeyError(name)
+            return value
+        return self._base[name]
+
+    def __iter__(self) -> Iterator[str]:
+        changes = self._changes
+        yield from (name for name in self._base if name not in changes)
+        yield from (name for name, value in changes.items() if value is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
