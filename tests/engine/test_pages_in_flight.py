@@ -12,9 +12,10 @@ import asyncio
 import contextlib
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 from tests.engine.support import Env
-from watukuy import MemoryStore
+from watukuy import Event, MemoryStore
 from watukuy.core.errors import Retriable
 from watukuy.store.apply import PageRuns
 from watukuy.store.base import KeyCommit
@@ -123,3 +124,37 @@ async def test_a_poll_cancelled_with_pages_in_flight_gives_their_room_back(env: 
 
     for tenant in env.tenants:
         assert [s for s, _ in committed(store)[tenant.id]] == list(range(1, 11))
+
+
+class DecidingStore(SlowStore):
+    """Records when each event is decided (the store is asked whether it can publish it)."""
+
+    def __init__(self, seen: list[tuple[str, str]]) -> None:
+        super().__init__(delay=0.0)
+        self.seen = seen
+
+    def unpublishable(self, event: Event) -> str | None:
+        self.seen.append((event.partition, "decide"))
+        return super().unpublishable(event)
+
+
+async def test_the_next_page_is_asked_for_while_this_one_is_decided(env: Env) -> None:
+    seen: list[tuple[str, str]] = []
+    fetch = env.token_fetch(2)
+
+    async def recording(ctx: Any) -> Any:
+        seen.append((ctx.partition.key, "fetch"))
+        return await fetch(ctx)
+
+    store = DecidingStore(seen)
+    engine = env.make_engine(env.make_poller(limit=2, fetch=recording), store=store)
+
+    await engine.tick()
+
+    tenant = env.tid(0)
+    steps = [what for partition, what in seen if partition == tenant]
+    # Five pages of two: the second fetch starts before the first page's two events are
+    # decided, and no fetch is made beyond the last page.
+    assert steps[:2] == ["fetch", "fetch"]
+    assert steps.count("fetch") == 5 and steps.count("decide") == 10
+    assert [s for s, _ in committed(store)[tenant]] == list(range(1, 11))

@@ -238,16 +238,9 @@ def _emitted(
         parked=parked,
         publishable=publishable,
     )
-    more = cursors.page_has_more(poller.cursor, step.cursor, result)
     # A 304 stands for "the same page again": each strategy moves on from it as from that page.
-    new_cursor = cursors.advance(poller.cursor, step.cursor, result, list(result.items))
-    if _walks_history(poller, step, result):
-        # Backfill, reconcile and replay read history: a watermark that moved means more.
-        more = bool(result.items) and not cursors.reached(step.cursor, new_cursor)
-    lane_state = state.lane(step.lane)
+    more, new_cursor = _progress(poller, state, step, result)
     forget: list[str] = []
-    if step.lane is Lane.BACKFILL and lane_state.until is not None:
-        more = more and not cursors.reached(new_cursor, lane_state.until)
     finished = not more
     if step.lane is Lane.RECONCILE and finished and not page.not_modified:
         deletions(poller, state.partition, snapshot, detected, scan=step.scan or 0, now=now)
@@ -264,6 +257,40 @@ def _emitted(
         parked=detected.parked,
         more=more and not at_limit,
     )
+
+
+def page_after(
+    poller: Poller, state: PartitionState, step: PollPlan, outcome: Page | Failure
+) -> PollPlan | None:
+    """The page after ``outcome``'s, if deciding ``outcome`` will ask for it: that is known
+    from the page alone (its cursor and whether there is more), so the engine may ask the
+    vendor for it while this page is decided. ``None`` after a failure, a 304 or a last page."""
+    if not isinstance(outcome, Page) or outcome.not_modified:
+        return None
+    more, new_cursor = _progress(poller, state, step, outcome.result)
+    if not more or step.page + 1 >= poller.max_pages:
+        return None
+    return replace(
+        step,
+        cursor=new_cursor,
+        fetch_value=cursors.fetch_value(poller.cursor, new_cursor),
+        page=step.page + 1,
+    )
+
+
+def _progress(
+    poller: Poller, state: PartitionState, step: PollPlan, result: FetchResult
+) -> tuple[bool, Any]:
+    """Whether the lane goes on after this page, and its cursor after it."""
+    more = cursors.page_has_more(poller.cursor, step.cursor, result)
+    new_cursor = cursors.advance(poller.cursor, step.cursor, result, list(result.items))
+    if _walks_history(poller, step, result):
+        # Backfill, reconcile and replay read history: a watermark that moved means more.
+        more = bool(result.items) and not cursors.reached(step.cursor, new_cursor)
+    until = state.lane(step.lane).until if step.lane is Lane.BACKFILL else None
+    if until is not None:
+        more = more and not cursors.reached(new_cursor, until)
+    return more, new_cursor
 
 
 def _walks_history(poller: Poller, step: PollPlan, result: FetchResult) -> bool:

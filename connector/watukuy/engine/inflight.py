@@ -45,6 +45,23 @@ class PageLimits:
         positive_int(self.total, "pages_in_flight_total", repr(self.total))
 
 
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """A page as the vendor answered it (or did not), with its HTTP responses."""
+
+    outcome: Page | Failure
+    responses: list[Answer]
+    seconds: float  # the fetch took
+
+
+@dataclass(frozen=True, slots=True)
+class Ahead:
+    """The next page, asked for while the one before it was decided."""
+
+    step: PollPlan
+    task: asyncio.Task[Fetched]
+
+
 @dataclass(slots=True)
 class SentPage:
     """One page sent to the store, with what is told about it once it lands."""

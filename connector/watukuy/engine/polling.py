@@ -31,13 +31,14 @@ from watukuy.core.poll import (
     decide,
     next_lane,
     next_page,
+    page_after,
     plan,
 )
 from watukuy.core.state import Lane, PartitionState
 from watukuy.engine import commits
 from watukuy.engine.budgets import BudgetGate
 from watukuy.engine.fetching import execute
-from watukuy.engine.inflight import Answer, InFlight, PageLimits, SentPage
+from watukuy.engine.inflight import Ahead, Answer, Fetched, InFlight, PageLimits, SentPage
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.progress import LaneProgress
 from watukuy.engine.roster import Roster
@@ -117,59 +118,121 @@ class KeyPoller:
     async def _page_through(
         self, runtime: KeyRuntime, lane: Lane, flight: InFlight, answers: asyncio.TaskGroup
     ) -> bool:
+        clock = self._roster.clock
+        step = plan(runtime.poller, flight.state, lane)
+        ahead: Ahead | None = None
+        try:
+            while True:
+                begun = begin(flight.state, clock.now())
+                got = await self._fetched(runtime, lane, step, begun, ahead)
+                ahead = self._ask_ahead(runtime, lane, step, begun, got.outcome, answers)
+                if ahead is not None:
+                    await asyncio.sleep(0)  # lets it send its request before this is decided
+                decision = await self._send_page(runtime, step, begun, got, flight, answers)
+                if decision is None:
+                    return False  # let go meanwhile, or a page before it refused: dropped
+                if not isinstance(decision, Emit):
+                    return False  # tripped or backing off
+                if not decision.more or self._stopping.is_set():
+                    return True
+                if not await self._land(runtime, flight, keep=self._limits.per_key - 1):
+                    return False
+                if not self._may_go_on(runtime):
+                    return False
+                step = next_page(runtime.poller, step, decision)
+        finally:
+            if ahead is not None:
+                ahead.task.cancel()  # asked for and not needed: its answer is dropped
+
+    async def _send_page(
+        self,
+        runtime: KeyRuntime,
+        step: PollPlan,
+        begun: PartitionState,
+        got: Fetched,
+        flight: InFlight,
+        answers: asyncio.TaskGroup,
+    ) -> Decision | None:
+        """Decide the page and send it to the store; ``None`` when it is to be dropped."""
         roster = self._roster
-        clock = roster.clock
-        poller = runtime.poller
-        step = plan(poller, flight.state, lane)
-        while True:
-            begun = begin(flight.state, clock.now())
-            responses: list[Answer] = []
-            started = clock.now()
-            outcome = await execute(
-                poller,
-                runtime.partition,
-                step,
-                http=self._http,
-                # Only the live lane asks "changed since?": a full scan must see everything.
-                validators=dict(begun.validators) if lane is Lane.LIVE else {},
-                acquire=self._acquirer(runtime, lane),
-                now=clock.now,
-                signal=self._stopping,
-                on_response=_collect(responses),
-            )
-            fetched = clock.now() - started
-            decision = decide(
-                poller,
-                begun,
-                flight.snapshot(),
-                step,
-                outcome,
-                clock.now(),
-                parked=flight.parked(),
-                publishable=roster.store.unpublishable,
-            )
-            if flight.broken or not roster.still_holds(runtime):
-                return False  # let go meanwhile, or a page before it refused: dropped
-            commit = replace(self._commit_of(runtime, decision, flight), run=flight.run_of())
-            page = SentPage(
-                commit, step, outcome, decision, fetched, responses, flight.state.circuit.state,
-                begun,
-            )  # fmt: skip
-            await self._slots.acquire()
-            page.answer = answers.create_task(self._answer(runtime, commit))
-            # Given back however the task ends: one cancelled before it ran never reaches a
-            # ``finally`` of its own.
-            page.answer.add_done_callback(self._give_back_slot)
-            flight.sent(page)
-            if not isinstance(decision, Emit):
-                return False  # tripped or backing off
-            if not decision.more or self._stopping.is_set():
-                return True
-            if not await self._land(runtime, flight, keep=self._limits.per_key - 1):
-                return False
-            if not self._may_go_on(runtime):
-                return False
-            step = next_page(poller, step, decision)
+        decision = decide(
+            runtime.poller,
+            begun,
+            flight.snapshot(),
+            step,
+            got.outcome,
+            roster.clock.now(),
+            parked=flight.parked(),
+            publishable=roster.store.unpublishable,
+        )
+        if flight.broken or not roster.still_holds(runtime):
+            return None
+        commit = replace(self._commit_of(runtime, decision, flight), run=flight.run_of())
+        page = SentPage(
+            commit, step, got.outcome, decision, got.seconds, got.responses,
+            flight.state.circuit.state, begun,
+        )  # fmt: skip
+        await self._slots.acquire()
+        page.answer = answers.create_task(self._answer(runtime, commit))
+        # Given back however the task ends: one cancelled before it ran never reaches a
+        # ``finally`` of its own.
+        page.answer.add_done_callback(self._give_back_slot)
+        flight.sent(page)
+        return decision
+
+    async def _fetched(
+        self,
+        runtime: KeyRuntime,
+        lane: Lane,
+        step: PollPlan,
+        begun: PartitionState,
+        ahead: Ahead | None,
+    ) -> Fetched:
+        """The page ``step`` asks for: asked for ahead already, or now."""
+        if ahead is not None:
+            if replace(ahead.step, changed=step.changed) == step:
+                return await ahead.task
+            ahead.task.cancel()
+        return await self._fetch(runtime, lane, step, begun)
+
+    def _ask_ahead(
+        self,
+        runtime: KeyRuntime,
+        lane: Lane,
+        step: PollPlan,
+        begun: PartitionState,
+        outcome: Page | Failure,
+        answers: asyncio.TaskGroup,
+    ) -> Ahead | None:
+        """Ask for the next page now, while this one is decided, if deciding it will ask for
+        it: the vendor's answer time then hides the deciding and the commit's encoding (one
+        tenant's backlog moved at 0.73 of a 20 ms vendor's pace without it)."""
+        if begun.circuit.state is not CircuitState.CLOSED or self._stopping.is_set():
+            return None  # a probe is one request
+        after = page_after(runtime.poller, begun, step, outcome)
+        if after is None:
+            return None
+        return Ahead(after, answers.create_task(self._fetch(runtime, lane, after, begun)))
+
+    async def _fetch(
+        self, runtime: KeyRuntime, lane: Lane, step: PollPlan, state: PartitionState
+    ) -> Fetched:
+        clock = self._roster.clock
+        responses: list[Answer] = []
+        started = clock.now()
+        outcome = await execute(
+            runtime.poller,
+            runtime.partition,
+            step,
+            http=self._http,
+            # Only the live lane asks "changed since?": a full scan must see everything.
+            validators=dict(state.validators) if lane is Lane.LIVE else {},
+            acquire=self._acquirer(runtime, lane),
+            now=clock.now,
+            signal=self._stopping,
+            on_response=_collect(responses),
+        )
+        return Fetched(outcome, responses, clock.now() - started)
 
     async def _answer(self, runtime: KeyRuntime, commit: KeyCommit) -> BaseException | None:
         """The store's answer to one page: ``None`` once committed, else what it raised."""
