@@ -8,8 +8,8 @@ that can page through a million items.
 - ``--pages-in-flight``: values of ``runner.max.pages.in.flight.per.key`` to compare.
 - The simulator selects a page by filtering and sorting all of a tenant's items on every
   request (``integration.simulator.paging.select_page``): about 0.3 s a page at 200,000 items
-  on this 2-core machine, more than the vendor delay being measured. A tenant of more than
-  :data:`INDEXED_FROM` items is therefore served by ``python -m integration.bench.backlog``
+  on this 2-core machine, more than the vendor delay being measured. A tenant of
+  :data:`INDEXED_FROM` items or more is therefore served by ``python -m integration.bench.backlog``
   (same arguments as ``python -m integration.simulator``): the same simulator, whose top-level
   listings are cut from a sorted index of each tenant's items (kept until an item is written
   or removed), so the pages, tokens and ground truth are the ones the simulator serves.

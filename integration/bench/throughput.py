@@ -7,12 +7,12 @@
 One vendor simulator (``python -m integration.simulator``, no mutations, a quota nobody
 reaches) holds ``--tenants`` x ``--items`` invoices; with ``--page-delay`` every tenant answers
 each page after that delay (the simulator's ``delay`` fault). For every combination of
-``--instances``, ``--commit-interval`` and ``--pages-in-flight`` (written as
-``runner.max.pages.in.flight.per.key``; not written, so 16, without the option) (a
-*scenario*), this script writes runner configs with a fresh topics
-prefix (so every scenario starts from the initial cursor and an empty events topic), starts that
-many ``python -m watukuy.cli --config ...`` processes of one group, and a read_committed consumer
-in this process reads ``<prefix>.events.invoices`` from its beginning. The clock starts when
+``--instances``, ``--commit-interval`` and ``--pages-in-flight`` (a *scenario*; the last is
+written as ``runner.max.pages.in.flight.per.key``, left at its default of 16 without the
+option), this script writes runner configs with a fresh topics prefix (so every scenario starts
+from the initial cursor and an empty events topic), starts that many ``python -m watukuy.cli
+--config ...`` processes of one group, and a read_committed consumer in this process reads
+``<prefix>.events.invoices`` from its beginning. The clock starts when
 the runners are launched (their start-up is included: imports, topic creation, group join,
 restore) and stops when the consumer has seen ``tenants x items`` events. Reported per scenario:
 
@@ -38,9 +38,9 @@ holding the previous one, tenants x 100 / interval: 2,500/s for 50 tenants at 2 
 the runners' CPU is the limit, and two instances on one machine share its cores with each
 other, the broker, the simulator and this consumer. One tenant's backlog (``--tenants 1
 --items 200000 --page-delay 20ms --pages-in-flight 1,16 --instances 1 --timeout 900``) shows
-how close one key comes to its vendor's limit; a tenant of more than 10,000 items is served
-from a sorted index (:mod:`integration.bench.backlog`: the simulator sorts all of a tenant's
-items for every page).
+how close one key comes to its vendor's limit (figures in ``RESULTS.md``, "One tenant's
+backlog: pages in flight"); a tenant of more than 10,000 items is served from a sorted index
+(:mod:`integration.bench.backlog`: the simulator sorts all of a tenant's items for every page).
 
 The poller is ``integration.pollers:invoices`` (100 items a page, token cursor, at most 100
 pages a poll: the default ``max_pages``, after which the key's pages in flight are all answered
