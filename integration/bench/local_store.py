@@ -422,7 +422,7 @@ def verdict(r: dict[str, Any]) -> str:
 # Two tables, as wide as a page: what each operation takes, then what the store holds.
 SPEED = {
     "engine": "{engine}",
-    "load": "{load:.2f}",
+    "load start, end": "{load:.2f}, {load_end:.2f}",
     "load/s (write only)": "{load_per_s:,.0f} ({load_write_per_s:,.0f})",
     "scan p50 / p99 ms": "{scan_p50_ms:.2f} / {scan_p99_ms:.2f}",
     "scan+decode p50 ms": "{scan_decode_p50_ms:.1f}",
@@ -435,7 +435,6 @@ SPEED = {
 }
 SPACE = {
     "engine": "{engine}",
-    "load": "{load:.2f}",
     "disk MB (live data)": "{disk_mb:,.0f} ({live_mb:,.0f})",
     "RSS MB at start": "{base_rss_mb:.0f}",
     "after load: anon + file": "{after_load_anon_mb:.0f} + {after_load_file_mb:.0f}",
@@ -486,8 +485,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for _ in range(args.repeat):
         for engine in args.engines.split(","):
-            load = wait_quiet(args.max_load, args.patience)
-            rows.append(measure(engine, args.dir / engine, ws) | {"load": load})
+            load = wait_quiet(args.max_load, args.patience)  # and what it was at the end:
+            row = measure(engine, args.dir / engine, ws) | {"load": load}
+            rows.append(row | {"load_end": os.getloadavg()[0]})
             print(table(rows, SPEED)[-1], file=sys.stderr, flush=True)
     print(f"{ws.entries:,} entries over {ws.keys:,} keys; {DURABILITY}")
     print("\n".join([*table(rows, SPEED), "", *table(rows, SPACE)]))
