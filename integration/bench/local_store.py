@@ -78,6 +78,7 @@ class Workload:
     commits: int = 2000
     synced_commits: int = 200
     deletes: int = 20
+    crash_batches: int = 40  # batches written before the SIGKILL: what RocksDB's WAL replays
 
 
 # -- the two engines behind one adapter ---------------------------------------------------------
@@ -367,7 +368,7 @@ def _json_of(process: subprocess.Popen[str]) -> dict[str, Any]:
     return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def sigkill_test(engine: str, path: Path, min_batches: int = 40) -> dict[str, Any]:
+def sigkill_test(engine: str, path: Path, min_batches: int) -> dict[str, Any]:
     writer = _child(["--crash", engine, str(path)])
     assert writer.stdout is not None
     acked = -1
@@ -379,8 +380,7 @@ def sigkill_test(engine: str, path: Path, min_batches: int = 40) -> dict[str, An
     time.sleep(random.uniform(0, 0.05))  # somewhere in a later batch, big or small
     writer.send_signal(signal.SIGKILL)
     acked = max([acked, *map(int, writer.communicate()[0].split())])
-    # What RocksDB replays at open: its WAL files (LMDB has none: open reads two meta pages).
-    wal = sum(f.stat().st_size for f in path.glob("*.log"))
+    wal = sum(f.stat().st_size for f in path.glob("*.log"))  # RocksDB's WAL; LMDB has none
     result = _json_of(_child(["--reopen", engine, str(path)]))
     return result | {"crash_acked": acked, "wal_mb": wal / 1e6}
 
@@ -401,7 +401,7 @@ def measure(engine: str, path: Path, ws: Workload) -> dict[str, Any]:
     """One run: phases 1-4 in a child, then the SIGKILL test on the same store; removes it."""
     try:
         result = _json_of(_child(["--child", engine, str(path), json.dumps(asdict(ws))]))
-        result |= sigkill_test(engine, path)
+        result |= sigkill_test(engine, path, ws.crash_batches)
     finally:
         shutil.rmtree(path, ignore_errors=True)
     return result | {"checks": verdict(result)}
