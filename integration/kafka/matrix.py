@@ -159,11 +159,12 @@ def _junit_summary(report: Path, code: int) -> tuple[str, list[str]]:
 
 def _faults_summary(output: Path, code: int) -> tuple[str, list[str]]:
     """Counted from the table ``python -m integration.faults`` prints (last cell: yes/NO)."""
-    rows = [
+    cells = [
         [cell.strip() for cell in line.strip().strip("|").split("|")]
         for line in output.read_text(errors="replace").splitlines()
-        if line.startswith("| ") and line.rstrip().endswith(("| yes |", "| NO |"))
+        if line.startswith("| ")
     ]
+    rows = [row for row in cells if row[-1] in ("yes", "NO")]  # not the header
     if not rows:
         return f"exit code {code}, no scenario table", []
     failed = [row[0] for row in rows if row[-1] == "NO"]
