@@ -83,7 +83,9 @@ def fetch_jars() -> Path:
         f"-DoutputDirectory={staging / 'libs'}",
     ]  # fmt: skip
     print(f"broker: fetching Apache Kafka {version} from Maven Central ...", file=sys.stderr)
-    if subprocess.run(cmd, check=False).returncode != 0:
+    # Maven's output goes to stderr: `start` prints the bootstrap on stdout, and mvn -q still
+    # writes colour resets there, which a caller reading the address took for part of it.
+    if subprocess.run(cmd, check=False, stdout=sys.stderr).returncode != 0:
         # A well-formed release of a supported line may still not exist (3.9.7, say).
         raise SystemExit(
             f"broker: Maven could not fetch Apache Kafka {version} (its output is above); "

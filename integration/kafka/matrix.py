@@ -105,7 +105,8 @@ def run_one(version: str, suite: str, workdir: Path, timeout: float) -> Run:
         run.detail = f"the broker did not start: {started.stderr.strip()[-300:]}"
         return run
     try:
-        code = _run_suite(suite, where, suite_env(version, started.stdout.strip()), timeout)
+        bootstrap = started.stdout.strip().splitlines()[-1]  # what `start` prints last
+        code = _run_suite(suite, where, suite_env(version, bootstrap), timeout)
     finally:
         if (broker / "server.log").exists():
             shutil.copyfile(broker / "server.log", where / "broker-server.log")
