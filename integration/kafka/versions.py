@@ -91,6 +91,7 @@ class KafkaLine:
 
 
 LINES: tuple[KafkaLine, ...] = (
+    KafkaLine("3.7-3.8", 3, range(7, 9), "reload4j", False, False, matrix="3.7.2"),
     KafkaLine("3.9", 3, range(9, 10), "reload4j", True, False, matrix="3.9.1"),
     KafkaLine("4.x", 4, range(0, 5), "log4j2", True, True, matrix=KAFKA_VERSION),
 )

@@ -31,6 +31,7 @@ pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
 OLDEST = LINES[0].matrix
+SUPPORTED = "supported: 3.7.x-3.8.x, 3.9.x, 4.0.x-4.4.x"
 
 
 Release = Callable[[str], None]
@@ -53,14 +54,14 @@ def test_unset_or_empty_runs_the_default(monkeypatch: pytest.MonkeyPatch) -> Non
     assert kafka_version() == "4.4.0"
 
 
-@pytest.mark.parametrize("version", ["3.9.0", "3.9.1", "4.0.0", "4.4.0"])
+@pytest.mark.parametrize("version", ["3.7.0", "3.8.1", "3.9.1", "4.0.0", "4.4.0"])
 def test_a_release_of_a_supported_line_is_taken(release: Release, version: str) -> None:
     release(version)
     assert kafka_version() == version
     assert kafka_line().covers(version)
 
 
-@pytest.mark.parametrize("version", ["2.8.2", "3.6.2", "3.7.2", "3.8.1", "4.5.0", "5.0.0"])
+@pytest.mark.parametrize("version", ["2.8.2", "3.6.2", "4.5.0", "5.0.0"])
 def test_an_unsupported_release_is_refused_naming_the_variable_and_the_lines(
     release: Release,
     version: str,
@@ -70,8 +71,7 @@ def test_an_unsupported_release_is_refused_naming_the_variable_and_the_lines(
         kafka_version()
     message = str(refused.value)
     assert f"WATUKUY_KAFKA_VERSION={version}" in message
-    assert "not supported" in message
-    assert "3.9.x" in message and "4.0.x-4.4.x" in message
+    assert "not supported" in message and SUPPORTED in message
 
 
 @pytest.mark.parametrize("version", ["4.4", "latest", "v4.4.0", "4.4.0-rc1", "4.4.0.1", "4.x"])
@@ -83,7 +83,7 @@ def test_a_malformed_release_is_refused_with_the_form_it_wants(
         kafka_version()
     message = str(refused.value)
     assert f"WATUKUY_KAFKA_VERSION={version!r}" in message
-    assert "MAJOR.MINOR.PATCH" in message and "3.9.x" in message
+    assert "MAJOR.MINOR.PATCH" in message and SUPPORTED in message
 
 
 def test_the_refusal_is_an_exit_with_the_message_alone() -> None:
@@ -152,6 +152,20 @@ def test_a_single_node_is_formatted_standalone_and_a_cluster_with_static_voters(
     assert cluster == ["format", "-t", "id", "-c", str(props)]
     assert settings["controller.quorum.bootstrap.servers"] == "127.0.0.1:9093"
     assert "controller.quorum.voters" not in settings
+
+
+@pytest.mark.parametrize("version", ["3.7.2", "3.8.1"])
+def test_before_kip_853_even_a_single_node_names_its_static_voter(
+    release: Release, version: str, tmp_path: Path
+) -> None:
+    """3.7 and 3.8's storage tool rejects ``--standalone``."""
+    release(version)
+    props = tmp_path / "server.properties"
+    settings = broker.node_settings(tmp_path, 9092, 9093)
+
+    assert kafka_line().format_args("id", props) == ["format", "-t", "id", "-c", str(props)]
+    assert settings["controller.quorum.voters"] == "1@127.0.0.1:9093"
+    assert "controller.quorum.bootstrap.servers" not in settings
 
 
 def test_share_group_settings_only_where_the_broker_knows_them(
@@ -225,8 +239,7 @@ def test_a_running_broker_of_another_release_is_refused(release: Release, tmp_pa
 
 
 def test_the_matrix_runs_the_oldest_supported_line_and_the_default() -> None:
-    assert matrix_versions() == [OLDEST, KAFKA_VERSION]
-    assert OLDEST.startswith("3.")
+    assert matrix_versions() == ["3.7.2", "4.4.0"]
 
 
 def test_a_matrix_run_gets_its_release_and_only_its_own_broker(
