@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint unit broker-start broker-stop registry-start registry-stop bench clean
+.PHONY: setup demo test test-cluster test-versions lint unit broker-start broker-stop registry-start registry-stop bench clean
 
 setup: $(VENV)/.installed
 
@@ -31,6 +31,12 @@ test: lint
 # part of `make test`, which must stay within CI's time.
 test-cluster: setup
 	$(BIN)/python -m pytest -m cluster
+
+# The integration tier and the fault suite's short profile on each Kafka release of the matrix
+# (the oldest supported line and the default; VERSIONS=3.9.1,4.4.0 picks others), each on a
+# broker of its own, one after the other (integration/kafka/matrix.py). Not part of `make test`.
+test-versions: setup
+	$(BIN)/python -m integration.kafka.matrix $(if $(VERSIONS),--versions $(VERSIONS))
 
 unit: setup
 	$(BIN)/python -m pytest -m unit

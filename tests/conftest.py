@@ -34,6 +34,17 @@ BESIDE_THE_REST = {
 ONE_AT_A_TIME = "integration, one at a time"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # A bad WATUKUY_KAFKA_VERSION stops the session before its first test, not at the first
+    # test that needs the broker, minutes in.
+    from integration.kafka.versions import UnsupportedKafkaVersion, kafka_version
+
+    try:
+        kafka_version()
+    except UnsupportedKafkaVersion as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         in_integration = INTEGRATION_DIR in Path(str(item.fspath)).parents

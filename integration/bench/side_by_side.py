@@ -500,7 +500,7 @@ def versions(installed: peer.Installed | None) -> str:
         else ""
     )
     return (
-        f"Python {platform.python_version()}; Kafka {broker.KAFKA_VERSION}; confluent-kafka "
+        f"Python {platform.python_version()}; Kafka {broker.kafka_version()}; confluent-kafka "
         f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]}); "
         f"fastavro {fastavro.__version__}{singer}"
     )

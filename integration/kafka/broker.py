@@ -7,6 +7,8 @@
 
 The broker jars come from Maven Central through the small pom beside this file and are cached
 in ``$WATUKUY_CACHE`` (default ``~/.cache/watukuy``) so only the first run downloads anything.
+The release is ``$WATUKUY_KAFKA_VERSION`` (default :data:`KAFKA_VERSION`); what differs between
+Kafka's lines is in :mod:`integration.kafka.versions`.
 The running broker is described in ``<dir>/broker.json`` (default dir ``.watukuy/broker`` in
 the repository), which is where the test fixture and the demo find its bootstrap address.
 """
@@ -31,9 +33,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from integration.kafka import jvm
+
+# KAFKA_VERSION is the default release, kafka_version() the one to run.
+from integration.kafka.versions import KAFKA_VERSION as KAFKA_VERSION
+from integration.kafka.versions import kafka_line
+from integration.kafka.versions import kafka_version as kafka_version
 from integration.processes import alive, end_group, free_port
 
-KAFKA_VERSION = "4.4.0"
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 DEFAULT_DIR = REPO / ".watukuy" / "broker"
@@ -46,6 +52,7 @@ class RunningBroker:
     controller: str
     pid: int
     dir: str
+    version: str = ""  # the Kafka release; "" in a broker.json written before it was recorded
 
     @property
     def port(self) -> int:
@@ -53,12 +60,14 @@ class RunningBroker:
 
 
 def cache_dir() -> Path:
+    """Where the jars of :func:`kafka_version` are cached: one directory per release."""
     root = os.environ.get("WATUKUY_CACHE") or str(Path.home() / ".cache" / "watukuy")
-    return Path(root) / f"kafka-{KAFKA_VERSION}"
+    return Path(root) / f"kafka-{kafka_version()}"
 
 
 def fetch_jars() -> Path:
     """Resolve the broker and its runtime dependencies once; later calls reuse the cache."""
+    version, line = kafka_version(), kafka_line()
     target = cache_dir()
     libs = target / "libs"
     marker = target / ".complete"
@@ -72,15 +81,22 @@ def fetch_jars() -> Path:
     cmd = [
         "mvn", "-q", "-B", "--no-transfer-progress", "-Dstyle.color=never",
         "-f", str(HERE / "pom.xml"),
-        f"-Dkafka.version={KAFKA_VERSION}",
+        f"-Dkafka.version={version}", f"-Dkafka.logging={line.logging}",
         "dependency:copy-dependencies", "-DincludeScope=runtime",
         f"-DoutputDirectory={staging / 'libs'}",
     ]  # fmt: skip
-    print(f"broker: fetching Apache Kafka {KAFKA_VERSION} from Maven Central ...", file=sys.stderr)
-    subprocess.run(cmd, check=True)
+    print(f"broker: fetching Apache Kafka {version} from Maven Central ...", file=sys.stderr)
+    # Maven's output goes to stderr: `start` prints the bootstrap on stdout, and mvn -q still
+    # writes colour resets there, which a caller reading the address took for part of it.
+    if subprocess.run(cmd, check=False, stdout=sys.stderr).returncode != 0:
+        # A well-formed release of a supported line may still not exist (3.9.7, say).
+        raise SystemExit(
+            f"broker: Maven could not fetch Apache Kafka {version} (its output is above); "
+            "is it a release on Maven Central?"
+        )
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
-    marker.write_text(KAFKA_VERSION)
+    marker.write_text(version)
     return libs
 
 
@@ -95,10 +111,11 @@ def properties_text(settings: dict[str, str]) -> str:
 def node_settings(data_dir: Path, port: int, controller_port: int) -> dict[str, str]:
     """One node's settings, as a single node; :mod:`integration.kafka.cluster` overrides the
     identity, the quorum and the replication of Kafka's own topics for a cluster."""
-    return {
+    line = kafka_line()
+    settings = {
         "process.roles": "broker,controller",
         "node.id": "1",
-        "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
+        **line.quorum_settings(1, f"127.0.0.1:{controller_port}"),
         "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
         "controller.listener.names": "CONTROLLER",
@@ -113,8 +130,6 @@ def node_settings(data_dir: Path, port: int, controller_port: int) -> dict[str, 
         "transaction.state.log.replication.factor": "1",
         "transaction.state.log.min.isr": "1",
         "transaction.state.log.num.partitions": "4",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
         # Fault tests use short consumer sessions to show fencing without long waits.
         "group.min.session.timeout.ms": "1000",
@@ -129,22 +144,19 @@ def node_settings(data_dir: Path, port: int, controller_port: int) -> dict[str, 
         # A takeover waits for the dead owner's open transaction to be aborted: look often.
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
     }
+    if line.share_groups:
+        settings["share.coordinator.state.topic.replication.factor"] = "1"
+        settings["share.coordinator.state.topic.min.isr"] = "1"
+    return settings
 
 
-LOG4J2 = """\
-status = error
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.file.ref = file
-logger.kafka.name = kafka
-logger.kafka.level = INFO
-logger.server.name = org.apache.kafka.server
-logger.server.level = INFO
-"""
+def write_log_config(runtime: Path, log: Path) -> Path:
+    """Write the logging config :func:`java_command` points the JVM at, in the syntax of the
+    release's backend, sending the node's log to ``log``; the file written."""
+    line = kafka_line()
+    path = runtime / line.log_file
+    path.write_text(line.log_config(log))
+    return path
 
 
 def cluster_id() -> str:
@@ -172,7 +184,7 @@ def java_command(
         *sharing,
         *(jvm.SHORT_LIVED if short_lived else ("-Xms256m", "-Xmx768m", "-XX:+UseG1GC")),
         "-Djava.awt.headless=true",
-        f"-Dlog4j2.configurationFile={runtime / 'log4j2.properties'}",
+        kafka_line().log_property(runtime),
         f"-Dkafka.logs.dir={runtime}",
         "-cp",
         f"{libs}/*",
@@ -198,7 +210,7 @@ def start(
     ``record`` names the file its JVM writes a class-data archive into when it stops."""
     existing = read_running(runtime)
     if existing is not None:
-        return existing
+        return same_version(existing)
     libs = fetch_jars()
     if record is None:
         train_class_archive(libs)
@@ -208,10 +220,10 @@ def start(
         runtime.mkdir(parents=True)
         port, controller_port = free_port(), free_port()
         props.write_text(server_properties(runtime, port, controller_port))
-        (runtime / "log4j2.properties").write_text(LOG4J2.format(log=runtime / "server.log"))
+        write_log_config(runtime, runtime / "server.log")
         fmt = java_command(
             libs, runtime, "kafka.tools.StorageTool",
-            "format", "--standalone", "-t", cluster_id(), "-c", str(props), short_lived=True,
+            *kafka_line().format_args(cluster_id(), props), short_lived=True,
         )  # fmt: skip
         subprocess.run(fmt, check=True, stdout=subprocess.DEVNULL)
     else:
@@ -229,6 +241,7 @@ def start(
         controller=f"127.0.0.1:{controller_port}",
         pid=proc.pid,
         dir=str(runtime),
+        version=kafka_version(),
     )
     (runtime / "broker.json").write_text(json.dumps(asdict(broker)))
     try:
@@ -248,6 +261,20 @@ def train_class_archive(libs: Path) -> None:
         with tempfile.TemporaryDirectory(prefix="watukuy-cds-") as scratch:
             start(Path(scratch) / "broker", record=partial)
             stop(Path(scratch) / "broker")
+
+
+def same_version(running: RunningBroker) -> RunningBroker:
+    """``running``, if it runs :func:`kafka_version`: tests that passed on another release than
+    the one asked for would say nothing of it. (A broker.json of before the release was
+    recorded is taken as it is.)"""
+    wanted = kafka_version()
+    if running.version and running.version != wanted:
+        raise SystemExit(
+            f"broker: the broker in {running.dir} runs Kafka {running.version}, but "
+            f"WATUKUY_KAFKA_VERSION asks for {wanted}: stop it first "
+            f"(python -m integration.kafka.broker stop --dir {running.dir})"
+        )
+    return running
 
 
 def wait_ready(bootstrap: str, proc: subprocess.Popen[bytes] | None = None) -> None:
@@ -298,6 +325,7 @@ def shared(
     if none runs. Each process using it is recorded in ``<runtime>/users``; the last one out
     stops a broker that one of them started, so a test session ending does not pull the broker
     from under a demo or another session. A broker started by hand (``start``) stays up."""
+    kafka_version()  # a bad WATUKUY_KAFKA_VERSION stops the caller now, not a later private broker
     external = os.environ.get("WATUKUY_BOOTSTRAP")
     if external:
         yield external
@@ -310,6 +338,7 @@ def shared(
             running = start(runtime)
             (runtime / STARTED_FOR_USERS).touch()
             say(f"started the broker (pid {running.pid}) on {running.bootstrap}")
+        same_version(running)
         (runtime / "users").mkdir(exist_ok=True)
         (runtime / "users" / me).touch()
     try:
@@ -360,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["fetch", "start", "stop", "restart", "status"])
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="runtime directory")
     args = parser.parse_args(argv)
+    kafka_version()  # a bad WATUKUY_KAFKA_VERSION fails every command at once
     runtime: Path = args.dir.resolve()
     if args.command == "fetch":
         print(fetch_jars())
@@ -377,7 +407,8 @@ def main(argv: list[str] | None = None) -> int:
         if running is None:
             print("broker: not running")
             return 1
-        print(f"broker: running pid={running.pid} bootstrap={running.bootstrap}")
+        kafka = running.version or "?"
+        print(f"broker: running pid={running.pid} bootstrap={running.bootstrap} kafka={kafka}")
     return 0
 
 

@@ -30,7 +30,6 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 
 from integration.kafka.broker import (
-    LOG4J2,
     REPO,
     cluster_id,
     fetch_jars,
@@ -39,8 +38,10 @@ from integration.kafka.broker import (
     properties_text,
     train_class_archive,
     wait_ready,
+    write_log_config,
 )
 from integration.kafka.tools import transactions
+from integration.kafka.versions import kafka_line, kafka_version
 from integration.processes import alive, end_group, free_port, signal_group
 
 DEFAULT_DIR = REPO / ".watukuy" / "cluster"
@@ -78,7 +79,8 @@ class RunningCluster:
 
 def _settings(node: Node, voters: str, size: int) -> dict[str, str]:
     settings = node_settings(Path(node.dir), node.port, node.controller_port)
-    del settings["controller.quorum.bootstrap.servers"]
+    # Every line takes a static quorum of all nodes; a single node's dynamic one is dropped.
+    settings.pop("controller.quorum.bootstrap.servers", None)
     in_sync = str(min(2, size))
     replicas = str(min(3, size))
     settings.update(
@@ -88,13 +90,14 @@ def _settings(node: Node, voters: str, size: int) -> dict[str, str]:
             "offsets.topic.replication.factor": replicas,
             "transaction.state.log.replication.factor": replicas,
             "transaction.state.log.min.isr": in_sync,
-            "share.coordinator.state.topic.replication.factor": replicas,
-            "share.coordinator.state.topic.min.isr": in_sync,
             "default.replication.factor": replicas,
             # A follower that stops fetching leaves the in-sync set soon (a paused broker).
             "replica.lag.time.max.ms": "10000",
         }
     )
+    if kafka_line().share_groups:
+        settings["share.coordinator.state.topic.replication.factor"] = replicas
+        settings["share.coordinator.state.topic.min.isr"] = in_sync
     return settings
 
 
@@ -115,10 +118,11 @@ def start(runtime: Path = DEFAULT_DIR, *, nodes: int = 3) -> RunningCluster:
         home = Path(node.dir)
         home.mkdir()
         (home / "server.properties").write_text(properties_text(_settings(node, voters, nodes)))
-        (home / "log4j2.properties").write_text(LOG4J2.format(log=home / "server.log"))
+        write_log_config(home, home / "server.log")
         fmt = java_command(
             libs, home, "kafka.tools.StorageTool",
-            "format", "-t", identity, "-c", str(home / "server.properties"), short_lived=True,
+            *kafka_line().format_args(identity, home / "server.properties", single=False),
+            short_lived=True,
         )  # fmt: skip
         subprocess.run(fmt, check=True, stdout=subprocess.DEVNULL)
     # All at once: a node waits for a quorum of controllers before it serves.
@@ -248,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hard", action="store_true", help="bounce with SIGKILL")
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="runtime directory")
     args = parser.parse_args(argv)
+    kafka_version()  # a bad WATUKUY_KAFKA_VERSION fails every command at once
     runtime: Path = args.dir.resolve()
     if args.command == "start":
         began = time.monotonic()

@@ -17,15 +17,15 @@ import sys
 from pathlib import Path
 
 from integration.kafka import jvm
-from integration.kafka.broker import KAFKA_VERSION, cache_dir, fetch_jars
-
-TOOLS = f"org.apache.kafka:kafka-tools:{KAFKA_VERSION}"
+from integration.kafka.broker import cache_dir, fetch_jars
+from integration.kafka.versions import kafka_version
 
 
 def tools_jar() -> Path:
-    """``kafka-tools-<version>.jar``, fetched on first use."""
+    """``kafka-tools-<version>.jar`` of the broker's release, fetched on first use."""
+    version = kafka_version()
     target = cache_dir() / "tools"
-    jar = target / f"kafka-tools-{KAFKA_VERSION}.jar"
+    jar = target / f"kafka-tools-{version}.jar"
     if jar.exists():
         return jar
     if shutil.which("mvn") is None:
@@ -34,7 +34,8 @@ def tools_jar() -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     cmd = [
         "mvn", "-q", "-B", "--no-transfer-progress", "-Dstyle.color=never",
-        "dependency:copy", f"-Dartifact={TOOLS}", f"-DoutputDirectory={staging}",
+        "dependency:copy", f"-Dartifact=org.apache.kafka:kafka-tools:{version}",
+        f"-DoutputDirectory={staging}",
     ]  # fmt: skip
     # Maven's output goes to stderr: stdout carries the classpath to the shell script.
     subprocess.run(cmd, check=True, cwd=cache_dir(), stdout=sys.stderr)
