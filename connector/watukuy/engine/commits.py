@@ -7,17 +7,27 @@ taken in only as they land, in order; an operation does both at once (:meth:`Ros
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from watukuy.core.errors import Conflict, Fenced
 from watukuy.core.lifecycle import KeyPhase, held_phase
 from watukuy.engine.keys import KeyRuntime
-from watukuy.store.base import KeyCommit
-
-if TYPE_CHECKING:  # the roster imports this module
-    from watukuy.engine.roster import Roster
+from watukuy.store.base import KeyCommit, Store
 
 log = logging.getLogger("watukuy.partitions")
+
+
+class Roster(Protocol):
+    """What committing needs of the roster (:class:`watukuy.engine.roster.Roster`), which
+    imports this module."""
+
+    store: Store
+
+    def drop(self, runtime: KeyRuntime, phase: KeyPhase, *, retry: bool = True) -> None: ...
+
+    def still_holds(self, runtime: KeyRuntime) -> bool: ...
+
+    def reschedule(self, runtime: KeyRuntime) -> None: ...
 
 
 async def send(roster: Roster, runtime: KeyRuntime, commit: KeyCommit) -> None:
