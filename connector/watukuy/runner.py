@@ -66,6 +66,7 @@ def kafka_store(
             use_group=use_group,
             registry_url=config.schema_registry.url,
             registry_auth=config.schema_registry.basic_auth,
+            state_dir=runner.state_dir,
         ),
         observers=observers,
         clients=clients,

@@ -149,6 +149,7 @@ def test_minimal_file_gets_every_default(
             "session.timeout": "10s",
             "static.membership": True,
             "startup.timeout": "15s",
+            "state.dir": None,
         },
         "rest": {"listen": "127.0.0.1:8083", "auth": "none"},
         "budgets": {},
@@ -639,6 +640,24 @@ def test_session_timeout_bounds_are_inclusive(
     runner = {"id": "r", "session.timeout": value}
     cfg = parse_config(minimal(pollers_module, modules, runner=runner))
     assert cfg.runner.session_timeout == seconds
+
+
+def test_state_dir_is_a_directory_this_process_can_write(
+    modules: Modules, pollers_module: str, tmp_path: Path
+) -> None:
+    runner = {"id": "r", "state.dir": str(tmp_path / "state")}
+    cfg = parse_config(minimal(pollers_module, modules, runner=runner))
+    assert cfg.runner.state_dir == str(tmp_path / "state")
+
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    runner = {"id": "r", "state.dir": str(a_file)}
+    error = error_of(minimal(pollers_module, modules, runner=runner))
+    assert error.path == "runner.state.dir"
+    assert "is not a directory" in str(error)
+
+    error = error_of(minimal(pollers_module, modules, runner={"id": "r", "state.dir": ""}))
+    assert error.path == "runner.state.dir"
 
 
 # --- rest -------------------------------------------------------------------------------------

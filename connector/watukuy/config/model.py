@@ -104,6 +104,7 @@ class RunnerSettings:
     session_timeout: float = 10.0
     static_membership: bool = True
     startup_timeout: float = 15.0
+    state_dir: str | None = None  # the local state store's root; None: state in memory only
     secret_fields: frozenset[str] = _secret_field()
 
     __repr__ = _redacting_repr
@@ -241,6 +242,7 @@ class RunnerConfig:
                 "session.timeout": format_duration(runner.session_timeout),
                 "static.membership": runner.static_membership,
                 "startup.timeout": format_duration(runner.startup_timeout),
+                "state.dir": runner.state_dir,
             },
             "rest": self._rest(),
             "budgets": self.budgets,

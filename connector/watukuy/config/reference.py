@@ -90,6 +90,14 @@ RUNNER_KEYS: tuple[KeyDoc, ...] = (
         "How long a start waits for the brokers before it gives up with one line.",
     ),
     KeyDoc(
+        "runner.state.dir",
+        "path | none",
+        None,
+        "Where this instance keeps its local state store (`<dir>/<topics.prefix>/<runner.id>`): "
+        "a copy on disk of its keys' committed state, so a restart reads only what the topics "
+        "gained since. Unset: state is held in memory and restored from the topics at start.",
+    ),
+    KeyDoc(
         "rest.listen",
         "host:port",
         "127.0.0.1:8083",

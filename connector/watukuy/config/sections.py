@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -56,6 +57,7 @@ RUNNER_KEYS = {
     "session.timeout": "session_timeout",
     "static.membership": "static_membership",
     "startup.timeout": "startup_timeout",
+    "state.dir": "state_dir",
 }
 REST_KEYS: dict[str, str | tuple[str, ...]] = {
     "listen": ("host", "port"),
@@ -181,8 +183,23 @@ def parse_runner(raw: object, prefix: str, secrets: Secrets) -> RunnerSettings:
         session_timeout=timeout,
         static_membership=static,
         startup_timeout=_duration(given, "runner.startup.timeout", "15s", secrets),
+        state_dir=_state_dir(given.get("state.dir")),
         secret_fields=frozenset(_secret_fields(secrets, "runner", RUNNER_KEYS)),
     )
+
+
+def _state_dir(value: object) -> str | None:
+    """``runner.state.dir``: a directory this process can write, or unset (state in memory)."""
+    if value is None:
+        return None
+    path = non_empty_string(value, "runner.state.dir", "/var/lib/watukuy")
+    where = Path(path).expanduser()
+    if where.exists() and not where.is_dir():
+        raise ConfigError(f"{path!r} exists and is not a directory", "runner.state.dir")
+    existing = next((p for p in (where, *where.parents) if p.exists()), None)
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{path!r} cannot be written by this process", "runner.state.dir")
+    return str(where)
 
 
 def _duration(given: Mapping[str, Any], path: str, default: str, secrets: Secrets) -> float:

@@ -28,6 +28,7 @@ from confluent_kafka import Consumer, KafkaException
 from watukuy.core.errors import Retriable, WatukuyError
 from watukuy.store.kafka.catchup import EventsCatchUp, EventsOf
 from watukuy.store.kafka.clients import bootstrap_of
+from watukuy.store.kafka.disk import DiskCopy
 from watukuy.store.kafka.factory import (
     SYSTEM_CLOCK,
     ClientFactory,
@@ -89,10 +90,13 @@ class KafkaIO:
         clients: ClientFactory | None = None,
         clock: Clock | None = None,
         events_of: EventsOf = lambda poller: None,
+        disk: DiskCopy | None = None,
     ) -> None:
         """``events_of``: a poller's events topic and its partition count (read on this
-        thread; ``None`` for a poller this runner does not know)."""
+        thread; ``None`` for a poller this runner does not know). ``disk``: the local state
+        store, used (and closed) on this thread only."""
         self.settings = settings
+        self._disk = disk
         self._notify = notify
         self._events_of = events_of
         self._clients: ClientFactory = clients or ConfluentClients()
@@ -136,6 +140,8 @@ class KafkaIO:
             self._parts = self._build()
         except Exception as exc:
             self.startup_error = exc
+            if self._disk is not None:
+                self._disk.close()
             self.ready.set()
             return
         self.ready.set()
@@ -187,6 +193,7 @@ class KafkaIO:
             group=group,
             tail=tail,
             on_fatal=rejoin,
+            disk=self._disk,
         )
 
         def rebuild(dead: Consumer) -> Consumer:
@@ -231,6 +238,7 @@ class KafkaIO:
             catchup=EventsCatchUp(events, stable, self._events_of, clock),
             transaction_timeout=settings.transaction_timeout,
             bootstrap=bootstrap_of(settings.kafka),
+            disk=self._disk,
         )
 
     def _pump(self, parts: _Parts) -> None:
@@ -262,3 +270,5 @@ class KafkaIO:
             if consumer is not group:
                 consumer.close()
         parts.transactions.close()
+        if self._disk is not None:
+            self._disk.close()

@@ -50,6 +50,7 @@ class Restored:
     keys: RestoredKeys
     records: int = 0  # read from the co-partitioned topics
     seconds: float = 0.0  # from the start of the restore to its end
+    from_disk: int = 0  # records the local state store gave before the topics were read
 
 
 @dataclass(frozen=True, slots=True)

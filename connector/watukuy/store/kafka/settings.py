@@ -26,6 +26,8 @@ class KafkaSettings:
     # Handlers and subscribers read each poller's events in the group
     # ``<handlers_group>.<poller>``; by default ``<group>.handlers.<poller>``.
     handlers_group: str | None = None
+    # The local state store's root (``runner.state.dir``); ``None``: state in memory only.
+    state_dir: str | None = None
 
     @property
     def group(self) -> str:

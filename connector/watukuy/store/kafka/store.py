@@ -31,6 +31,7 @@ from watukuy.store.apply import PageRuns
 from watukuy.store.base import KeyCommit, PageRun, StoredKey
 from watukuy.store.kafka import clients, records
 from watukuy.store.kafka.codec import EventCodec
+from watukuy.store.kafka.disk import open_disk
 from watukuy.store.kafka.factory import ClientFactory, Clock
 from watukuy.store.kafka.feed import KafkaEventFeed, handlers_config
 from watukuy.store.kafka.io import (
@@ -112,6 +113,7 @@ class KafkaStore:
             clients=self._clients,
             clock=self._clock,
             events_of=codec.events_of,
+            disk=await asyncio.to_thread(open_disk, self.settings, self.topics, self._clock),
         )
         io.start()
         await asyncio.to_thread(io.ready.wait)

@@ -24,6 +24,7 @@ from watukuy.core.errors import Retriable
 from watukuy.logs import log_context
 from watukuy.store.kafka import clients, records
 from watukuy.store.kafka.catchup import EventsCatchUp
+from watukuy.store.kafka.disk import DiskCopy
 from watukuy.store.kafka.factory import Clock
 from watukuy.store.kafka.hanging_rule import HANGING_MARGIN, REPORT_EVERY, abort_command
 from watukuy.store.kafka.lease import Lease, Leases, LeaseState
@@ -61,7 +62,15 @@ def co_partitioned(layout: TopicLayout) -> tuple[str, str, str]:
 
 
 def end_offset(tail: Consumer, tp: TopicPartition, clock: Clock, deadline: float = 60.0) -> int:
-    """The last stable offset (a read_committed consumer's high watermark), fixed now.
+    """The last stable offset (a read_committed consumer's high watermark), fixed now."""
+    return watermarks(tail, tp, clock, deadline)[1]
+
+
+def watermarks(
+    tail: Consumer, tp: TopicPartition, clock: Clock, deadline: float = 60.0
+) -> tuple[int, int]:
+    """Where the partition starts and (a read_committed consumer's high watermark: the last
+    stable offset) ends, now.
 
     Partitions of a topic created a moment ago may not have a leader yet: wait for one.
     A consumer that is never assigned keeps the metadata it had for a topic: if a broker
@@ -72,8 +81,8 @@ def end_offset(tail: Consumer, tp: TopicPartition, clock: Clock, deadline: float
     give_up = clock.monotonic() + deadline
     while True:
         try:
-            _low, high = tail.get_watermark_offsets(tp, timeout=10, cached=False)
-            return int(high)
+            low, high = tail.get_watermark_offsets(tp, timeout=10, cached=False)
+            return int(low), int(high)
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             code = error.code()
@@ -92,7 +101,9 @@ class _Restoring:
     ends: dict[str, int]
     started: float
     keys: RestoredKeys = field(default_factory=RestoredKeys)
-    records: int = 0
+    records: int = 0  # read from the topics
+    from_disk: int = 0  # given by the local state store
+    starts: dict[str, int] = field(default_factory=dict)  # where the store had each topic
     catching_up: bool = False  # its topics are read; its events are being read
     read_to: tuple[int, ...] = ()  # the positions last seen
     moved_at: float = 0.0  # when they last moved (or the restore began)
@@ -114,8 +125,12 @@ class Restores:
         catchup: EventsCatchUp,
         transaction_timeout: float = 10.0,
         bootstrap: str = "<bootstrap>",
+        disk: DiskCopy | None = None,
     ) -> None:
+        """``disk``: the local state store's copy; a restore starts from it and the records
+        read are kept there."""
         self._layout = layout
+        self._disk = disk
         # Past this, an open transaction is not one the coordinator will end (it aborts after
         # transaction.timeout.ms, checking every 10 s by default): it hangs.
         self._hanging_after = transaction_timeout + HANGING_MARGIN
@@ -159,14 +174,14 @@ class Restores:
                 continue  # revoked meanwhile
             with log_context(generation=lease.generation):
                 try:
-                    ends = self._settled(lease)
+                    bounds = self._settled(lease)
                 except Retriable as exc:
                     # The cluster is out of reach (a broker restarting): the lease waits and
                     # the next turn asks again; the thread must not die of it.
                     self._log_unsettled(lease.kafka_partition, "cannot read its end yet: %s", exc)
-                    ends = None
-                if ends is not None:
-                    self._begin(lease, ends)
+                    bounds = None
+                if bounds is not None:
+                    self._begin(lease, bounds)
                 else:
                     waiting.append(lease)
         self._waiting = waiting
@@ -178,8 +193,8 @@ class Restores:
         self._catchup.drop(kafka_partitions)
         self._unassign(kafka_partitions, co_partitioned(self._layout))
 
-    def _settled(self, lease: Lease) -> dict[str, int] | None:
-        """The end of each of the partition's topics, once no transaction is open on its
+    def _settled(self, lease: Lease) -> dict[str, tuple[int, int]] | None:
+        """The start and end of each of the partition's topics, once no transaction is open on its
         records, so that end is final (``None``: not yet).
 
         The previous owner may have been frozen after its offsets reached the coordinator and
@@ -188,10 +203,10 @@ class Restores:
         last stable offset reaches the high watermark: the owner committed, or the
         coordinator aborted it after ``transaction.timeout.ms``.
         """
-        ends: dict[str, int] = {}
+        bounds: dict[str, tuple[int, int]] = {}
         for topic in co_partitioned(self._layout):
             tp = TopicPartition(topic, lease.kafka_partition)
-            last_stable = end_offset(self._stable, tp, self._clock)
+            start, last_stable = watermarks(self._stable, tp, self._clock)
             high = end_offset(self._written, tp, self._clock)
             if last_stable < high:
                 self._report_hanging(tp, last_stable)
@@ -204,12 +219,12 @@ class Restores:
                     high,
                 )
                 return None
-            ends[topic] = last_stable
+            bounds[topic] = (start, last_stable)
         self._unsettled_since.pop(lease.kafka_partition, None)
         self._unsettled_logged.pop(lease.kafka_partition, None)
-        for topic in ends:
+        for topic in bounds:
             self._hanging_logged.pop((topic, lease.kafka_partition), None)
-        return ends
+        return bounds
 
     def _report_hanging(self, tp: TopicPartition, last_stable: int) -> None:
         """An error the operator can act on, every few minutes, once the wait is longer than
@@ -249,14 +264,25 @@ class Restores:
             self._unsettled_logged[kafka_partition] = now
             log.info("partition %d: " + message, kafka_partition, *args)
 
-    def _begin(self, lease: Lease, ends: dict[str, int]) -> None:
-        """Read the partition's topics from their start up to ``ends`` (their last stable
-        offsets when they settled: nobody else writes there any more)."""
+    def _begin(self, lease: Lease, bounds: dict[str, tuple[int, int]]) -> None:
+        """Read the partition's topics up to their ends (their last stable offsets when they
+        settled: nobody else writes there any more), from where the local state store stands
+        if it has the partition, else from their start."""
+        kafka_partition = lease.kafka_partition
+        ends = {topic: end for topic, (_, end) in bounds.items()}
+        restoring = _Restoring(lease, ends, self._clock.monotonic())
+        starts = dict.fromkeys(ends, OFFSET_BEGINNING)
+        resumed = None
+        if self._disk is not None:
+            resumed = self._disk.resume(kafka_partition, bounds, restoring.keys)
+        if resumed is not None:
+            starts, restoring.from_disk = resumed
+            restoring.starts = dict(starts)
         self.tail.incremental_assign(
-            [TopicPartition(topic, lease.kafka_partition, OFFSET_BEGINNING) for topic in ends]
+            [TopicPartition(topic, kafka_partition, offset) for topic, offset in starts.items()]
         )
-        self._restoring[lease.kafka_partition] = _Restoring(lease, ends, self._clock.monotonic())
-        self._check_restored(lease.kafka_partition)
+        self._restoring[kafka_partition] = restoring
+        self._check_restored(kafka_partition)
 
     def read(self) -> None:
         """What the tail has fetched: restore records, or commands for owned partitions."""
@@ -288,6 +314,8 @@ class Restores:
             if kafka_partition in self._restoring:
                 with log_context(generation=self._restoring[kafka_partition].lease.generation):
                     self._check_restored(kafka_partition)
+        if self._disk is not None:
+            self._disk.write()
         self._catchup.read()
 
     def _apply(self, message: Any, kafka_partition: int) -> None:
@@ -297,6 +325,9 @@ class Restores:
         topic: str = message.topic()
         value: bytes | None = message.value()
         restoring = self._restoring.get(kafka_partition)
+        disk = self._disk
+        if disk is not None and (restoring is not None or topic == self._state):
+            disk.read(kafka_partition, topic, key, value, message.timestamp()[1], message.offset())
         if restoring is not None:
             restoring.records += 1
             if topic == self._items:  # most of a restore
@@ -317,11 +348,18 @@ class Restores:
         if restoring.catching_up:
             return
         positions = self.tail.position([TopicPartition(t, kafka_partition) for t in restoring.ends])
+        reached: dict[str, int] = {}
         for tp in positions:
+            # Where the local state store had the topic is read already: nothing may follow.
+            reached[tp.topic] = position = max(tp.offset, restoring.starts.get(tp.topic, 0))
             end = restoring.ends[tp.topic]
-            if end > 0 and tp.offset < end:
+            if end > 0 and position < end:
                 self._check_moving(restoring, positions)
                 return
+        if self._disk is not None:
+            self._disk.reached(
+                kafka_partition, {t: max(p, restoring.ends[t]) for t, p in reached.items()}
+            )
         # Only commands are read from here on; snapshot and parked records are ours alone.
         # Until the catch-up ends, state records (commands) still go to the restored keys.
         self._unassign([kafka_partition], (self._layout.items, self._layout.parked))
@@ -361,9 +399,15 @@ class Restores:
         lease = self._leases.move(kafka_partition, LeaseState.OWNED)
         if lease is None:
             return
-        log.info("restored partition %d: %d key(s)", kafka_partition, len(restoring.keys.states))
+        log.info(
+            "restored partition %d: %d key(s), %d record(s) read from the topics%s",
+            kafka_partition,
+            len(restoring.keys.states),
+            restoring.records,
+            f" after {restoring.from_disk} from the local state store" if restoring.starts else "",
+        )
         took = self._clock.monotonic() - restoring.started
-        self._notify(Restored(lease, restoring.keys, restoring.records, took))
+        self._notify(Restored(lease, restoring.keys, restoring.records, took, restoring.from_disk))
 
     def _unassign(self, kafka_partitions: Sequence[int], topics: Sequence[str]) -> None:
         assigned = {(tp.topic, tp.partition) for tp in self.tail.assignment()}

@@ -125,6 +125,8 @@ class TopicInfo:
     cleanup_policy: str
     max_message_bytes: int
     durability: Durability | None = None
+    topic_id: str = ""  # the cluster's id of the topic: another one when it is recreated
+    delete_retention_ms: int = 86_400_000  # how long its tombstones are kept (compacted)
 
 
 @dataclass(frozen=True)
@@ -199,14 +201,16 @@ def ensure_topics(
     return infos
 
 
-def _info(name: str, described: tuple[int, int], config: dict[str, str]) -> TopicInfo:
-    partitions, replicas = described
+def _info(name: str, described: tuple[int, int, str], config: dict[str, str]) -> TopicInfo:
+    partitions, replicas, topic_id = described
     return TopicInfo(
         name=name,
         partitions=partitions,
         cleanup_policy=config.get("cleanup.policy", "delete"),
         max_message_bytes=int(config.get("max.message.bytes", "1048588")),
         durability=Durability.of(replicas, config),
+        topic_id=topic_id,
+        delete_retention_ms=int(config.get("delete.retention.ms", "86400000")),
     )
 
 
@@ -318,10 +322,11 @@ def _describe(
     deadline: float,
     remaining: Callable[[], float],
     where: str,
-) -> tuple[dict[str, tuple[int, int]], dict[str, dict[str, str]]]:
-    """Partition counts with the fewest replicas of a partition, and configs, of ``names``,
+) -> tuple[dict[str, tuple[int, int, str]], dict[str, dict[str, str]]]:
+    """Partition counts with the fewest replicas of a partition and topic ids, and configs,
+    of ``names``,
     waiting for just-created ones to appear."""
-    partitions: dict[str, tuple[int, int]] = {}
+    partitions: dict[str, tuple[int, int, str]] = {}
     configs: dict[str, dict[str, str]] = {}
     while True:
         pending = [n for n in names if n not in partitions or n not in configs]
@@ -344,7 +349,7 @@ def _describe(
                     continue
                 _raise_translated(exc, where, f"describing topic '{name}'")
             replicas = min((len(p.replicas) for p in description.partitions), default=0)
-            partitions[name] = (len(description.partitions), replicas)
+            partitions[name] = (len(description.partitions), replicas, str(description.topic_id))
         resources = [ConfigResource("topic", n) for n in pending if n not in configs]
         configured = (
             admin.describe_configs(resources, request_timeout=remaining()) if resources else {}

@@ -12,13 +12,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from watukuy.core.errors import Fenced, Retriable
 from watukuy.store.apply import PageRuns
 from watukuy.store.kafka import clients
+from watukuy.store.kafka.disk import DiskCopy
 from watukuy.store.kafka.factory import ClientFactory, Clock, new_producer
 from watukuy.store.kafka.lease import Leases
 from watukuy.store.kafka.notifications import CommitRequest, Notify, Record, Transacted
@@ -125,8 +127,11 @@ class Transactions:
         group: Consumer | None,
         tail: Consumer,
         on_fatal: Callable[[], None],
+        disk: DiskCopy | None = None,
     ) -> None:
+        """``disk``: the local state store's copy, given each committed transaction."""
         self.settings = settings
+        self._disk = disk
         self._leases = leases
         self._requests = requests
         self._notify = notify
@@ -169,17 +174,25 @@ class Transactions:
         started = self._clock.monotonic()
         count = sum(len(request.records) for request in batch)
         timeout = self.settings.transaction_timeout
+        disk = self._disk
+        reported = {} if disk is None else disk.last_records(_records_of(batch))
+        delivered: dict[tuple[str, int], int] = {}
         try:
             producer.begin_transaction()
             for request in batch:
                 for record in request.records:
-                    _produce(producer, record)
+                    where = reported.get(id(record)) if reported else None
+                    _produce(producer, record, None if where is None else _report(delivered))
             self._send_offsets(producer, batch)
             producer.commit_transaction(timeout * 3)
         except KafkaException as exc:
             outcome = self._failed(exc, batch, producer)
             self._notify(Transacted(count, self._clock.monotonic() - started, outcome))
             return
+        if disk is not None:
+            # Before the store hears of it: a key the store lets go of is read back from disk.
+            producer.poll(0)  # the delivery reports, if the commit's flush did not serve them
+            disk.committed(_records_of(batch), delivered)
         for request in batch:
             request.done(None)
         self._notify(Transacted(count, self._clock.monotonic() - started))
@@ -345,7 +358,24 @@ class _Call:
         return True
 
 
-def _produce(producer: Producer, record: Record) -> None:
+def _records_of(batch: list[CommitRequest]) -> Iterator[Record]:
+    for request in batch:
+        yield from request.records
+
+
+def _report(delivered: dict[tuple[str, int], int]) -> Callable[[Any, Any], None]:
+    """A delivery callback noting the offset after the record, by topic and partition."""
+
+    def report(error: Any, message: Any) -> None:
+        if error is None:
+            delivered[(message.topic(), message.partition())] = message.offset() + 1
+
+    return report
+
+
+def _produce(
+    producer: Producer, record: Record, on_delivery: Callable[[Any, Any], None] | None = None
+) -> None:
     # Positional arguments and no kwargs dict or headers copy: this runs for every record of a
     # transaction (about 0.85 µs an event less, measured). -1 is librdkafka's "no partition
     # given": the murmur2 partitioner places the record by key.
@@ -357,7 +387,16 @@ def _produce(producer: Producer, record: Record) -> None:
         headers = given if isinstance(given, list) else list(given)
     while True:
         try:
-            if headers:
+            if on_delivery is not None:
+                producer.produce(
+                    record.topic,
+                    record.value,
+                    record.key,
+                    kafka_partition,
+                    on_delivery=on_delivery,
+                    headers=headers,
+                )
+            elif headers:
                 producer.produce(
                     record.topic, record.value, record.key, kafka_partition, headers=headers
                 )

@@ -1,0 +1,162 @@
+"""The Kafka thread's side of the local state store (:mod:`.local`): a restore starts from what
+the store holds, and the store is kept up to date with what the thread reads and commits.
+
+Records reach it two ways, each keeping the rule of :mod:`.local` (every committed record of
+a topic-partition below its stored offset is in the store):
+
+- read: everything the restore reads of the co-partitioned topics, and every state record
+  the tail reads once the partition is owned (its commands and this runner's own states),
+  each with the offset after it;
+- committed: this runner's items and parked records, once their transaction committed, with
+  the offset after the last one of each topic-partition (its delivery report). State records
+  are left to the tail: other runners write commands there, which only the tail sees.
+
+Reads are buffered and written once per pass of the thread (one write batch per partition).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from watukuy.core.clock import SYSTEM_CLOCK, Clock
+from watukuy.store.kafka.local import LocalIdentity, LocalState, Put, state_path
+from watukuy.store.kafka.notifications import Record
+from watukuy.store.kafka.restore import RestoredKeys
+from watukuy.store.kafka.settings import KafkaSettings
+from watukuy.store.kafka.topics import TopicInfo, TopicLayout
+
+__all__ = ["DiskCopy", "open_disk"]
+
+
+def open_disk(
+    settings: KafkaSettings, topics: Mapping[str, TopicInfo], clock: Clock | None = None
+) -> DiskCopy | None:
+    """The local state store under ``runner.state.dir`` (``None``: none configured), for the
+    internal topics as the cluster described them (``topics``)."""
+    root = settings.state_dir
+    if root is None:
+        return None
+    layout = settings.layout
+    internal = [topics[topic] for topic in (layout.state, layout.items, layout.parked)]
+    state, items, parked = (info.topic_id for info in internal)
+    identity = LocalIdentity(layout.prefix, (state, items, parked), layout.partitions)
+    local = LocalState.open(state_path(root, layout.prefix, settings.runner_id), layout, identity)
+    max_age_ms = min(info.delete_retention_ms for info in internal)
+    return DiskCopy(local, layout, (clock or SYSTEM_CLOCK).now, max_age_ms=max_age_ms)
+
+
+class DiskCopy:
+    def __init__(
+        self,
+        local: LocalState,
+        layout: TopicLayout,
+        now: Callable[[], float],
+        *,
+        max_age_ms: int,
+    ) -> None:
+        """``now``: wall-clock seconds (a store's age survives restarts); ``max_age_ms``: how
+        long the topics keep tombstones, past which a stored partition is wiped."""
+        self.local = local
+        self._state, self._items, self._parked = layout.state, layout.items, layout.parked
+        self._now = now
+        self._max_age_ms = max_age_ms
+        self._puts: dict[int, list[Put]] = {}
+        self._offsets: dict[int, dict[str, int]] = {}
+
+    def _now_ms(self) -> int:
+        return int(self._now() * 1000)
+
+    # -- restoring ----------------------------------------------------------------------------
+
+    def resume(
+        self, kafka_partition: int, bounds: Mapping[str, tuple[int, int]], keys: RestoredKeys
+    ) -> tuple[dict[str, int], int] | None:
+        """Seed ``keys`` with what the store holds of the partition; where each topic's read
+        starts and how many records the store gave (``None``: read every topic from its start)."""
+        self._puts.pop(kafka_partition, None)
+        self._offsets.pop(kafka_partition, None)
+        resumed = self.local.resume(
+            kafka_partition, bounds, now_ms=self._now_ms(), max_age_ms=self._max_age_ms
+        )
+        if resumed is None:
+            return None
+        offsets, stored = resumed
+        for topic, key, value, stamp in stored:
+            if topic == self._items:
+                keys.apply_item(key, value)
+            elif topic == self._state:
+                keys.apply_state(key, value, stamp)
+            else:
+                keys.apply_parked(key, value)
+        return offsets, len(stored)
+
+    # -- keeping up ---------------------------------------------------------------------------
+
+    def read(
+        self,
+        kafka_partition: int,
+        topic: str,
+        key: bytes,
+        value: bytes | None,
+        stamp: int,
+        offset: int,
+    ) -> None:
+        """A committed record the thread read, in offset order: kept at the next write."""
+        puts = self._puts.get(kafka_partition)
+        if puts is None:
+            self._puts[kafka_partition] = puts = []
+            self._offsets.setdefault(kafka_partition, {})
+        puts.append((topic, key, value, stamp))
+        self._offsets[kafka_partition][topic] = offset + 1
+
+    def reached(self, kafka_partition: int, positions: Mapping[str, int]) -> None:
+        """A restore read each topic up to ``positions`` (nothing committed below is unread)."""
+        offsets = self._offsets.setdefault(kafka_partition, {})
+        for topic, position in positions.items():
+            offsets[topic] = max(position, offsets.get(topic, 0))
+        self._puts.setdefault(kafka_partition, [])
+
+    def write(self) -> None:
+        """What was read since the last call, one batch per partition."""
+        if not self._puts:
+            return
+        now_ms = self._now_ms()
+        for kafka_partition, puts in self._puts.items():
+            offsets = self._offsets.pop(kafka_partition, {})
+            self.local.write(kafka_partition, puts, offsets, now_ms=now_ms)
+        self._puts.clear()
+
+    def committed(
+        self, records: Iterable[Record], delivered: Mapping[tuple[str, int], int]
+    ) -> None:
+        """This runner's transaction committed: keep its items and parked records, with the
+        offsets after the last of each topic-partition (``delivered``, when reported)."""
+        kept = (self._items, self._parked)
+        by_partition: dict[int, list[Put]] = {}
+        for record in records:
+            kafka_partition = record.kafka_partition
+            if record.topic in kept and kafka_partition is not None:
+                puts = by_partition.setdefault(kafka_partition, [])
+                puts.append((record.topic, record.key, record.value, 0))
+        now_ms = self._now_ms()
+        for kafka_partition, puts in by_partition.items():
+            offsets = {
+                topic: delivered[(topic, kafka_partition)]
+                for topic in kept
+                if (topic, kafka_partition) in delivered
+            }
+            self.local.write(kafka_partition, puts, offsets, now_ms=now_ms)
+
+    def last_records(self, records: Iterable[Record]) -> dict[int, tuple[str, int]]:
+        """Which records of a transaction report their delivery: the last items and parked
+        record of each partition, by ``id()``."""
+        kept = (self._items, self._parked)
+        last: dict[tuple[str, int], int] = {}
+        for record in records:
+            if record.topic in kept and record.kafka_partition is not None:
+                last[(record.topic, record.kafka_partition)] = id(record)
+        return {ident: where for where, ident in last.items()}
+
+    def close(self) -> None:
+        self.write()
+        self.local.close()

@@ -1,0 +1,368 @@
+"""The local state store: what this runner read and wrote of the co-partitioned topics (state,
+items, parked), on disk (RocksDB, through ``rocksdict``), with the offsets it reflects.
+
+The topics stay the source of truth; this is a cache that can always be rebuilt from them.
+Per Kafka partition it holds each record key's last value and, per topic, an offset: every
+committed record of that topic-partition below the offset is in the store. So a restore
+starts from what the store holds and reads each topic only from its stored offset to the end.
+
+What may go in, and why it can never be ahead of Kafka or inconsistent with it:
+
+- records read (read_committed) by the restore or the tail, with the offset after the last
+  one read, in one write batch: a prefix of the topic, exactly;
+- records of this runner's own transactions, once Kafka has committed them, with the offset
+  after the last record of each topic-partition (its delivery report). The runner is the
+  only writer of its partitions' items and parked records (others are fenced), so every
+  committed record below that offset is already in the store.
+
+A record is never written before its transaction committed. The store may hold a record
+beyond its offset (a transaction committed, its offset not reported): harmless, because a
+restore re-reads everything from the offset on, in order, and the last value of each key wins.
+A write batch is atomic in RocksDB (its WAL), and a process killed at any point (SIGKILL)
+leaves the batches written before it: the OS has them. Nothing is synced; a machine that
+loses its page cache may lose the last batches, never half of one (point-in-time recovery).
+
+A store is wiped, with one log line saying why, when it cannot be opened (corrupt), when it
+was written for other topics (another cluster, another prefix: the topics' ids differ), and
+per partition when it is older than the topics keep tombstones (``delete.retention.ms``: a
+key deleted since may have left no trace to read) or its offsets do not fit the topic (below
+its start or past its end: the topic was truncated or recreated).
+
+All calls come from the Kafka thread; the CLI (``watukuy-source state``) opens a store of a
+runner that is stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import struct
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import rocksdict
+
+from watukuy.core.errors import ConfigError
+from watukuy.store.kafka.topics import TopicLayout
+
+__all__ = ["LocalIdentity", "LocalState", "Put", "StoreInfo", "state_path"]
+
+log = logging.getLogger("watukuy.local")
+
+FORMAT = 1  # of the layout below; another one is wiped
+_META = b"\x00meta"
+# Per Kafka partition (4 bytes, big-endian, so a partition's keys sort together):
+_OFFSET = b"o"  # + partition + kind -> the next offset to read (8 bytes)
+_WRITTEN = b"w"  # + partition -> when it was last written (ms since the epoch, 8 bytes)
+_RECORD = b"r"  # + partition + kind + record key -> value (state: its timestamp, then value)
+_KINDS = (b"s", b"i", b"p")  # state, items, parked
+_I64 = struct.Struct(">q")
+_PARTITION = struct.Struct(">I")
+
+Put = tuple[str, bytes, bytes | None, int]
+"""A record to keep: topic, record key, value (``None``: a tombstone), Kafka timestamp (ms)."""
+
+
+def state_path(state_dir: str | Path, prefix: str, runner_id: str) -> Path:
+    """Where a runner keeps its store: one directory per topic prefix and runner id, so that
+    several runners (or deployments) can share ``runner.state.dir``."""
+    return Path(state_dir) / prefix / runner_id
+
+
+@dataclass(frozen=True, slots=True)
+class LocalIdentity:
+    """What the store was written for: the topics, by their ids (a topic recreated, or one
+    of another cluster, has another id), and how many partitions they have."""
+
+    prefix: str
+    topic_ids: tuple[str, str, str]  # state, items, parked
+    partitions: int
+
+    def encode(self) -> bytes:
+        return json.dumps({"format": FORMAT, **asdict(self)}, sort_keys=True).encode()
+
+    def differs(self, stored: bytes) -> str | None:
+        """Why a store written for ``stored`` is not one for this identity (``None``: it is)."""
+        try:
+            found: dict[str, Any] = json.loads(stored)
+        except ValueError:
+            return "its identity record cannot be read"
+        if found.get("format") != FORMAT:
+            return f"it has format {found.get('format')}, this release writes {FORMAT}"
+        if found.get("prefix") != self.prefix:
+            return f"it was written for topic prefix {found.get('prefix')!r}"
+        if tuple(found.get("topic_ids", ())) != self.topic_ids:
+            return "it was written for other topics (another cluster, or topics recreated)"
+        if found.get("partitions") != self.partitions:
+            return f"it was written for {found.get('partitions')} partitions"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    kafka_partition: int
+    offsets: dict[str, int]  # topic -> next offset to read
+    records: int
+    written_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoreInfo:
+    path: str
+    bytes_on_disk: int
+    partitions: list[PartitionInfo]
+
+
+class LocalState:
+    """One runner's store. Open it with :meth:`open`; a failed write disables it (the runner
+    goes on from the topics alone, and a restart rebuilds it)."""
+
+    def __init__(self, path: Path, db: rocksdict.Rdict, layout: TopicLayout) -> None:
+        self.path = path
+        self._db: rocksdict.Rdict | None = db
+        self._kind = dict(zip((layout.state, layout.items, layout.parked), _KINDS, strict=True))
+        self._topic = {kind: topic for topic, kind in self._kind.items()}
+
+    # -- opening ------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path, layout: TopicLayout, identity: LocalIdentity) -> LocalState:
+        """The store at ``path``, wiped first if it is corrupt or written for other topics.
+
+        ``ConfigError`` if another process has it open (two runners with one ``runner.id``
+        and ``runner.state.dir``)."""
+        path.mkdir(parents=True, exist_ok=True)
+        try:
+            db = _open_db(path)
+        except Exception as exc:  # rocksdict raises plain exceptions
+            if "lock" in str(exc).lower():
+                raise ConfigError(
+                    f"the local state store {path} is open in another process (a runner with "
+                    "the same runner.id and runner.state.dir)",
+                    "runner.state.dir",
+                ) from exc
+            _wipe_dir(path, f"it cannot be opened ({exc})")
+            db = _open_db(path)
+        stored = db.get(_META)
+        reason = None if stored is None else identity.differs(stored)
+        if reason is not None:
+            db.close()
+            _wipe_dir(path, reason)
+            db = _open_db(path)
+        if reason is not None or stored is None:
+            db.put(_META, identity.encode())
+        return cls(path, db, layout)
+
+    @classmethod
+    def inspect(cls, path: Path, layout: TopicLayout) -> LocalState:
+        """A stopped runner's store, read-only (``watukuy-source state info``)."""
+        options = rocksdict.Options(raw_mode=True)
+        db = rocksdict.Rdict(str(path), options, access_type=rocksdict.AccessType.read_only())
+        return cls(path, db, layout)
+
+    def close(self) -> None:
+        db, self._db = self._db, None
+        if db is None:
+            return
+        try:
+            db.close()
+        except Exception as exc:  # its directory deleted under it: nothing left to keep
+            log.warning("closing the local state store at %s: %s", self.path, exc)
+
+    @property
+    def usable(self) -> bool:
+        return self._db is not None
+
+    # -- restoring ----------------------------------------------------------------------------
+
+    def resume(
+        self,
+        kafka_partition: int,
+        bounds: Mapping[str, tuple[int, int]],
+        *,
+        now_ms: int,
+        max_age_ms: int,
+    ) -> tuple[dict[str, int], list[Put]] | None:
+        """Where a restore of ``kafka_partition`` starts, per topic, and what the store holds of
+        it; ``None``: from the beginning (nothing stored, or the partition wiped, logged).
+
+        ``bounds``: each topic's log start and end offset now."""
+        db = self._db
+        if db is None:
+            return None
+        offsets = self._offsets(db, kafka_partition)
+        if len(offsets) < len(_KINDS):
+            if offsets:
+                self.wipe(kafka_partition, "its offsets are incomplete")
+            return None
+        written = db.get(_WRITTEN + _PARTITION.pack(kafka_partition))
+        age = now_ms - (_I64.unpack(written)[0] if written else 0)
+        if age > max_age_ms:
+            self.wipe(
+                kafka_partition,
+                f"it is {age / 1000:.0f}s old, older than the topics keep deletions "
+                f"(delete.retention.ms {max_age_ms / 1000:.0f}s)",
+            )
+            return None
+        for topic, (start, end) in bounds.items():
+            offset = offsets.get(topic, 0)
+            if not start <= offset <= end:
+                self.wipe(
+                    kafka_partition,
+                    f"its offset {offset} of {topic} is outside the topic's {start}..{end} "
+                    "(truncated or recreated)",
+                )
+                return None
+        return offsets, self._records(db, kafka_partition)
+
+    def _offsets(self, db: rocksdict.Rdict, kafka_partition: int) -> dict[str, int]:
+        lo = _OFFSET + _PARTITION.pack(kafka_partition)
+        return {
+            self._topic[key[-1:]]: _I64.unpack(value)[0]
+            for key, value in _scan(db, lo, _next(lo))
+            if key[-1:] in self._topic
+        }
+
+    def _records(self, db: rocksdict.Rdict, kafka_partition: int) -> list[Put]:
+        lo = _RECORD + _PARTITION.pack(kafka_partition)
+        start = len(lo) + 1
+        out: list[Put] = []
+        state = self._kind_of_state
+        for key, value in _scan(db, lo, _next(lo)):
+            kind = key[start - 1 : start]
+            if kind == state:
+                (stamp,) = _I64.unpack_from(value)
+                out.append((self._topic[kind], key[start:], value[8:], stamp))
+            else:
+                out.append((self._topic[kind], key[start:], value, 0))
+        return out
+
+    @property
+    def _kind_of_state(self) -> bytes:
+        return _KINDS[0]
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def write(
+        self,
+        kafka_partition: int,
+        puts: Iterable[Put],
+        offsets: Mapping[str, int],
+        *,
+        now_ms: int,
+    ) -> None:
+        """Keep ``puts`` (committed records, in offset order) and move the offsets, at once."""
+        db = self._db
+        if db is None:
+            return
+        part = _PARTITION.pack(kafka_partition)
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        state = self._kind_of_state
+        for topic, key, value, stamp in puts:
+            kind = self._kind[topic]
+            record_key = _RECORD + part + kind + key
+            if value is None:
+                batch.delete(record_key)
+            elif kind == state:
+                batch.put(record_key, _I64.pack(stamp) + value)
+            else:
+                batch.put(record_key, value)
+        for topic, offset in offsets.items():
+            batch.put(_OFFSET + part + self._kind[topic], _I64.pack(offset))
+        batch.put(_WRITTEN + part, _I64.pack(now_ms))
+        self._write(db, batch)
+
+    def wipe(self, kafka_partition: int, why: str | None = None) -> None:
+        """Forget everything of ``kafka_partition``; ``why`` is logged."""
+        db = self._db
+        if db is None:
+            return
+        if why is not None:
+            log.warning(
+                "local state of partition %d at %s wiped: %s; it is rebuilt from the topics",
+                kafka_partition,
+                self.path,
+                why,
+            )
+        part = _PARTITION.pack(kafka_partition)
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        for tag in (_OFFSET, _WRITTEN, _RECORD):
+            batch.delete_range(tag + part, _next(tag + part))
+        self._write(db, batch)
+
+    def _write(self, db: rocksdict.Rdict, batch: rocksdict.WriteBatch) -> None:
+        try:
+            db.write(batch)
+        except Exception as exc:  # a full disk, a volume gone: any of them
+            log.error(
+                "the local state store at %s failed (%s): going on without it from the topics "
+                "alone; a restart rebuilds it (see the runbook 'The local state store')",
+                self.path,
+                exc,
+            )
+            self.close()
+
+    # -- looking at it ------------------------------------------------------------------------
+
+    def info(self) -> StoreInfo:
+        db = self._db
+        if db is None:
+            return StoreInfo(str(self.path), _size(self.path), [])
+        partitions: dict[int, dict[str, int]] = {}
+        for key, value in _scan(db, _OFFSET, _next(_OFFSET)):
+            (kafka_partition,) = _PARTITION.unpack_from(key, 1)
+            topic = self._topic.get(key[5:6])
+            if topic is not None:
+                partitions.setdefault(kafka_partition, {})[topic] = _I64.unpack(value)[0]
+        out = []
+        for kafka_partition, offsets in sorted(partitions.items()):
+            lo = _RECORD + _PARTITION.pack(kafka_partition)
+            written = db.get(_WRITTEN + _PARTITION.pack(kafka_partition))
+            out.append(
+                PartitionInfo(
+                    kafka_partition,
+                    offsets,
+                    sum(1 for _ in _scan(db, lo, _next(lo), values=False)),
+                    _I64.unpack(written)[0] if written else 0,
+                )
+            )
+        return StoreInfo(str(self.path), _size(self.path), out)
+
+
+def _open_db(path: Path) -> rocksdict.Rdict:
+    options = rocksdict.Options(raw_mode=True)
+    options.create_if_missing(True)
+    options.set_compression_type(rocksdict.DBCompressionType.lz4())
+    # A write batch either survives a crash whole or not at all, and nothing after a torn one.
+    options.set_wal_recovery_mode(rocksdict.DBRecoveryMode.point_in_time())
+    return rocksdict.Rdict(str(path), options)
+
+
+def _wipe_dir(path: Path, why: str) -> None:
+    log.warning("local state store at %s wiped: %s; it is rebuilt from the topics", path, why)
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True, exist_ok=True)
+
+
+def _next(prefix: bytes) -> bytes:
+    """The first key after every key that starts with ``prefix``."""
+    stripped = prefix.rstrip(b"\xff")  # never empty: every prefix starts with a letter
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+def _scan(db: rocksdict.Rdict, lo: bytes, hi: bytes, *, values: bool = True) -> Iterator[Any]:
+    # A generator, so ``bounds`` lives as long as the iteration: rocksdict does not keep the
+    # read options alive, and an iterator outliving them reads past its bound.
+    bounds = rocksdict.ReadOptions()
+    bounds.set_iterate_upper_bound(hi)
+    if values:
+        yield from db.items(from_key=lo, read_opt=bounds)
+    else:
+        yield from db.keys(from_key=lo, read_opt=bounds)
+
+
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
