@@ -66,7 +66,9 @@ def kafka_store(
             use_group=use_group,
             registry_url=config.schema_registry.url,
             registry_auth=config.schema_registry.basic_auth,
-            state_dir=runner.state_dir,
+            # Without a group it is a CLI command beside the running runners: their stores
+            # are theirs (one process at a time may open one).
+            state_dir=runner.state_dir if use_group else None,
         ),
         observers=observers,
         clients=clients,

@@ -31,6 +31,7 @@ from integration.faults.watch import EventWatch
 from integration.kafka import broker as brokers
 from integration.processes import alive, signal_group
 from integration.runners import RunnerProcess, assignments, runner_env, wait_for
+from watukuy.store.kafka.local import state_path
 
 POLLER_NAME = "invoices"
 """The poller of every pool's runners (``integration.pollers:invoices``), so its record keys
@@ -262,9 +263,23 @@ class RunnerPool:
     def events_topic(self) -> str:
         return f"{self.prefix}.events.{POLLER_NAME}"
 
+    @property
+    def state_dir(self) -> Path:
+        """Where the pool's runners keep their local state stores (``runner.state.dir``): every
+        scenario runs with them, so each kill, restart and takeover goes through one."""
+        return self.workdir / "state"
+
+    def store_of(self, runner_id: str) -> Path:
+        """The local state store of the runner ``runner_id``."""
+        return state_path(self.state_dir, self.prefix, runner_id)
+
     def config(self, runner_id: str, **runner_options: Any) -> dict[str, Any]:
         config = runner_config(self.bootstrap, self.prefix, runner_id, partitions=self.partitions)
-        config["runner"] |= {"session.timeout": f"{self.session_timeout:g}s", **runner_options}
+        config["runner"] |= {
+            "session.timeout": f"{self.session_timeout:g}s",
+            "state.dir": str(self.state_dir),
+            **runner_options,
+        }
         if self.replication_factor is None:
             del config["topics"]["replication.factor"]
         else:

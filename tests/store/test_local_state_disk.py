@@ -167,8 +167,9 @@ def test_a_disk_copy_seeds_a_restore_and_keeps_committed_records_with_their_offs
     disk = DiskCopy(store, LAYOUT, lambda: NOW / 1000, max_age_ms=DAY)
     keys = RestoredKeys()
     resumed = disk.resume(1, WIDE, keys)
-    assert resumed == ({STATE: 5, ITEMS: 9, PARKED: 2}, 4)
+    assert resumed == ({STATE: 5, ITEMS: 9, PARKED: 2}, 1)  # states only: the rest stays there
     assert keys.names() == ["inv/t1"] and keys.stamps[b"inv/t1"] == 1234
+    assert keys.items == {} and keys.record_ids("inv/t1") == (["a", "b"], ["x"])
 
     records = [
         Record(ITEMS, b"inv/t1/c", b"item-c", 1),
@@ -181,6 +182,7 @@ def test_a_disk_copy_seeds_a_restore_and_keeps_committed_records_with_their_offs
     disk.read(1, STATE, b"cmd/inv/t1/c1", b"command", 99, 7)
     disk.write()
     resumed_again = store.resume(1, WIDE, now_ms=NOW, max_age_ms=DAY)
+    assert keys.record_ids("inv/t1") == (["b", "c"], ["x"])  # read from the store again
     store.close()
     assert resumed_again is not None
     offsets, stored = resumed_again

@@ -19,6 +19,7 @@ from integration.faults.scenarios import (
     s10_secrets,
     s11_upgrade,
     s12_cluster,
+    s13_local_state,
 )
 
 SCENARIOS: list[ModuleType] = [
@@ -34,4 +35,5 @@ SCENARIOS: list[ModuleType] = [
     s10_secrets,
     s11_upgrade,
     s12_cluster,  # on a three-node cluster of its own
+    s13_local_state,
 ]

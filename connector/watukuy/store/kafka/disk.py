@@ -17,6 +17,7 @@ Reads are buffered and written once per pass of the thread (one write batch per 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 
 from watukuy.core.clock import SYSTEM_CLOCK, Clock
 from watukuy.store.kafka.local import LocalIdentity, LocalState, Put, state_path
@@ -71,24 +72,38 @@ class DiskCopy:
     def resume(
         self, kafka_partition: int, bounds: Mapping[str, tuple[int, int]], keys: RestoredKeys
     ) -> tuple[dict[str, int], int] | None:
-        """Seed ``keys`` with what the store holds of the partition; where each topic's read
-        starts and how many records the store gave (``None``: read every topic from its start)."""
+        """Seed ``keys`` with the state records the store holds of the partition (its item and
+        parked records stay on disk: ``keys`` reads a key's when it is taken); where each
+        topic's read starts, and how many records the store gave (``None``: read every topic
+        from its start; its records still go to the store, and are read from there)."""
         self._puts.pop(kafka_partition, None)
         self._offsets.pop(kafka_partition, None)
+        if not self.local.usable:
+            return None
+        keys.on_disk = partial(self._owned, kafka_partition)
         resumed = self.local.resume(
-            kafka_partition, bounds, now_ms=self._now_ms(), max_age_ms=self._max_age_ms
+            kafka_partition,
+            bounds,
+            now_ms=self._now_ms(),
+            max_age_ms=self._max_age_ms,
+            states_only=True,
         )
         if resumed is None:
             return None
         offsets, stored = resumed
-        for topic, key, value, stamp in stored:
-            if topic == self._items:
-                keys.apply_item(key, value)
-            elif topic == self._state:
-                keys.apply_state(key, value, stamp)
-            else:
-                keys.apply_parked(key, value)
+        for _, key, value, stamp in stored:
+            keys.apply_state(key, value, stamp)
         return offsets, len(stored)
+
+    def _owned(self, kafka_partition: int, owner: bytes, parked: bool) -> dict[bytes, bytes]:
+        """One key's item (or parked) records, as :class:`RestoredKeys` takes them."""
+        return self.local.owned(kafka_partition, self._parked if parked else self._items, owner)
+
+    @property
+    def failed(self) -> bool:
+        """A write failed: what the store held is gone, so every partition whose restore
+        relied on it must be restored again from the topics."""
+        return self.local.failed
 
     # -- keeping up ---------------------------------------------------------------------------
 

@@ -258,6 +258,12 @@ class KafkaIO:
         transactions.send_plain()
         if transactions.due:
             transactions.flush()
+        disk = self._disk
+        if disk is not None and disk.failed:
+            # What the restores read from it is gone with it: restore every partition again,
+            # from the topics alone (the store is closed: nothing reads or writes it now).
+            self._disk = None
+            membership.rejoin()
 
     def _close(self, parts: _Parts) -> None:
         group = parts.membership.group

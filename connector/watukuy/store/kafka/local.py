@@ -45,7 +45,7 @@ from typing import Any
 
 import rocksdict
 
-from watukuy.core.errors import ConfigError
+from watukuy.core.errors import ConfigError, Retriable
 from watukuy.store.kafka.topics import TopicLayout
 
 __all__ = ["LocalIdentity", "LocalState", "Put", "StoreInfo", "state_path"]
@@ -123,6 +123,7 @@ class LocalState:
     def __init__(self, path: Path, db: rocksdict.Rdict, layout: TopicLayout) -> None:
         self.path = path
         self._db: rocksdict.Rdict | None = db
+        self.failed = False  # a write failed: the store is closed, its content unknown
         self._kind = dict(zip((layout.state, layout.items, layout.parked), _KINDS, strict=True))
         self._topic = {kind: topic for topic, kind in self._kind.items()}
 
@@ -185,11 +186,13 @@ class LocalState:
         *,
         now_ms: int,
         max_age_ms: int,
+        states_only: bool = False,
     ) -> tuple[dict[str, int], list[Put]] | None:
         """Where a restore of ``kafka_partition`` starts, per topic, and what the store holds of
         it; ``None``: from the beginning (nothing stored, or the partition wiped, logged).
 
-        ``bounds``: each topic's log start and end offset now."""
+        ``bounds``: each topic's log start and end offset now. ``states_only``: give the state
+        records (states and commands) alone; the others are read per key (:meth:`owned`)."""
         db = self._db
         if db is None:
             return None
@@ -216,7 +219,7 @@ class LocalState:
                     "(truncated or recreated)",
                 )
                 return None
-        return offsets, self._records(db, kafka_partition)
+        return offsets, self._records(db, kafka_partition, states_only)
 
     def _offsets(self, db: rocksdict.Rdict, kafka_partition: int) -> dict[str, int]:
         lo = _OFFSET + _PARTITION.pack(kafka_partition)
@@ -226,11 +229,13 @@ class LocalState:
             if key[-1:] in self._topic
         }
 
-    def _records(self, db: rocksdict.Rdict, kafka_partition: int) -> list[Put]:
+    def _records(self, db: rocksdict.Rdict, kafka_partition: int, states_only: bool) -> list[Put]:
         lo = _RECORD + _PARTITION.pack(kafka_partition)
         start = len(lo) + 1
         out: list[Put] = []
         state = self._kind_of_state
+        if states_only:
+            lo += state
         for key, value in _scan(db, lo, _next(lo)):
             kind = key[start - 1 : start]
             if kind == state:
@@ -243,6 +248,24 @@ class LocalState:
     @property
     def _kind_of_state(self) -> bytes:
         return _KINDS[0]
+
+    def owned(self, kafka_partition: int, topic: str, owner: bytes) -> dict[bytes, bytes]:
+        """The item or parked records (``topic``) of one key (``owner``: the owner part of
+        their record keys), by record key. Called from the event loop, beside the thread's
+        writes (RocksDB reads and writes concurrently).
+
+        ``Retriable`` once the store has failed: its partitions are then restored again from
+        the topics (see :class:`~watukuy.store.kafka.disk.DiskCopy`)."""
+        db = self._db
+        lo = _RECORD + _PARTITION.pack(kafka_partition) + self._kind[topic]
+        start = len(lo)
+        lo += owner + b"/"
+        try:
+            if db is None:
+                raise rocksdict.DbClosedError("closed")
+            return {key[start:]: value for key, value in _scan(db, lo, _next(lo))}
+        except Exception as exc:  # closed by a failure on the thread, or failing itself
+            raise Retriable(f"the local state store at {self.path} failed: {exc}") from exc
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -298,11 +321,13 @@ class LocalState:
             db.write(batch)
         except Exception as exc:  # a full disk, a volume gone: any of them
             log.error(
-                "the local state store at %s failed (%s): going on without it from the topics "
-                "alone; a restart rebuilds it (see the runbook 'The local state store')",
+                "the local state store at %s failed (%s): its partitions are restored again "
+                "from the topics and the runner goes on without it; a restart opens it again "
+                "(see the runbook 'The local state store')",
                 self.path,
                 exc,
             )
+            self.failed = True
             self.close()
 
     # -- looking at it ------------------------------------------------------------------------

@@ -18,6 +18,7 @@ forward over them when it is decoded (see :mod:`.catchup_rule` for why).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from watukuy.core.commands import Command
@@ -33,6 +34,9 @@ _COMMAND = records.COMMAND_PREFIX.encode()
 
 Raw = dict[bytes, bytes]
 """Record key -> the last value written under it."""
+
+OnDisk = Callable[[bytes, bool], Raw]
+"""``(owner, parked)`` -> the key's item (or parked) records, read from the local state store."""
 
 
 @dataclass(slots=True)
@@ -51,6 +55,9 @@ class RestoredKeys:
     # b"poller/partition" -> what its events topic holds of it from about its state's time on.
     published: dict[bytes, list[PublishedEvent]] = field(default_factory=dict)
     _missed: dict[str, list[PublishedEvent]] = field(default_factory=dict)
+    # Set when the local state store keeps the partition's item and parked records: they
+    # are not held here, and a key's are read from the store when it is taken.
+    on_disk: OnDisk | None = None
 
     # -- applying records (the Kafka thread) ------------------------------------------------
 
@@ -65,10 +72,12 @@ class RestoredKeys:
             self.stamps[key] = timestamp
 
     def apply_item(self, key: bytes, value: bytes | None) -> None:
-        _apply_owned(self.items, key, value)
+        if self.on_disk is None:
+            _apply_owned(self.items, key, value)
 
     def apply_parked(self, key: bytes, value: bytes | None) -> None:
-        _apply_owned(self.parked, key, value)
+        if self.on_disk is None:
+            _apply_owned(self.parked, key, value)
 
     def _apply_command(self, key: bytes, value: bytes | None) -> None:
         if value is None:
@@ -113,12 +122,13 @@ class RestoredKeys:
         Raises (and keeps the raw records) if one of them cannot be read.
         """
         owner = _owner(name)
+        items, parked_records = self._owned(owner)
         snapshot: dict[str, SnapshotEntry] = {}
-        for value in self.items.get(owner, {}).values():
+        for value in items.values():
             _, identity, entry = records.decode_item(value)
             snapshot[identity] = entry
         parked: dict[str, ParkedItem] = {}
-        for value in self.parked.get(owner, {}).values():
+        for value in parked_records.values():
             item = records.decode_parked(value)
             parked[item.id] = item
         self.items.pop(owner, None)
@@ -131,8 +141,14 @@ class RestoredKeys:
     def record_ids(self, name: str) -> tuple[list[str], list[str]]:
         """Identities and parked ids of the key's records not taken in yet, read from the
         record keys alone (removing a key must not depend on reading its values)."""
-        owner = _owner(name)
-        return _last_segments(self.items.get(owner, {})), _last_segments(self.parked.get(owner, {}))
+        items, parked = self._owned(_owner(name))
+        return _last_segments(items), _last_segments(parked)
+
+    def _owned(self, owner: bytes) -> tuple[Raw, Raw]:
+        on_disk = self.on_disk
+        if on_disk is None:
+            return self.items.get(owner, {}), self.parked.get(owner, {})
+        return on_disk(owner, False), on_disk(owner, True)
 
     def forget(self, name: str) -> None:
         owner = _owner(name)

@@ -281,6 +281,7 @@ class KafkaStore:
             )
             self.observer.state_caught_up(state.poller, state.partition, len(missed))
             upserts = {event.subject: snapshot[event.subject] for event in missed}
+            self._view.rolling(key, upserts)
             commit = KeyCommit(state=state, upserts=upserts)
             out = self._require_outgoing().of(commit, kafka_partition)
             done = partial(self._caught_up, key, upserts)
@@ -289,7 +290,9 @@ class KafkaStore:
     def _caught_up(
         self, key: str, upserts: dict[str, SnapshotEntry], error: BaseException | None
     ) -> None:
-        if error is not None and self._view.roll_later(key, upserts):
+        if error is None:
+            self._view.rolled(key, upserts)
+        elif self._view.roll_later(key, upserts):
             log.warning(
                 "%s: writing its rolled-forward snapshot failed (%s); its next commit carries it",
                 key,

@@ -396,6 +396,8 @@ class Restores:
         if self._restoring.get(kafka_partition) is not restoring:
             return  # revoked (and maybe granted again) meanwhile
         del self._restoring[kafka_partition]
+        if self._disk is not None:
+            self._disk.write()  # before the keys are taken: they read their records from it
         lease = self._leases.move(kafka_partition, LeaseState.OWNED)
         if lease is None:
             return

@@ -51,6 +51,7 @@ class OwnedKeys:
         self._parked: dict[str, dict[str, ParkedItem]] = {}
         self._raw: dict[int, RestoredKeys] = {}  # Kafka partition -> what it restored
         self._newer: dict[str, str] = {}  # key -> why it waits for a newer release
+        self._read: set[str] = set()  # keys on disk read once (no newer release there)
         # key -> snapshot entries rolled forward at restore whose write failed: the key's next
         # commit carries them (see KafkaStore._catch_up).
         self._rolled: dict[str, dict[str, SnapshotEntry]] = {}
@@ -113,6 +114,7 @@ class OwnedKeys:
             del self._command_records[command_id]
 
     def _drop(self, key: str) -> None:
+        self._read.discard(key)
         self._states.pop(key, None)
         self._snapshots.pop(key, None)
         self._parked.pop(key, None)
@@ -129,7 +131,8 @@ class OwnedKeys:
             self._refuse_newer(key)
             return None
         snapshot, parked = self.taken(key)
-        return StoredKey(state=state, snapshot=dict(snapshot), parked=dict(parked))
+        rolled = self._rolled.get(key, {})  # rolled forward, not written yet
+        return StoredKey(state=state, snapshot=snapshot | rolled, parked=dict(parked))
 
     def taken(self, key: str) -> tuple[dict[str, SnapshotEntry], dict[str, ParkedItem]]:
         """The key's snapshot and parked items, decoded from the restore on first use.
@@ -148,9 +151,17 @@ class OwnedKeys:
             self._newer[key] = str(exc)
             self._states.pop(key, None)
             raise
+        if raw is not None and raw.on_disk is not None:
+            # The local state store has them: read again from there each time, never held.
+            self._read.add(key)
+            return snapshot, parked
         self._snapshots[key] = snapshot
         self._parked[key] = parked
         return snapshot, parked
+
+    def _on_disk(self, key: str) -> bool:
+        raw = self._raw.get(self.kafka_partition_of(key))
+        return raw is not None and raw.on_disk is not None and key not in self._snapshots
 
     def _refuse_newer(self, key: str) -> None:
         reason = self._newer.get(key)
@@ -191,7 +202,8 @@ class OwnedKeys:
         generation = self.owned.get(kafka_partition)
         if generation is None:
             raise Fenced(f"{key}: owned by another instance")
-        self.taken(key)  # NewerRelease: its newer value must survive this instance
+        if key not in self._read:
+            self.taken(key)  # NewerRelease: its newer value must survive this instance
         commit_rule.check_epoch(entry, self._states.get(key))
         rolled = self._rolled.get(key)
         written = entry if rolled is None else replace(entry, upserts=rolled | entry.upserts)
@@ -207,6 +219,9 @@ class OwnedKeys:
             self._command_records.pop(command_id, None)
         if self.kafka_partition_of(key) not in self.owned:
             return
+        if self._on_disk(key):  # the thread wrote its records there before telling us
+            self._states[key] = entry.state
+            return
         snapshot, parked = self.taken(key)
         self._states[key] = commit_rule.apply(entry, snapshot, parked)
 
@@ -219,10 +234,21 @@ class OwnedKeys:
         if raw is not None:
             raw.forget(key)
 
+    def rolling(self, key: str, upserts: dict[str, SnapshotEntry]) -> None:
+        """Snapshot entries rolled forward at restore, being written: the key's commits carry
+        them and its loads see them until one of those writes is accepted."""
+        self._rolled[key] = upserts
+
+    def rolled(self, key: str, upserts: dict[str, SnapshotEntry]) -> None:
+        """The catch-up write of ``upserts`` was accepted."""
+        if self._rolled.get(key) is upserts:
+            del self._rolled[key]
+
     def roll_later(self, key: str, upserts: dict[str, SnapshotEntry]) -> bool:
         """A catch-up write failed: the key's next commit carries ``upserts`` (``False``: the
         key is gone meanwhile, nothing to carry)."""
         if key not in self._states:
+            self._rolled.pop(key, None)
             return False
         self._rolled[key] = upserts
         return True
