@@ -94,6 +94,7 @@ async def run(config: RunnerConfig, *, clients: ClientFactory | None = None) -> 
         max_concurrency=config.runner.max_concurrency,
         pages_in_flight=config.runner.max_pages_in_flight_per_key,
         pages_in_flight_total=config.runner.max_pages_in_flight,
+        snapshot_cache=config.runner.snapshot_cache_entries,
         owner=config.runner.id,
         observers=metrics,
     )

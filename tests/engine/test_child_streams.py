@@ -329,10 +329,10 @@ async def test_an_operation_on_a_child_key_held_elsewhere_goes_to_its_owner(
 class NewerStore(MemoryStore):
     """A memory store where ``acme/P2``'s child was written by a newer release."""
 
-    async def load(self, poller: str, partition: str) -> Any:
+    async def load(self, poller: str, partition: str, *, snapshot: bool = True) -> Any:
         if partition == "acme/P2":
             raise NewerRelease("written by a newer release")
-        return await super().load(poller, partition)
+        return await super().load(poller, partition, snapshot=snapshot)
 
 
 async def test_a_child_written_by_a_newer_release_is_left_for_it(vendor: Vendor) -> None:

@@ -34,10 +34,10 @@ class UpgradedStore(MemoryStore):
         super().__init__()
         self.newer = newer
 
-    async def load(self, poller: str, partition: str) -> StoredKey | None:
+    async def load(self, poller: str, partition: str, *, snapshot: bool = True) -> StoredKey | None:
         if f"{poller}/{partition}" in self.newer:
             raise NewerRelease(WHY)
-        return await super().load(poller, partition)
+        return await super().load(poller, partition, snapshot=snapshot)
 
 
 def key(partition: str) -> str:

@@ -105,6 +105,7 @@ class RunnerSettings:
     static_membership: bool = True
     startup_timeout: float = 15.0
     state_dir: str | None = None  # the local state store's root; None: state in memory only
+    snapshot_cache_entries: int = 1_000_000
     secret_fields: frozenset[str] = _secret_field()
 
     __repr__ = _redacting_repr
@@ -243,6 +244,7 @@ class RunnerConfig:
                 "static.membership": runner.static_membership,
                 "startup.timeout": format_duration(runner.startup_timeout),
                 "state.dir": runner.state_dir,
+                "snapshot.cache.entries": runner.snapshot_cache_entries,
             },
             "rest": self._rest(),
             "budgets": self.budgets,

@@ -98,6 +98,14 @@ RUNNER_KEYS: tuple[KeyDoc, ...] = (
         "gained since. Unset: state is held in memory and restored from the topics at start.",
     ),
     KeyDoc(
+        "runner.snapshot.cache.entries",
+        "int",
+        1_000_000,
+        "Snapshot entries (one per item a key has seen) kept in memory for the keys polled "
+        "most recently (about 300 bytes each); the others are loaded when a page needs them. "
+        "With runner.state.dir they are read from disk, so memory follows the working set.",
+    ),
+    KeyDoc(
         "rest.listen",
         "host:port",
         "127.0.0.1:8083",

@@ -58,6 +58,7 @@ RUNNER_KEYS = {
     "static.membership": "static_membership",
     "startup.timeout": "startup_timeout",
     "state.dir": "state_dir",
+    "snapshot.cache.entries": "snapshot_cache_entries",
 }
 REST_KEYS: dict[str, str | tuple[str, ...]] = {
     "listen": ("host", "port"),
@@ -184,6 +185,7 @@ def parse_runner(raw: object, prefix: str, secrets: Secrets) -> RunnerSettings:
         static_membership=static,
         startup_timeout=_duration(given, "runner.startup.timeout", "15s", secrets),
         state_dir=_state_dir(given.get("state.dir")),
+        snapshot_cache_entries=_count(given, "runner.snapshot.cache.entries", 1_000_000, secrets),
         secret_fields=frozenset(_secret_fields(secrets, "runner", RUNNER_KEYS)),
     )
 

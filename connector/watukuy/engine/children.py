@@ -135,7 +135,7 @@ async def received(roster: Roster, command: Command) -> None:
     runtime = roster.runtime_of(key_text(poller.name, key))
     if runtime is not None and runtime.held:
         async with runtime.lock:
-            view = KeyView(poller, runtime.state, runtime.snapshot)
+            view = KeyView(poller, runtime.state, await roster.snapshots.hold(runtime))
             await roster.commit(runtime, _applied(roster, command, view, now))
         return
     if not roster.store.owns(poller.name, key):

@@ -33,6 +33,7 @@ from watukuy.engine.operations import Operations, ParkedApi
 from watukuy.engine.polling import KeyPoller
 from watukuy.engine.progress import LaneProgress
 from watukuy.engine.roster import KeyNotActive, Roster
+from watukuy.engine.snapshots import DEFAULT_BUDGET
 from watukuy.http import HttpClient
 from watukuy.store.base import Command, KeyCommit, Store
 from watukuy.store.memory import MemoryStore
@@ -73,6 +74,7 @@ class Engine:
         max_concurrency: int = 256,
         pages_in_flight: int = 16,
         pages_in_flight_total: int = 1024,
+        snapshot_cache: int = DEFAULT_BUDGET,
         owner: str | None = None,
         observers: Observer | Iterable[Observer] | None = None,
     ) -> None:
@@ -81,15 +83,11 @@ class Engine:
         self.clock: Clock = clock or SystemClock()
         self.store: Store = store if store is not None else MemoryStore()
         self.owner = owner
-        budget_specs = build_budgets(budgets)
-        _check_budgets_named(by_name, budget_specs)
         # What happens is told to the observers (metrics, probes) and to the lanes' progress.
         self._progress = LaneProgress()
         extra = [observers] if isinstance(observers, Observer) else list(observers or ())
         self.observer: Observer = Fanout([self._progress, *extra], on_error=_observer_failed)
-        self._gates = {
-            name: BudgetGate(b, self.clock, self.observer) for name, b in budget_specs.items()
-        }
+        self._gates = _gates(by_name, budgets, self.clock, self.observer)
         self._http = http or HttpClient()
         self._owns_http = http is None
         self._max_concurrency = max_concurrency
@@ -102,14 +100,17 @@ class Engine:
         self._waiting: list[tuple[float, float, Command]] = []
         self.store.watch(self._on_store_change)
         listing, changed = children.child_listing, self._split_budgets
-        self._roster = Roster(by_name, self.store, self.clock, listing, changed, self.observer)
+        self._roster = Roster(
+            by_name, self.store, self.clock, listing, changed, self.observer, snapshot_cache
+        )
         self._poller = KeyPoller(
             self._roster, self._http, self._gates, self._stopping, self.observer, self._progress,
             PageLimits(pages_in_flight, pages_in_flight_total),
         )  # fmt: skip
+        feeds = {name: self.store.events(name) for name in by_name}
         self._dispatcher = Dispatcher(
             by_name,
-            {name: self.store.events(name) for name in by_name},
+            feeds,
             partition_of=self._partition_of,
             park=self._park_poison,
             clock=self.clock,
@@ -430,6 +431,18 @@ def _checked_pollers(pollers: Iterable[Poller]) -> dict[str, Poller]:
         by_name[poller.name] = _with_data_schema(poller, f"pollers[{index}].schema")
     check_parents(by_name)
     return by_name
+
+
+def _gates(
+    pollers: Mapping[str, Poller],
+    budgets: Mapping[str, Any] | None,
+    clock: Clock,
+    observer: Observer,
+) -> dict[str, BudgetGate]:
+    """A gate per budget, once every poller's budget is known to be one of them."""
+    specs = build_budgets(budgets)
+    _check_budgets_named(pollers, specs)
+    return {name: BudgetGate(spec, clock, observer) for name, spec in specs.items()}
 
 
 def _check_budgets_named(pollers: Mapping[str, Poller], budgets: Mapping[str, Any]) -> None:

@@ -98,7 +98,17 @@ class InFlight:
         return self.pages[-1].commit.state if self.pages else self.runtime.state
 
     def snapshot(self) -> Mapping[str, SnapshotEntry]:
-        return self._snapshot if self._snapshot is not None else self.runtime.snapshot
+        """The tentative snapshot; a guard that refuses every look while the key's snapshot
+        is not loaded (a page that needs it loads it first: see ``needs_snapshot``)."""
+        if self._snapshot is not None:
+            return self._snapshot
+        held = self.runtime.snapshot
+        return NOT_LOADED if held is None else held
+
+    def rebase(self) -> None:
+        """The key's snapshot was loaded while pages were in flight: they apply over it."""
+        if self._snapshot is not None:
+            self._snapshot.base = self.runtime.held_snapshot
 
     def parked(self) -> Mapping[str, ParkedItem]:
         return self._parked if self._parked is not None else self.runtime.parked
@@ -113,7 +123,8 @@ class InFlight:
         # An overlay, not a copy: a tenant with a million entries and a backlog would copy
         # them whenever its pipeline drained and filled again.
         if self._snapshot is None or self._parked is None:
-            self._snapshot = Overlay(self.runtime.snapshot)
+            held = self.runtime.snapshot
+            self._snapshot = Overlay(NOT_LOADED if held is None else held)
             self._parked = Overlay(self.runtime.parked)
         commit = page.commit
         self._snapshot.change(commit.upserts, commit.forget)
@@ -128,13 +139,35 @@ class InFlight:
         return page
 
 
+def needs_snapshot(outcome: Page | Failure) -> bool:
+    """Whether deciding ``outcome`` compares items with the key's snapshot: a page with a
+    result does; a failure or a 304 does not (most polls of an idle key)."""
+    return isinstance(outcome, Page) and not outcome.not_modified
+
+
+class _NotLoaded(Mapping[str, SnapshotEntry]):
+    """A snapshot that is not loaded: any look at it is a bug, said loudly."""
+
+    def __getitem__(self, name: str) -> SnapshotEntry:
+        raise RuntimeError("a snapshot was read before it was loaded")
+
+    def __iter__(self) -> Iterator[str]:
+        raise RuntimeError("a snapshot was read before it was loaded")
+
+    def __len__(self) -> int:
+        raise RuntimeError("a snapshot was read before it was loaded")
+
+
+NOT_LOADED: Mapping[str, SnapshotEntry] = _NotLoaded()
+
+
 class Overlay(Mapping[str, V]):
     """What ``base`` (a key's committed picture, which moves on as pages land) becomes with the
     pages in flight applied: their changes over it, in the order the commit rule applies them
     (upserts, then removals)."""
 
     def __init__(self, base: Mapping[str, V]) -> None:
-        self._base = base
+        self.base = base
         self._changes: dict[str, V | None] = {}  # None: removed
 
     def change(self, upserts: Mapping[str, V], removed: Iterable[str]) -> None:
@@ -148,11 +181,11 @@ class Overlay(Mapping[str, V]):
             if value is None:
                 raise KeyError(name)
             return value
-        return self._base[name]
+        return self.base[name]
 
     def __iter__(self) -> Iterator[str]:
         changes = self._changes
-        yield from (name for name in self._base if name not in changes)
+        yield from (name for name in self.base if name not in changes)
         yield from (name for name, value in changes.items() if value is not None)
 
     def __len__(self) -> int:

@@ -27,7 +27,9 @@ class KeyRuntime:
     poller: Poller
     partition: Partition
     state: PartitionState
-    snapshot: dict[str, SnapshotEntry] = field(default_factory=dict)
+    snapshot: dict[str, SnapshotEntry] | None = None
+    """``None``: not held in memory; :class:`~watukuy.engine.snapshots.Snapshots` loads it
+    from the store when a page or an operation needs it, and lets it go past its budget."""
     parked: dict[str, ParkedItem] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     phase: KeyPhase = KeyPhase.RESTORING
@@ -47,5 +49,14 @@ class KeyRuntime:
         self.phase = lifecycle.move(self.phase, to, self.key)
 
     def applied(self, commit: KeyCommit) -> None:
-        """The store accepted ``commit``: take it in by the stores' own rule."""
-        self.state = commit_rule.apply(commit, self.snapshot, self.parked)
+        """The store accepted ``commit``: take it in by the stores' own rule (a snapshot not
+        held is the store's: loaded again, it has the commit)."""
+        snapshot = {} if self.snapshot is None else self.snapshot
+        self.state = commit_rule.apply(commit, snapshot, self.parked)
+
+    @property
+    def held_snapshot(self) -> dict[str, SnapshotEntry]:
+        """The snapshot, which the caller made sure is held (``Snapshots.hold``)."""
+        if self.snapshot is None:
+            raise RuntimeError(f"{self.key}: its snapshot is used without being loaded")
+        return self.snapshot

@@ -41,7 +41,7 @@ def commit_of(
     op: KeyOperation, runtime: KeyRuntime, values: Mapping[str, Any], now: float
 ) -> KeyCommit:
     """The commit a state operation makes on a key (the CLI's offline path uses it too)."""
-    change = op.apply(KeyView(runtime.poller, runtime.state, runtime.snapshot), values, now)
+    change = op.apply(KeyView(runtime.poller, runtime.state, runtime.held_snapshot), values, now)
     return KeyCommit(state=change.state, forget=change.forget)
 
 
@@ -120,6 +120,7 @@ class Operations:
             else:
                 runtime = await self._roster.resolve(poller, key)
             async with runtime.lock:
+                await self._roster.snapshots.hold(runtime)
                 commit = commit_of(op, runtime, values, self._roster.clock.now())
                 if command is not None:
                     commit = replace(commit, commands=(command,))
@@ -218,11 +219,12 @@ class Operations:
                 await self._roster.commit(runtime, KeyCommit(state=runtime.state, parked=[again]))
                 return False
             now = self._roster.clock.now()
+            snapshot = await self._roster.snapshots.hold(runtime)
             detected = detect(
                 runtime.poller,
                 runtime.state.partition,
                 [item.item],
-                runtime.snapshot,
+                snapshot,
                 lane=item.lane,
                 sequence=runtime.state.sequence,
                 now=now,

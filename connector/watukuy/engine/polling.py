@@ -17,7 +17,7 @@ from dataclasses import replace
 from watukuy.core.children import children_of
 from watukuy.core.children import sends as child_sends
 from watukuy.core.circuit import CircuitState
-from watukuy.core.errors import Fenced, Retriable, StateCorrupted
+from watukuy.core.errors import Fenced, NewerRelease, Retriable, StateCorrupted
 from watukuy.core.observe import Observer, OutcomeKind, parked_reason
 from watukuy.core.poll import (
     Backoff,
@@ -38,7 +38,15 @@ from watukuy.core.state import Lane, PartitionState
 from watukuy.engine import commits
 from watukuy.engine.budgets import BudgetGate
 from watukuy.engine.fetching import execute
-from watukuy.engine.inflight import Ahead, Answer, Fetched, InFlight, PageLimits, SentPage
+from watukuy.engine.inflight import (
+    Ahead,
+    Answer,
+    Fetched,
+    InFlight,
+    PageLimits,
+    SentPage,
+    needs_snapshot,
+)
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.progress import LaneProgress
 from watukuy.engine.roster import Roster
@@ -49,6 +57,7 @@ from watukuy.store.base import KeyCommit
 log = logging.getLogger("watukuy.poll")
 
 STORE_RETRY = 1.0  # seconds before a key whose commit the store refused is polled again
+NEWER_RETRY = 60.0  # seconds before a key whose snapshot a newer release wrote is tried again
 
 
 class KeyPoller:
@@ -95,6 +104,7 @@ class KeyPoller:
                         break
             if roster.still_holds(runtime):
                 roster.reschedule(runtime)
+        roster.snapshots.trim()  # its lock is free: its snapshot may go too
 
     async def _poll_lane(self, runtime: KeyRuntime, lane: Lane) -> bool:
         """Page through one lane; ``False`` when the key must not be polled further now.
@@ -155,6 +165,19 @@ class KeyPoller:
     ) -> Decision | None:
         """Decide the page and send it to the store; ``None`` when it is to be dropped."""
         roster = self._roster
+        if needs_snapshot(got.outcome):
+            try:
+                await roster.snapshots.hold(runtime)
+            except (Fenced, Retriable) as exc:  # let go meanwhile, or the store is busy
+                self._refused(runtime, exc, flight)
+                return None
+            except NewerRelease as exc:
+                # Its snapshot holds a newer release's records: left for an instance that
+                # reads them (ownership moves it there), looked at again now and then.
+                log.warning("%s: not polled: %s", runtime.key, exc)
+                roster.due.hold(runtime.key, roster.clock.now() + NEWER_RETRY)
+                return None
+            flight.rebase()
         decision = decide(
             runtime.poller,
             begun,

@@ -36,6 +36,7 @@ from watukuy.engine import commits
 from watukuy.engine.due_times import KeyTimes
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.listings import Listings
+from watukuy.engine.snapshots import DEFAULT_BUDGET, Snapshots
 from watukuy.logs import log_context
 from watukuy.store.base import Command, KeyCommit, NewerRelease, Store
 
@@ -68,6 +69,7 @@ class Roster:
         list_children: ChildListing,
         on_keys_changed: Callable[[], None] = lambda: None,
         observer: Observer | None = None,
+        snapshot_budget: int = DEFAULT_BUDGET,
     ) -> None:
         self._pollers = pollers
         self._list_children = list_children
@@ -85,6 +87,8 @@ class Roster:
         self._targets: dict[str, Target] = {}  # absent: RUNNING
         self._waiting_logged_at: float | None = None
         self._waiting_unlogged = 0
+        self.snapshots = Snapshots(store, snapshot_budget)
+        """Which held keys keep their snapshot in memory."""
 
     # -- partitions ---------------------------------------------------------------------
 
@@ -225,12 +229,13 @@ class Roster:
 
     async def _restore(self, poller: Poller, partition: Partition) -> None:
         now = self.clock.now()
-        stored = await self.store.load(poller.name, partition.key)
+        # Without its snapshot: loaded when a page needs it (see .snapshots).
+        stored = await self.store.load(poller.name, partition.key, snapshot=False)
         if stored is None:
             # Stored with its first poll: activating thousands of tenants costs no writes.
             runtime = KeyRuntime(poller, partition, fresh_state(poller, partition.key, now))
         else:
-            runtime = KeyRuntime(poller, partition, stored.state, stored.snapshot, stored.parked)
+            runtime = KeyRuntime(poller, partition, stored.state, None, stored.parked)
             if not self._holds(poller):
                 runtime.move(KeyPhase.STOPPED)  # stopped or replaced while it was loading
                 return

@@ -134,8 +134,11 @@ class Lifecycle(Protocol):
 class KeyStates(Protocol):
     """The committed state of the keys this instance owns."""
 
-    async def load(self, poller: str, partition: str) -> StoredKey | None:
-        """The key's committed state, or ``None`` if it was never stored (or was removed)."""
+    async def load(self, poller: str, partition: str, *, snapshot: bool = True) -> StoredKey | None:
+        """The key's committed state, or ``None`` if it was never stored (or was removed).
+
+        ``snapshot=False``: its state and parked items only (its ``snapshot`` is empty): a key
+        is activated so, and loads its snapshot when a page needs it."""
 
     async def commit(self, batch: Sequence[KeyCommit]) -> None:
         """Commit every entry of ``batch`` atomically, or raise and commit nothing."""

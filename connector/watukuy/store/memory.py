@@ -61,14 +61,14 @@ class MemoryStore:
     async def close(self) -> None:
         return None
 
-    async def load(self, poller: str, partition: str) -> StoredKey | None:
+    async def load(self, poller: str, partition: str, *, snapshot: bool = True) -> StoredKey | None:
         key = key_text(poller, partition)
         state = self.states.get(key)
         if state is None:
             return None
         return StoredKey(
             state=state,
-            snapshot=dict(self.snapshots.get(key, {})),
+            snapshot=dict(self.snapshots.get(key, {})) if snapshot else {},
             parked=dict(self.parked.get(key, {})),
         )
 

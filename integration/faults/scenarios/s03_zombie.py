@@ -77,7 +77,10 @@ def twins(pool: RunnerPool) -> tuple[list[str], str | None]:
     """A second process as ``r1``: one of the two stops saying why, the other holds on.
     The problems, and which of the two stopped."""
     first = pool.runners["r1"]
-    twin = pool.add("r1-twin", runner_id="r1", faults=HOLD).start()
+    # On a host of its own (another state directory): on one host the local state store's lock
+    # stops the second process at once, before it reaches the group.
+    elsewhere = {"state.dir": str(pool.workdir / "state-twin")}
+    twin = pool.add("r1-twin", runner_id="r1", faults=HOLD, **elsewhere).start()
     try:
         wait_for(lambda: not (first.running and twin.running), 60, "one of the twins to stop")
     except TimeoutError:

@@ -138,17 +138,26 @@ class RestoredKeys:
             snapshot = roll_forward(snapshot, beyond)
         return snapshot, parked
 
+    def parked_of(self, name: str) -> dict[str, ParkedItem]:
+        """The key's parked items alone, decoded (its snapshot is not read)."""
+        _, parked = self._owned(_owner(name), items=False)
+        out: dict[str, ParkedItem] = {}
+        for value in parked.values():
+            item = records.decode_parked(value)
+            out[item.id] = item
+        return out
+
     def record_ids(self, name: str) -> tuple[list[str], list[str]]:
         """Identities and parked ids of the key's records not taken in yet, read from the
         record keys alone (removing a key must not depend on reading its values)."""
         items, parked = self._owned(_owner(name))
         return _last_segments(items), _last_segments(parked)
 
-    def _owned(self, owner: bytes) -> tuple[Raw, Raw]:
+    def _owned(self, owner: bytes, *, items: bool = True) -> tuple[Raw, Raw]:
         on_disk = self.on_disk
         if on_disk is None:
             return self.items.get(owner, {}), self.parked.get(owner, {})
-        return on_disk(owner, False), on_disk(owner, True)
+        return (on_disk(owner, False) if items else {}), on_disk(owner, True)
 
     def forget(self, name: str) -> None:
         owner = _owner(name)

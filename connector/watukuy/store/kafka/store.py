@@ -305,10 +305,10 @@ class KafkaStore:
 
     # -- keys' state --------------------------------------------------------------------------
 
-    async def load(self, poller: str, partition: str) -> StoredKey | None:
+    async def load(self, poller: str, partition: str, *, snapshot: bool = True) -> StoredKey | None:
         if not self.owns(poller, partition):
             raise Fenced(f"{key_text(poller, partition)}: owned by another instance")
-        return self._view.load(key_text(poller, partition))
+        return self._view.load(key_text(poller, partition), snapshot=snapshot)
 
     async def commit(self, batch: Sequence[KeyCommit]) -> None:
         runs = [(entry.key, entry.run) for entry in batch if entry.run is not None]

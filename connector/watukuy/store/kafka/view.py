@@ -125,14 +125,31 @@ class OwnedKeys:
     def state(self, key: str) -> PartitionState | None:
         return self._states.get(key)
 
-    def load(self, key: str) -> StoredKey | None:
+    def load(self, key: str, *, snapshot: bool = True) -> StoredKey | None:
         state = self._states.get(key)
         if state is None:
             self._refuse_newer(key)
             return None
-        snapshot, parked = self.taken(key)
+        if not snapshot and self._on_disk(key):
+            return StoredKey(state=state, snapshot={}, parked=self._parked_of(key))
+        entries, parked = self.taken(key)
+        if not snapshot:
+            return StoredKey(state=state, snapshot={}, parked=dict(parked))
+        snapshot_of = entries
         rolled = self._rolled.get(key, {})  # rolled forward, not written yet
-        return StoredKey(state=state, snapshot=snapshot | rolled, parked=dict(parked))
+        return StoredKey(state=state, snapshot=snapshot_of | rolled, parked=dict(parked))
+
+    def _parked_of(self, key: str) -> dict[str, ParkedItem]:
+        """A key's parked items, read from the local state store alone (its snapshot stays
+        there); ``NewerRelease`` if one comes from a newer release."""
+        self._refuse_newer(key)
+        raw = self._raw[self.kafka_partition_of(key)]
+        try:
+            return raw.parked_of(key)
+        except NewerRelease as exc:
+            self._newer[key] = str(exc)
+            self._states.pop(key, None)
+            raise
 
     def taken(self, key: str) -> tuple[dict[str, SnapshotEntry], dict[str, ParkedItem]]:
         """The key's snapshot and parked items, decoded from the restore on first use.
@@ -202,8 +219,11 @@ class OwnedKeys:
         generation = self.owned.get(kafka_partition)
         if generation is None:
             raise Fenced(f"{key}: owned by another instance")
-        if key not in self._read:
-            self.taken(key)  # NewerRelease: its newer value must survive this instance
+        # NewerRelease: its newer value must survive this instance. A key whose records are on
+        # disk is read for it once, and only by a commit that writes its records.
+        touches = entry.upserts or entry.forget or entry.parked or entry.unpark
+        if not self._on_disk(key) or (touches and key not in self._read):
+            self.taken(key)
         commit_rule.check_epoch(entry, self._states.get(key))
         rolled = self._rolled.get(key)
         written = entry if rolled is None else replace(entry, upserts=rolled | entry.upserts)
