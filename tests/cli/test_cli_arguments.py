@@ -93,7 +93,8 @@ def test_without_config(capsys: pytest.CaptureFixture[str]) -> None:
         (
             ["valdate", "--config", "c.yaml"],
             "watukuy-source: argument COMMAND: invalid choice: 'valdate' (choose from 'run', "
-            "'validate', 'tail', 'reset', 'replay', 'status', 'state'); see 'watukuy-source --help'",
+            "'validate', 'tail', 'reset', 'replay', 'status', 'state'); "
+            "see 'watukuy-source --help'",
         ),
         (
             ["tail", "--poller", "p", "--max-messages", "many"],
