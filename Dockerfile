@@ -24,6 +24,9 @@ ARG WATUKUY_COMMIT=unknown
 ENV WATUKUY_COMMIT=${WATUKUY_COMMIT}
 
 RUN useradd --system --uid 10001 --no-create-home watukuy
+# runner.state.dir of config/compose.yaml and the Kubernetes ConfigMap: a volume mounted here
+# starts owned by the runner's user (Docker copies this directory's owner into a new volume).
+RUN mkdir -p /var/lib/watukuy && chown watukuy:watukuy /var/lib/watukuy
 USER watukuy
 WORKDIR /opt/watukuy
 EXPOSE 8083

@@ -1,5 +1,5 @@
 """``watukuy-source``: run a runner instance, validate a config, reset or replay a key, tail,
-status.
+status, and look at or wipe the runner's local state store (``state info|wipe``).
 
 Every failure a user can fix ends in one line naming the problem and a non-zero exit code:
 2 for a bad config or argument, 1 for everything else. ``--debug`` adds the traceback.
@@ -95,7 +95,28 @@ def build_parser() -> argparse.ArgumentParser:
             )
     status = command("status", "print each partition's status from <prefix>.status")
     status.add_argument("--poller", help="only this poller's partitions")
+    _state_commands(command("state", "look at or wipe this runner's local state store"))
     return parser
+
+
+def _state_commands(state: argparse.ArgumentParser) -> None:
+    """``state info`` and ``state wipe``: the store under ``runner.state.dir``."""
+    actions = state.add_subparsers(dest="state_command", metavar="ACTION", required=True)
+    for name, what in (
+        ("info", "path, size, and per Kafka partition keys, records, offsets, lag, last write"),
+        ("wipe", "delete the store (or --partition's) while its runner is stopped"),
+    ):
+        sub = actions.add_parser(name, help=what, description=what)
+        _common(sub, suppress=True)
+        if name == "info":
+            sub.add_argument("--format", choices=("text", "json"), default="text")
+        else:
+            sub.add_argument(
+                "--partition",
+                type=int,
+                action="append",
+                help="only this Kafka partition of the store (repeat for more)",
+            )
 
 
 def parse_from(text: str, now: datetime) -> str:
@@ -205,6 +226,14 @@ def _dispatch(
         from watukuy.status_cli import status
 
         status(config, args.poller)
+        return 0
+    if command == "state":
+        from watukuy import state_cli
+
+        if args.state_command == "info":
+            state_cli.info(config, fmt=args.format)
+        else:
+            state_cli.wipe(config, args.partition)
         return 0
     if command == "tail":
         from watukuy.tail_cli import tail

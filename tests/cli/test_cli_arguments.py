@@ -25,6 +25,7 @@ COMMANDS: dict[str | None, list[str]] = {
     "replay": ["--poller", "invoices", "--from", "2h"],
     "tail": ["--poller", "invoices"],
     "status": [],
+    "state": ["info"],
 }
 
 
@@ -92,7 +93,8 @@ def test_without_config(capsys: pytest.CaptureFixture[str]) -> None:
         (
             ["valdate", "--config", "c.yaml"],
             "watukuy-source: argument COMMAND: invalid choice: 'valdate' (choose from 'run', "
-            "'validate', 'tail', 'reset', 'replay', 'status'); see 'watukuy-source --help'",
+            "'validate', 'tail', 'reset', 'replay', 'status', 'state'); "
+            "see 'watukuy-source --help'",
         ),
         (
             ["tail", "--poller", "p", "--max-messages", "many"],

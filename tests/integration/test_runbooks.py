@@ -48,6 +48,7 @@ SESSION = "6s"  # the runners' session timeout: a stopped instance's keys move a
 DEADLINE = 60.0  # generous: the machine is shared; every wait is for a condition
 PARTITIONS = 8  # the runners' topics.partitions
 HANGING = "A partition waits for a hanging transaction"  # run by a test of its own
+LOCAL = "The local state store"  # run by a test of its own, with runner.state.dir set
 
 
 @dataclass
@@ -170,12 +171,17 @@ def events(bootstrap: str, prefix: str) -> dict[str, list[dict[str, Any]]]:
         resolver.close()
 
 
-def write_runner(tmp: Path, bootstrap: str, prefix: str, name: str) -> tuple[Path, str]:
+def write_runner(
+    tmp: Path, bootstrap: str, prefix: str, name: str, state_dir: Path | None = None
+) -> tuple[Path, str]:
     port = free_port()
+    runner: dict[str, Any] = {"id": name, "session.timeout": SESSION, "commit.interval": "100ms"}
+    if state_dir is not None:
+        runner["state.dir"] = str(state_dir)
     config = {
         "kafka": {"bootstrap.servers": bootstrap},
         "topics": {"prefix": prefix, "partitions": PARTITIONS},
-        "runner": {"id": name, "session.timeout": SESSION, "commit.interval": "100ms"},
+        "runner": runner,
         "rest": {"listen": f"127.0.0.1:{port}"},
         "pollers": [
             {
@@ -295,7 +301,8 @@ def test_every_runbook_runs_as_written(
         if key != replayed:
             assert len({e["id"] for e in found}) == len(found), key
     ran = {(b.section, b.text) for b in book.ran}
-    every = {(b.section, b.text) for b in blocks() if b.run and b.section != HANGING}
+    own = {HANGING, LOCAL}  # each run by a test of its own
+    every = {(b.section, b.text) for b in blocks() if b.run and b.section not in own}
     assert ran == every, "a runbook block was not run"
 
 
@@ -542,3 +549,51 @@ def test_a_hanging_transaction_ends_as_its_runbook_says(
         # Aborted at the partition already; the coordinator may refuse it.
         with contextlib.suppress(KafkaException):
             producer.abort_transaction(30)
+
+
+def test_the_local_state_store_runbook_runs_as_written(
+    book: Book, simulator: Simulator, kafka_bootstrap: str, prefix: str, tmp_path: Path
+) -> None:
+    bootstrap = kafka_bootstrap
+    tenants = [t["id"] for t in simulator.tenants]
+    config, rest = write_runner(tmp_path, bootstrap, prefix, "runner-1", tmp_path / "state")
+    runner = Runner("runner-1", config, book.env, tmp_path / "runner-1.log").start()
+    assert runner.process is not None
+    reap(runner.process)
+    book.daemons.append(runner.process)
+    book.env.update(CONFIG=str(config), REST=rest)
+    wait_for(
+        lambda: all(len(events(bootstrap, prefix)[t]) == ITEMS for t in tenants),
+        DEADLINE,
+        "every tenant's backlog",
+    )
+    store = tmp_path / "state" / prefix / "runner-1"
+
+    # What the store holds: a row per Kafka partition the runner owns, once it wrote them.
+    shown = book.run(LOCAL, 0)[0]
+    assert shown.startswith(f"local state store {store}\nsize on disk: "), shown
+    table = book.again(LOCAL, 0, 0, lambda text: len(text.splitlines()) == 3 + PARTITIONS and text)
+    assert table.splitlines()[2].split()[:3] == ["PARTITION", "KEYS", "RECORDS"]
+    keys = sum(int(row.split()[1]) for row in table.splitlines()[3:])
+    assert keys == len(tenants), table
+
+    # Stopped, wiped, started again: rebuilt from the topics, nothing published twice.
+    out = book.run(LOCAL, 1, RUNNER_PID=str(runner.process.pid))
+    assert runner.process.wait(5) == 0
+    assert out[-1].startswith(f"local state store {store}"), out[-1]
+    wiped = tmp_path / "daemon-1.log"  # the restarted runner's log (the book's second daemon)
+    wait_for(
+        lambda: wiped.exists() and wiped.read_text().count("restored partition") >= PARTITIONS,
+        DEADLINE,
+        "the restarted runner's restores",
+    )
+    book.again(
+        LOCAL,
+        1,
+        5,
+        lambda text: sum(int(r.split()[1]) for r in text.splitlines()[3:]) == len(tenants),
+    )
+    for tenant in tenants:
+        found = events(bootstrap, prefix)[tenant]
+        assert [e["sequence"] for e in found] == list(range(1, ITEMS + 1)), tenant
+    assert {b.text for b in book.ran} == {b.text for b in run_blocks(LOCAL)}

@@ -43,11 +43,23 @@ def services() -> dict[str, Any]:
     return found
 
 
+def named_volumes(service: dict[str, Any]) -> dict[PurePosixPath, str]:
+    """A service's named volumes: the path in the container -> the volume's name."""
+    found: dict[PurePosixPath, str] = {}
+    for volume in service.get("volumes", []):
+        source, target, *_ = volume.split(":")
+        if not source.startswith((".", "/")):
+            found[PurePosixPath(target)] = source
+    return found
+
+
 def mounts(service: dict[str, Any]) -> dict[PurePosixPath, Path]:
     """A service's bind mounts: the path in the container -> the path in this repository."""
     found: dict[PurePosixPath, Path] = {}
     for volume in service.get("volumes", []):
         source, target, *mode = volume.split(":")
+        if PurePosixPath(target) in named_volumes(service):
+            continue
         assert source.startswith("./"), f"{volume}: only files of the repository are mounted"
         assert mode == ["ro"], f"{volume}: mounted read-only"
         found[PurePosixPath(target)] = REPO / source
@@ -193,6 +205,17 @@ def test_runners_poll_the_vendor_and_use_the_registry(services: dict[str, Any]) 
         assert url == f"http://registry:{registry_port}{CCOMPAT_PATH}"
         # Declarative: no module of the user's is needed to start it.
         assert all("name" in poller and "python" not in poller for poller in config["pollers"])
+
+
+def test_each_runners_state_dir_is_on_a_named_volume(services: dict[str, Any]) -> None:
+    declared = load(COMPOSE).get("volumes") or {}
+    for name in RUNNERS:
+        config = load(runner_config(services[name]))
+        state_dir = PurePosixPath(config["runner"]["state.dir"])
+        volume = named_volumes(services[name]).get(state_dir)
+        assert volume in declared, f"{name}: {state_dir} is not on a declared named volume"
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert f"chown watukuy:watukuy {state_dir}" in dockerfile  # a new volume is the runner's
 
 
 def test_every_mounted_file_exists(services: dict[str, Any]) -> None:

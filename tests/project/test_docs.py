@@ -41,6 +41,7 @@ RUNBOOKS = (
     "Triage and retry parked items from the DLQ",
     "Scale out and in",
     "Rolling upgrade",
+    "The local state store",
     "What to alert on",
 )
 ALERTS = REPO / "integration" / "compose" / "alerts.yml"

@@ -76,10 +76,19 @@ def runner_yaml() -> tuple[str, str]:
     return config.name, data[config.name]
 
 
+def pod_volumes() -> dict[str, dict[str, Any]]:
+    """The pod's volumes by name, each claim of the volume claim templates as
+    ``{"claim": its template}``."""
+    statefulset = only("StatefulSet")["spec"]
+    volumes = {volume["name"]: volume for volume in statefulset["template"]["spec"]["volumes"]}
+    for claim in statefulset.get("volumeClaimTemplates", []):
+        volumes[claim["metadata"]["name"]] = {"name": claim["metadata"]["name"], "claim": claim}
+    return volumes
+
+
 def mounted(directory: PurePosixPath) -> dict[str, Any]:
     """The pod volume mounted at ``directory`` in the runner container."""
-    spec = only("StatefulSet")["spec"]["template"]["spec"]
-    volumes = {volume["name"]: volume for volume in spec["volumes"]}
+    volumes = pod_volumes()
     for mount in runner_container()["volumeMounts"]:
         if PurePosixPath(mount["mountPath"]) == directory:
             volume: dict[str, Any] = volumes[mount["name"]]
@@ -119,8 +128,7 @@ def pod_environment() -> dict[str, str]:
 def lay_out_mounts(root: Path) -> Path:
     """The runner container's ConfigMap and Secret volumes written under ``root`` at their mount
     paths; returns where the config file is."""
-    spec = only("StatefulSet")["spec"]["template"]["spec"]
-    volumes = {volume["name"]: volume for volume in spec["volumes"]}
+    volumes = pod_volumes()
     for mount in runner_container()["volumeMounts"]:
         volume = volumes[mount["name"]]
         target = root / mount["mountPath"].lstrip("/")
@@ -258,6 +266,22 @@ def test_the_loaded_config_is_what_the_pod_runs(
     assert config.rest.port == rest_port() and config.rest.host == "0.0.0.0"
     assert config.kafka["sasl.password"] == secret_values()["kafka-password"]
     assert config.topics.replication_factor >= 3  # a production cluster
+
+
+def test_the_state_dir_is_on_a_claim_of_each_pod_its_own() -> None:
+    """runner.state.dir is where a volume claim template is mounted, writable, so a pod's local
+    state store survives a restart and no two pods share one."""
+    _, text = runner_yaml()
+    state_dir = PurePosixPath(yaml.safe_load(text)["runner"]["state.dir"])
+    volume = mounted(state_dir)
+    assert "claim" in volume, f"{state_dir} is not on a volume claim template"
+    claim = volume["claim"]["spec"]
+    assert claim["accessModes"] == ["ReadWriteOnce"]
+    assert claim["resources"]["requests"]["storage"]
+    (mount,) = (m for m in runner_container()["volumeMounts"] if m["name"] == volume["name"])
+    assert not mount.get("readOnly", False)
+    pod = only("StatefulSet")["spec"]["template"]["spec"]["securityContext"]
+    assert pod["fsGroup"] == pod["runAsGroup"]  # the claim is writable by the runner's group
 
 
 def test_no_secret_value_is_in_the_configmap() -> None:
