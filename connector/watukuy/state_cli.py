@@ -147,24 +147,10 @@ def _read(path: Path, layout: TopicLayout) -> tuple[StoreInfo, dict[int, int]]:
         ) from exc
     try:
         found = local.info()
-        keys = {p.kafka_partition: _state_keys(local, p.kafka_partition) for p in found.partitions}
+        keys = {p.kafka_partition: p.by_topic.get(layout.state, 0) for p in found.partitions}
     finally:
         local.close()
     return found, keys
-
-
-def _state_keys(local: LocalState, kafka_partition: int) -> int:
-    """How many state records (keys) the store holds of the partition.
-
-    ``StoreInfo`` counts every record together; this counts the state topic's alone, through
-    the store's own layout (see :mod:`watukuy.store.kafka.local`)."""
-    from watukuy.store.kafka.local import _KINDS, _PARTITION, _RECORD, _next, _scan
-
-    db = local._db
-    if db is None:
-        return 0
-    lo = _RECORD + _PARTITION.pack(kafka_partition) + _KINDS[0]
-    return sum(1 for _ in _scan(db, lo, _next(lo), values=False))
 
 
 def _partition(found: PartitionInfo, keys: int, now_ms: int) -> dict[str, Any]:

@@ -14,6 +14,7 @@ started with one ``runner.id``.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from integration.faults.harness import POLLER_NAME, FaultContext, RunnerPool, result
 from integration.faults.report import Result
@@ -79,7 +80,7 @@ def twins(pool: RunnerPool) -> tuple[list[str], str | None]:
     first = pool.runners["r1"]
     # On a host of its own (another state directory): on one host the local state store's lock
     # stops the second process at once, before it reaches the group.
-    elsewhere = {"state.dir": str(pool.workdir / "state-twin")}
+    elsewhere: dict[str, Any] = {"state.dir": str(pool.workdir / "state-twin")}
     twin = pool.add("r1-twin", runner_id="r1", faults=HOLD, **elsewhere).start()
     try:
         wait_for(lambda: not (first.running and twin.running), 60, "one of the twins to stop")

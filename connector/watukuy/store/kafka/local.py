@@ -107,6 +107,7 @@ class PartitionInfo:
     offsets: dict[str, int]  # topic -> next offset to read
     records: int
     written_ms: int
+    by_topic: dict[str, int]  # topic -> records (the state topic's: keys, and commands)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,13 +147,13 @@ class LocalState:
                     "runner.state.dir",
                 ) from exc
             _wipe_dir(path, f"it cannot be opened ({exc})")
-            db = _open_db(path)
+            db = _reopened(path)
         stored = db.get(_META)
         reason = None if stored is None else identity.differs(stored)
         if reason is not None:
             db.close()
             _wipe_dir(path, reason)
-            db = _open_db(path)
+            db = _reopened(path)
         if reason is not None or stored is None:
             db.put(_META, identity.encode())
         return cls(path, db, layout)
@@ -346,12 +347,16 @@ class LocalState:
         for kafka_partition, offsets in sorted(partitions.items()):
             lo = _RECORD + _PARTITION.pack(kafka_partition)
             written = db.get(_WRITTEN + _PARTITION.pack(kafka_partition))
+            counts = dict.fromkeys(self._kind, 0)
+            for key in _scan(db, lo, _next(lo), values=False):
+                counts[self._topic[key[len(lo) : len(lo) + 1]]] += 1
             out.append(
                 PartitionInfo(
                     kafka_partition,
                     offsets,
-                    sum(1 for _ in _scan(db, lo, _next(lo), values=False)),
+                    sum(counts.values()),
                     _I64.unpack(written)[0] if written else 0,
+                    counts,
                 )
             )
         return StoreInfo(str(self.path), _size(self.path), out)
@@ -364,6 +369,18 @@ def _open_db(path: Path) -> rocksdict.Rdict:
     # A write batch either survives a crash whole or not at all, and nothing after a torn one.
     options.set_wal_recovery_mode(rocksdict.DBRecoveryMode.point_in_time())
     return rocksdict.Rdict(str(path), options)
+
+
+def _reopened(path: Path) -> rocksdict.Rdict:
+    """A store made again after a wipe; ``ConfigError`` if even that fails (a full disk)."""
+    try:
+        return _open_db(path)
+    except Exception as exc:  # rocksdict raises plain exceptions
+        raise ConfigError(
+            f"cannot create the local state store at {path}: {exc} (a full disk? free space, "
+            "or unset runner.state.dir to keep state in memory)",
+            "runner.state.dir",
+        ) from exc
 
 
 def _wipe_dir(path: Path, why: str) -> None:
