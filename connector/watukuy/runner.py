@@ -69,6 +69,7 @@ def kafka_store(
             # Without a group it is a CLI command beside the running runners: their stores
             # are theirs (one process at a time may open one).
             state_dir=runner.state_dir if use_group else None,
+            standby_replicas=runner.standby_replicas,
         ),
         observers=observers,
         clients=clients,

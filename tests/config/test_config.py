@@ -151,6 +151,7 @@ def test_minimal_file_gets_every_default(
             "startup.timeout": "15s",
             "state.dir": None,
             "snapshot.cache.entries": 1000000,
+            "standby.replicas": 1,
         },
         "rest": {"listen": "127.0.0.1:8083", "auth": "none"},
         "budgets": {},

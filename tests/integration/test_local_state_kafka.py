@@ -24,6 +24,8 @@ from tests.integration.kafka_support import (
 from watukuy import Engine
 from watukuy.core.observe import Observer
 from watukuy.store.kafka.local import state_path
+from watukuy.store.kafka.standby import STANDBY_EVERY
+from watukuy.store.kafka.store import KafkaStore
 
 
 class Restores(Observer):
@@ -143,3 +145,86 @@ async def test_a_store_written_for_other_topics_is_wiped_with_one_line_saying_wh
     assert restores.keys == 0  # nothing of the old topics came back from the disk
     read = await asyncio.to_thread(read_topic, kafka_bootstrap, f"{prefix}.events.invoices")
     assert read.count == 120  # the new topics got every item once
+
+
+class PerPartition(Observer):
+    def __init__(self) -> None:
+        self.records: dict[int, int] = {}
+
+    def restore_done(self, kafka_partition: int, keys: int, records: int, seconds: float) -> None:
+        self.records[kafka_partition] = records
+
+
+async def _takeover_reads(
+    env: Env, bootstrap: str, prefix: str, state_dir: Path, replicas: int
+) -> tuple[int, int]:
+    """Two runners share the keys; r2 stops; how many records r1 read from the topics to
+    take r2's partitions over, and how many those partitions hold."""
+    seen = {name: PerPartition() for name in ("r1", "r2")}
+    stores = {
+        name: make_store(
+            bootstrap,
+            prefix,
+            name,
+            observers=seen[name],
+            state_dir=str(state_dir),
+            standby_replicas=replicas,
+            session_timeout=6.0,
+        )
+        for name in ("r1", "r2")
+    }
+    engines = {
+        name: env.make_engine(env.make_poller(limit=10), store=s) for name, s in stores.items()
+    }
+    for engine in engines.values():
+        await engine.__aenter__()
+    try:
+        await wait_shared(stores)
+        for engine in engines.values():
+            await engine.tick()
+        moved = set(stores["r2"].owned_kafka_partitions())
+        total = sum(seen["r2"].records.get(p, 0) for p in moved)
+        await asyncio.sleep(STANDBY_EVERY * 2 + 2)  # r1 looks at the group, keeps r2's warm
+        for engine in engines.values():  # more written to r2's partitions while r1 watches
+            for tenant in env.tenants:
+                env.sim.create_item(tenant.id)
+            env.clock.advance(60)
+            await engine.tick()
+        await asyncio.sleep(2)
+        seen["r1"].records.clear()
+        await engines.pop("r2").close()
+        await wait_owned(stores["r1"], 4)
+        return sum(seen["r1"].records.get(p, 0) for p in moved), total
+    finally:
+        for engine in engines.values():
+            await engine.close()
+
+
+async def wait_shared(stores: dict[str, KafkaStore]) -> None:
+    """Until the stores own every partition between them, each some."""
+    shared = asyncio.Event()
+
+    def check() -> None:
+        owned = [s.owned_kafka_partitions() for s in stores.values()]
+        if sum(map(len, owned)) == 4 and all(owned):
+            shared.set()
+
+    for store in stores.values():
+        store.watch(check)
+    check()
+    async with asyncio.timeout(60):
+        await shared.wait()
+
+
+async def test_a_standby_makes_a_takeover_read_only_what_was_written_since(
+    env: Env, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    prefixes = [unique_prefix(), unique_prefix()]
+    try:
+        warm, _ = await _takeover_reads(env, kafka_bootstrap, prefixes[0], tmp_path / "a", 1)
+        cold, _ = await _takeover_reads(env, kafka_bootstrap, prefixes[1], tmp_path / "b", 0)
+    finally:
+        for prefix in prefixes:
+            delete_prefix(kafka_bootstrap, prefix)
+    assert cold >= 40  # without a standby: every item record of r2's partitions, read again
+    assert warm < cold / 4

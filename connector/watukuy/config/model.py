@@ -106,6 +106,7 @@ class RunnerSettings:
     startup_timeout: float = 15.0
     state_dir: str | None = None  # the local state store's root; None: state in memory only
     snapshot_cache_entries: int = 1_000_000
+    standby_replicas: int = 1
     secret_fields: frozenset[str] = _secret_field()
 
     __repr__ = _redacting_repr
@@ -245,6 +246,7 @@ class RunnerConfig:
                 "startup.timeout": format_duration(runner.startup_timeout),
                 "state.dir": runner.state_dir,
                 "snapshot.cache.entries": runner.snapshot_cache_entries,
+                "standby.replicas": runner.standby_replicas,
             },
             "rest": self._rest(),
             "budgets": self.budgets,

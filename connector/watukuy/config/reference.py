@@ -98,6 +98,14 @@ RUNNER_KEYS: tuple[KeyDoc, ...] = (
         "gained since. Unset: state is held in memory and restored from the topics at start.",
     ),
     KeyDoc(
+        "runner.standby.replicas",
+        "int",
+        1,
+        "With runner.state.dir: how many other runners' partitions this one keeps warm on "
+        "disk (the next ones by runner.id), so taking one over replays only its newest "
+        "records. 0: none. Takes effect once the group has two runners or more.",
+    ),
+    KeyDoc(
         "runner.snapshot.cache.entries",
         "int",
         1_000_000,

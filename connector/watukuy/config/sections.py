@@ -59,6 +59,7 @@ RUNNER_KEYS = {
     "startup.timeout": "startup_timeout",
     "state.dir": "state_dir",
     "snapshot.cache.entries": "snapshot_cache_entries",
+    "standby.replicas": "standby_replicas",
 }
 REST_KEYS: dict[str, str | tuple[str, ...]] = {
     "listen": ("host", "port"),
@@ -186,8 +187,16 @@ def parse_runner(raw: object, prefix: str, secrets: Secrets) -> RunnerSettings:
         startup_timeout=_duration(given, "runner.startup.timeout", "15s", secrets),
         state_dir=_state_dir(given.get("state.dir")),
         snapshot_cache_entries=_count(given, "runner.snapshot.cache.entries", 1_000_000, secrets),
+        standby_replicas=_replicas(given.get("standby.replicas", 1)),
         secret_fields=frozenset(_secret_fields(secrets, "runner", RUNNER_KEYS)),
     )
+
+
+def _replicas(value: object) -> int:
+    """``runner.standby.replicas``: 0 (none) or more."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"must be an integer >= 0, got {value!r}", "runner.standby.replicas")
+    return value
 
 
 def _state_dir(value: object) -> str | None:

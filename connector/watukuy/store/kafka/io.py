@@ -53,7 +53,8 @@ from watukuy.store.kafka.notifications import (
 )
 from watukuy.store.kafka.rebalance import Membership
 from watukuy.store.kafka.settings import KafkaSettings
-from watukuy.store.kafka.tail import Restores
+from watukuy.store.kafka.standby import Standbys
+from watukuy.store.kafka.tail import Restores, watermarks
 from watukuy.store.kafka.transactions import Done, Requests, Transactions
 
 __all__ = [
@@ -227,6 +228,17 @@ class KafkaIO:
         written = tail_consumer(settings, clients, committed=False)
         events = tail_consumer(settings, clients)  # reads restores' events (see .catchup)
         self._consumers = [tail, stable, written, events]
+        standbys = None
+        if self._disk is not None and settings.use_group and settings.standby_replicas > 0:
+            standbys = Standbys(
+                settings,
+                self._disk,
+                self._leases,
+                clock,
+                tail=tail,
+                watermarks=lambda tp: watermarks(stable, tp, clock),
+                me=self._member_name,
+            )
         return Restores(
             settings.layout,
             self._leases,
@@ -239,7 +251,15 @@ class KafkaIO:
             transaction_timeout=settings.transaction_timeout,
             bootstrap=bootstrap_of(settings.kafka),
             disk=self._disk,
+            standbys=standbys,
         )
+
+    def _member_name(self) -> str | None:
+        """This runner as the group's description names it (its standbys are chosen by it)."""
+        if self.settings.static_membership:
+            return self.settings.runner_id
+        group = None if self._parts is None else self._parts.membership.group
+        return None if group is None else group.memberid()
 
     def _pump(self, parts: _Parts) -> None:
         restores, transactions, membership = parts.restores, parts.transactions, parts.membership
@@ -254,6 +274,8 @@ class KafkaIO:
             self._acquire.clear()
         membership.acquire(acquire)
         restores.start_settled()
+        if restores.standbys is not None:
+            restores.standbys.refresh()
         restores.read()
         transactions.send_plain()
         if transactions.due:
@@ -263,6 +285,10 @@ class KafkaIO:
             # What the restores read from it is gone with it: restore every partition again,
             # from the topics alone (the store is closed: nothing reads or writes it now).
             self._disk = None
+            standbys, restores.standbys = restores.standbys, None
+            if standbys is not None:
+                for kafka_partition in sorted(standbys.kept):
+                    standbys.release(kafka_partition)
             membership.rejoin()
 
     def _close(self, parts: _Parts) -> None:

@@ -28,6 +28,8 @@ class KafkaSettings:
     handlers_group: str | None = None
     # The local state store's root (``runner.state.dir``); ``None``: state in memory only.
     state_dir: str | None = None
+    # Partitions of other runners kept warm in the local state store (see .standby_rule).
+    standby_replicas: int = 1
 
     @property
     def group(self) -> str:

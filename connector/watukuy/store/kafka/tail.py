@@ -30,6 +30,7 @@ from watukuy.store.kafka.hanging_rule import HANGING_MARGIN, REPORT_EVERY, abort
 from watukuy.store.kafka.lease import Lease, Leases, LeaseState
 from watukuy.store.kafka.notifications import CommandReceived, Notify, Restored
 from watukuy.store.kafka.restore import RestoredKeys, command_of
+from watukuy.store.kafka.standby import Standbys
 from watukuy.store.kafka.topics import TopicLayout
 
 log = logging.getLogger("watukuy.kafka")
@@ -126,11 +127,13 @@ class Restores:
         transaction_timeout: float = 10.0,
         bootstrap: str = "<bootstrap>",
         disk: DiskCopy | None = None,
+        standbys: Standbys | None = None,
     ) -> None:
         """``disk``: the local state store's copy; a restore starts from it and the records
         read are kept there."""
         self._layout = layout
         self._disk = disk
+        self.standbys = standbys
         # Past this, an open transaction is not one the coordinator will end (it aborts after
         # transaction.timeout.ms, checking every 10 s by default): it hangs.
         self._hanging_after = transaction_timeout + HANGING_MARGIN
@@ -273,6 +276,8 @@ class Restores:
         restoring = _Restoring(lease, ends, self._clock.monotonic())
         starts = dict.fromkeys(ends, OFFSET_BEGINNING)
         resumed = None
+        if self.standbys is not None:
+            self.standbys.release(kafka_partition)  # ours now: restored from where it stands
         if self._disk is not None:
             resumed = self._disk.resume(kafka_partition, bounds, restoring.keys)
         if resumed is not None:
@@ -326,7 +331,9 @@ class Restores:
         value: bytes | None = message.value()
         restoring = self._restoring.get(kafka_partition)
         disk = self._disk
-        if disk is not None and (restoring is not None or topic == self._state):
+        if disk is not None and (
+            restoring is not None or topic == self._state or self._standing_by(kafka_partition)
+        ):
             disk.read(kafka_partition, topic, key, value, message.timestamp()[1], message.offset())
         if restoring is not None:
             restoring.records += 1
@@ -342,6 +349,9 @@ class Restores:
             command = command_of(key, value) if lease is not None and lease.owned else None
             if command is not None:  # None: a newer release wrote it, and it is left for one
                 self._notify(CommandReceived(kafka_partition, command, key))
+
+    def _standing_by(self, kafka_partition: int) -> bool:
+        return self.standbys is not None and kafka_partition in self.standbys.kept
 
     def _check_restored(self, kafka_partition: int) -> None:
         restoring = self._restoring[kafka_partition]
