@@ -28,7 +28,7 @@ from watukuy.control.status import StatusTopic, key_statuses
 from watukuy.control.transformrecords import fingerprint_of
 from watukuy.core.errors import WatukuyError
 from watukuy.core.lifecycle import Target
-from watukuy.core.observe import Observer
+from watukuy.core.observe import Observer, StateFigures
 from watukuy.engine.engine import Engine
 from watukuy.observe.metrics import PrometheusObserver
 from watukuy.rest.port import Metrics
@@ -76,6 +76,21 @@ def kafka_store(
     )
 
 
+def state_figures(engine: Engine, store: KafkaStore) -> StateFigures:
+    """Where the runner's state lives, for the metrics."""
+    snapshots = engine.snapshots
+    disk_bytes, standbys, from_disk = store.local_figures()
+    return StateFigures(
+        snapshot_keys=snapshots.keys,
+        snapshot_entries=snapshots.entries,
+        snapshot_hits=snapshots.hits,
+        snapshot_loads=snapshots.loads,
+        disk_bytes=disk_bytes,
+        standby_partitions=standbys,
+        restored_from_disk=from_disk,
+    )
+
+
 class StoreFailed(Exception):
     """The Kafka thread stopped; the instance cannot go on."""
 
@@ -100,6 +115,7 @@ async def run(config: RunnerConfig, *, clients: ClientFactory | None = None) -> 
         observers=metrics,
     )
     metrics.watch(engine.inspect, lambda: engine.pollers)
+    metrics.watch_state(partial(state_figures, engine, store))
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from watukuy.config import ConfigError, parse_config
 from watukuy.core.inspect import PollerInspect
-from watukuy.core.observe import OutcomeKind
+from watukuy.core.observe import OutcomeKind, StateFigures
 from watukuy.core.poller import StreamOf, define_poller
 from watukuy.observe.metrics import PrometheusObserver
 
@@ -345,3 +345,25 @@ def test_a_stream_pollers_series_name_its_connector_and_stream() -> None:
             if n == "watukuy_http_request_duration_seconds_count"
         }
         assert latency == {"issues"}
+
+
+def test_where_state_lives_is_read_at_each_scrape() -> None:
+    figures = [StateFigures(snapshot_keys=3, snapshot_entries=1500, snapshot_hits=7)]
+    observer = PrometheusObserver(process=False)
+    observer.watch_state(lambda: figures[-1])
+    samples = scrape(observer)
+    assert values(samples, "watukuy_snapshot_cache_keys") == {(): 3}
+    assert values(samples, "watukuy_snapshot_cache_entries") == {(): 1500}
+    assert values(samples, "watukuy_snapshot_cache_hits_total") == {(): 7}
+    assert values(samples, "watukuy_local_state_bytes") == {}  # no local state store
+
+    figures.append(
+        StateFigures(
+            snapshot_loads=2, disk_bytes=4096, standby_partitions=4, restored_from_disk=900
+        )
+    )
+    samples = scrape(observer)
+    assert values(samples, "watukuy_snapshot_cache_loads_total") == {(): 2}
+    assert values(samples, "watukuy_local_state_bytes") == {(): 4096}
+    assert values(samples, "watukuy_standby_partitions") == {(): 4}
+    assert values(samples, "watukuy_restore_records_from_disk_total") == {(): 900}

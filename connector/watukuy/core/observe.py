@@ -18,6 +18,7 @@ exception to its kind by the shape the HTTP and store errors share (``status``, 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -112,6 +113,20 @@ def status_class(status: int | None) -> str:
     if status is None or not 100 <= status <= 599:
         return "none"
     return f"{status // 100}xx"
+
+
+@dataclass(frozen=True, slots=True)
+class StateFigures:
+    """Where a runner's state lives, read at each scrape: the snapshots the engine holds in
+    memory (:mod:`watukuy.engine.snapshots`) and the local state store, if there is one."""
+
+    snapshot_keys: int = 0
+    snapshot_entries: int = 0
+    snapshot_hits: int = 0
+    snapshot_loads: int = 0
+    disk_bytes: int | None = None  # None: no local state store
+    standby_partitions: int = 0
+    restored_from_disk: int = 0  # records restores took from the store instead of Kafka
 
 
 class Observer:

@@ -33,7 +33,7 @@ from watukuy.engine.operations import Operations, ParkedApi
 from watukuy.engine.polling import KeyPoller
 from watukuy.engine.progress import LaneProgress
 from watukuy.engine.roster import KeyNotActive, Roster
-from watukuy.engine.snapshots import DEFAULT_BUDGET
+from watukuy.engine.snapshots import DEFAULT_BUDGET, Snapshots
 from watukuy.http import HttpClient
 from watukuy.store.base import Command, KeyCommit, Store
 from watukuy.store.memory import MemoryStore
@@ -122,6 +122,11 @@ class Engine:
             self._roster, self._dispatcher, self._ops, self._prepare, self._wake.set
         )
         self.offsets = OffsetsApi(self._connectors)
+
+    @property
+    def snapshots(self) -> Snapshots:
+        """Which keys hold their snapshot in memory (figures for metrics)."""
+        return self._roster.snapshots
 
     def _prepare(self, poller: object, path: str) -> Poller:
         """A poller given at run time, checked as the constructor checks its list."""

@@ -42,8 +42,9 @@ from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from watukuy.core.inspect import PollerInspect
-from watukuy.core.observe import Observer, OutcomeKind, status_class
+from watukuy.core.observe import Observer, OutcomeKind, StateFigures, status_class
 from watukuy.core.poller import Poller, StreamOf
+from watukuy.observe.statemetrics import StateCollector
 
 __all__ = ["CIRCUIT_STATES", "PrometheusObserver"]
 
@@ -254,6 +255,10 @@ class PrometheusObserver(Observer):
         ``pollers`` says which poller is a stream of which connector."""
         self._inspect = inspect
         self._pollers = pollers
+
+    def watch_state(self, figures: Callable[[], StateFigures]) -> None:
+        """Read where state lives (snapshot cache, local state store) at each scrape."""
+        self.registry.register(StateCollector(figures))
 
     def render(self) -> tuple[bytes, str]:
         """The scrape: Prometheus' text format and its content type."""

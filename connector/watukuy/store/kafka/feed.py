@@ -32,10 +32,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from watukuy.core.errors import Retriable
 from watukuy.core.events import Event
+from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem
 from watukuy.serde.consumer import Decoder
 from watukuy.serde.events import SchemaNotFound, UndecodableEvent
 from watukuy.store.kafka import clients
+from watukuy.store.kafka.settings import KafkaSettings
 
 log = logging.getLogger("watukuy.kafka.handlers")
 
@@ -43,6 +45,31 @@ BATCH = 500
 POLL_TIMEOUT = 0.1
 COMMIT_EVERY = 1.0  # seconds between offset commits while events are being handled
 MAX_IN_FLIGHT = 10_000  # events fetched and not yet handled before the consumer pauses
+
+
+def handlers_feed(
+    poller: str,
+    settings: KafkaSettings,
+    known: Callable[[str], Poller | None],
+    decoder: Callable[[], tuple[Decoder, Callable[[], None]]],
+    dead_letter: Callable[[ParkedItem], Awaitable[None]],
+) -> KafkaEventFeed:
+    """The feed of ``poller``'s events topic in its handlers' group (``known``: the poller's
+    definition now, for a topic override given at run time)."""
+
+    def topic() -> str:
+        defined = known(poller)
+        return settings.layout.events(poller, None if defined is None else defined.topic)
+
+    def config() -> dict[str, object]:
+        group = settings.handlers_group_of(poller)
+        return handlers_config(
+            settings.kafka, group=group, session_timeout=settings.session_timeout
+        )
+
+    return KafkaEventFeed(
+        poller, topic=topic, config=config, decoder=decoder, dead_letter=dead_letter
+    )
 
 
 def handlers_config(

@@ -129,6 +129,17 @@ class KafkaIO:
         """A record outside any transaction (commands written for another owner)."""
         self._requests.send_plain(record, done)
 
+    def disk_bytes(self) -> int | None:
+        """The local state store's size on disk (``None``: none, or it failed)."""
+        disk = self._disk
+        return None if disk is None else disk.local.bytes_on_disk()
+
+    def standby_count(self) -> int:
+        """Partitions kept warm as standbys now (read from another thread: a length only)."""
+        parts = self._parts
+        standbys = None if parts is None else parts.restores.standbys
+        return 0 if standbys is None else len(standbys.kept)
+
     def acquire(self, kafka_partitions: Sequence[int]) -> None:
         """Without a group: take these partitions as if assigned (the CLI, group empty)."""
         with self._lock:

@@ -333,6 +333,10 @@ class LocalState:
 
     # -- looking at it ------------------------------------------------------------------------
 
+    def bytes_on_disk(self) -> int:
+        """What its files take (any thread: it only walks the directory)."""
+        return _size(self.path)
+
     def info(self) -> StoreInfo:
         db = self._db
         if db is None:

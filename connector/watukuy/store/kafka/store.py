@@ -33,7 +33,7 @@ from watukuy.store.kafka import clients, records
 from watukuy.store.kafka.codec import EventCodec
 from watukuy.store.kafka.disk import open_disk
 from watukuy.store.kafka.factory import ClientFactory, Clock
-from watukuy.store.kafka.feed import KafkaEventFeed, handlers_config
+from watukuy.store.kafka.feed import KafkaEventFeed, handlers_feed
 from watukuy.store.kafka.io import (
     Assigned,
     CommandReceived,
@@ -85,6 +85,7 @@ class KafkaStore:
         self._io: KafkaIO | None = None
         self._outgoing: Outgoing | None = None
         self.crashed: BaseException | None = None
+        self.restored_from_disk = 0  # records restores took from the local state store
 
     @property
     def topics(self) -> dict[str, TopicInfo]:
@@ -253,6 +254,7 @@ class KafkaStore:
         self.observer.restore_done(
             kafka_partition, len(keys.states), restored.records, restored.seconds
         )
+        self.restored_from_disk += restored.from_disk
 
     def _catch_up(self, keys: RestoredKeys, kafka_partition: int, generation: int) -> None:
         """Write at once the picture of each key whose restored state was rolled forward over
@@ -388,6 +390,16 @@ class KafkaStore:
         """Restored and committed since: only keys of partitions this instance owns."""
         return self._view.states_of(poller)
 
+    def local_figures(self) -> tuple[int | None, int, int]:
+        """The local state store's bytes on disk (``None``: none is configured), the
+        partitions it keeps warm as standbys, and the records restores took from it."""
+        io = self._io
+        return (
+            None if io is None else io.disk_bytes(),
+            0 if io is None else io.standby_count(),
+            self.restored_from_disk,
+        )
+
     def written_topics(self) -> list[str]:
         """Every topic the runners write in transactions: the internal ones, and each bound
         poller's events and DLQ topics (where :mod:`.hanging` looks for hanging ones)."""
@@ -398,24 +410,8 @@ class KafkaStore:
     def events(self, poller: str) -> KafkaEventFeed:
         """The poller's events as the whole group published them, read from its topic in the
         handlers' consumer group once someone listens (:mod:`watukuy.store.kafka.feed`)."""
-        settings = self.settings
-
-        def topic() -> str:
-            known = self._pollers.get(poller)
-            return self.layout.events(poller, None if known is None else known.topic)
-
-        def config() -> dict[str, object]:
-            group = settings.handlers_group_of(poller)
-            return handlers_config(
-                settings.kafka, group=group, session_timeout=settings.session_timeout
-            )
-
-        feed = KafkaEventFeed(
-            poller,
-            topic=topic,
-            config=config,
-            decoder=self._codec.decoder,
-            dead_letter=self._dead_letter,
+        feed = handlers_feed(
+            poller, self.settings, self._pollers.get, self._codec.decoder, self._dead_letter
         )
         self._feeds.append(feed)
         if self._io is not None and self._loop is not None:
