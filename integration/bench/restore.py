@@ -1,7 +1,7 @@
 """Restore speed on assignment: snapshot records/s and the RSS after, for a KafkaStore.
 
     PYTHONPATH=connector:. .venv/bin/python -m integration.bench.restore \
-        [--entries 1000000] [--keys 1000] [--partitions 8] [--keep-topics]
+        [--entries 1000000] [--keys 1000] [--partitions 8] [--keep-topics] [--state-dir DIR]
 
 On a fresh topics prefix, the internal topics are created the way a runner creates them
 (``ensure_topics``: compacted, ``--partitions`` partitions), then a plain (not transactional)
@@ -24,6 +24,12 @@ and restores them all, and reports:
 - ``RSS MB``: the child's resident memory after the restore, and before the store started
   (the interpreter and its imports).
 
+With ``--state-dir DIR`` (issue 25) the same topics are restored three times, each by a fresh
+child: in memory (no local state store, the row above), ``disk, cold`` (an empty local state
+store under DIR, filled as it restores), and ``disk, restart`` (the same store again, as a
+runner restarted with its disk kept: it reads only what the topics gained, here nothing).
+``from disk`` is the records the store gave instead of Kafka. DIR is emptied first.
+
 Target (issue 13): >= 200,000 records/s with 1,000,000 entries. The broker is
 ``$WATUKUY_BOOTSTRAP``, else the one in ``.watukuy/broker`` (started if not running). The
 topics are deleted at the end unless ``--keep-topics``.
@@ -35,6 +41,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -141,16 +148,19 @@ class Timings(Observer):
         self.done[kafka_partition] = (keys, records, seconds, time.monotonic())
 
 
-async def restore(bootstrap: str, prefix: str, partitions: int) -> dict[str, Any]:
+async def restore(
+    bootstrap: str, prefix: str, partitions: int, state_dir: str | None = None
+) -> dict[str, Any]:
     rss_before = rss_mb()
     timings = Timings()
     layout = TopicLayout(prefix=prefix, partitions=partitions, replication_factor=1)
-    store = KafkaStore(
-        KafkaSettings(
-            kafka={"bootstrap.servers": bootstrap}, layout=layout, runner_id="restore-bench"
-        ),
-        timings,
+    settings = KafkaSettings(
+        kafka={"bootstrap.servers": bootstrap},
+        layout=layout,
+        runner_id="restore-bench",
+        state_dir=state_dir,
     )
+    store = KafkaStore(settings, timings)
     store.bind({})
     all_owned = asyncio.Event()
 
@@ -177,14 +187,19 @@ async def restore(bootstrap: str, prefix: str, partitions: int) -> dict[str, Any
         "slowest_s": max(seconds for _, _, seconds, _ in timings.done.values()),
         "rss_before_mb": rss_before,
         "rss_mb": rss_after,
+        "from_disk": store.restored_from_disk,
     }
 
 
-def measure_in_child(bootstrap: str, prefix: str, partitions: int) -> dict[str, Any]:
+def measure_in_child(
+    bootstrap: str, prefix: str, partitions: int, state_dir: str | None = None
+) -> dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "connector")])
     command = [sys.executable, "-m", "integration.bench.restore", "--child", bootstrap, prefix]
     command += ["--partitions", str(partitions)]
+    if state_dir is not None:
+        command += ["--state-dir", state_dir]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"the restoring process failed:\n{done.stderr[-3000:]}")
@@ -195,7 +210,8 @@ def measure_in_child(bootstrap: str, prefix: str, partitions: int) -> dict[str, 
 # -- the table ------------------------------------------------------------------------------
 
 HEADER = (
-    f"{'entries':>9} {'keys':>5} {'parts':>5} {'records':>9} {'assign->restored s':>18} "
+    f"{'store':<13} {'entries':>9} {'keys':>5} {'parts':>5} {'records':>9} {'from disk':>9} "
+    f"{'assign->restored s':>18} "
     f"{'records/s':>9} {'start->restored s':>17} {'slowest partition s':>19} "
     f"{'RSS MB':>6} {'RSS before MB':>13} {'load':>5}"
 )
@@ -203,11 +219,28 @@ HEADER = (
 
 def row(r: dict[str, Any]) -> str:
     return (
-        f"{r['entries']:>9} {r['keys']:>5} {r['partitions']:>5} {r['records']:>9} "
+        f"{r['mode']:<13} {r['entries']:>9} {r['keys']:>5} {r['partitions']:>5} "
+        f"{r['records']:>9} {r['from_disk']:>9} "
         f"{r['assign_s']:>18.2f} {r['records'] / r['assign_s']:>9.0f} {r['start_s']:>17.2f} "
         f"{r['slowest_s']:>19.2f} {r['rss_mb']:>6.0f} {r['rss_before_mb']:>13.0f} "
         f"{r['load']:>5.1f}"
     )
+
+
+def _measured(
+    bootstrap: str, prefix: str, partitions: int, state_dir: str | None
+) -> list[dict[str, Any]]:
+    """The restores: in memory, then (with ``state_dir``) to an empty disk and from it."""
+    modes: list[tuple[str, str | None]] = [("memory", None)]
+    if state_dir is not None:
+        shutil.rmtree(state_dir, ignore_errors=True)
+        modes += [("disk, cold", state_dir), ("disk, restart", state_dir)]
+    results = []
+    for mode, where in modes:
+        load = os.getloadavg()[0]
+        result = measure_in_child(bootstrap, prefix, partitions, where)
+        results.append(result | {"mode": mode, "load": load})
+    return results
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -222,6 +255,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--keys", type=int, default=1000, help="keys they belong to (1000)")
     parser.add_argument("--partitions", type=int, default=8, help="topics.partitions (8)")
     parser.add_argument("--keep-topics", action="store_true", help="keep the topics written")
+    parser.add_argument(
+        "--state-dir", metavar="DIR", help="restore also with a local state store there"
+    )
     parser.add_argument("--child", nargs=2, metavar=("BOOTSTRAP", "PREFIX"), help=argparse.SUPPRESS)
     return parser
 
@@ -230,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.child:
         bootstrap, prefix = args.child
-        print(json.dumps(asyncio.run(restore(bootstrap, prefix, args.partitions))), flush=True)
+        restored = asyncio.run(restore(bootstrap, prefix, args.partitions, args.state_dir))
+        print(json.dumps(restored), flush=True)
         return 0
     if args.entries < 1 or args.keys < 1 or args.partitions < 1:
         print("restore: --entries, --keys and --partitions must be positive", file=sys.stderr)
@@ -253,14 +290,15 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-            load = os.getloadavg()[0]
-            result = measure_in_child(bootstrap, prefix, args.partitions)
+            results = _measured(bootstrap, prefix, args.partitions, args.state_dir)
         finally:
             if not args.keep_topics:
                 delete_topics(bootstrap, prefix)
-    result |= {"entries": args.entries, "partitions": args.partitions, "load": load}
     print(HEADER)
-    print(row(result))
+    for result in results:
+        result |= {"entries": args.entries, "partitions": args.partitions}
+        print(row(result))
+    result = results[0]
     rate = result["records"] / result["assign_s"]
     verdict = "ok" if rate >= 200_000 else "MISSED"
     print(f"target >= 200,000 records/s: {verdict}")
