@@ -193,6 +193,8 @@ class Restores:
         """``kafka_partitions`` are no longer ours: stop restoring and reading them."""
         for kafka_partition in kafka_partitions:
             self._restoring.pop(kafka_partition, None)
+            if self.standbys is not None:  # its topics go too: kept again at the next look
+                self.standbys.kept.discard(kafka_partition)
         self._catchup.drop(kafka_partitions)
         self._unassign(kafka_partitions, co_partitioned(self._layout))
 
