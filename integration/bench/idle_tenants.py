@@ -2,7 +2,8 @@
 
     PYTHONPATH=. .venv/bin/python -m integration.bench.idle_tenants \
         [--tenants 200,2000,10000] [--window 60] [--profile [--profile-out FILE]] \
-        [--vendor indexed|stock] [--gc-freeze] [--schedule-min 30s] [--schedule-max 15m]
+        [--vendor indexed|stock] [--gc-freeze | --runner-gc] [--settle 0] \
+        [--schedule-min 30s] [--schedule-max 15m]
 
 For each N, the vendor simulator runs in a separate process (3 items per tenant, a quota
 nobody reaches) so its CPU is not counted; its own CPU is reported as ``vendor %``, because
@@ -38,8 +39,11 @@ Targets for 10,000 tenants (issue 13): <= 10 % of one core, <= 300 MB RSS, p99 l
 The burst is reported on its own: its duration, CPU and the RSS after it.
 
 ``--gc-freeze`` calls ``gc.freeze()`` once the burst is over (the engine's long-lived
-objects then leave the collector's full passes), to show what a runner doing so after start-up
-would gain.
+objects then leave the collector's full passes); ``--runner-gc`` does what the runner does
+instead (its thresholds from the start, ``gc.freeze()`` 30 s after it, burst over or not).
+``--settle S`` leaves S seconds after the burst out of the window: at 100,000 keys the burst
+outlasts the 30 s ``min``, so the keys' second polls queue behind it and are late by about
+the burst's length; the window then measures the back-off that follows instead.
 
 Each N runs in a fresh child process of this script so RSS and CPU figures of one run are
 not inflated by the previous one; ``--profile`` runs cProfile over the measured window of the
@@ -66,10 +70,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from integration.bench.idle_vendor import process_cpu_seconds, start_simulator, stop_simulator
+from integration.bench.idle_measures import (
+    cpu_seconds,
+    percentile,
+    polls_due,
+    process_cpu_seconds,
+    rss_mb,
+    stolen_seconds,
+    sys_seconds,
+)
+from integration.bench.idle_vendor import start_simulator, stop_simulator
 from watukuy import Engine, define_poller
 from watukuy.core.durations import format_duration, parse_duration
-from watukuy.core.schedule import KeySchedule, ScheduleSpec, after_poll
+from watukuy.core.schedule import KeySchedule, ScheduleSpec
 from watukuy.http import NotModified
 
 INTERVAL = 30.0
@@ -96,6 +109,8 @@ class Tracker:
     polls: int = 0
     not_modified: int = 0
     errors: int = 0
+    burst_errors: int = 0
+    first_error: str = ""
 
     def due_of(self, key: str) -> float | None:
         """The key's scheduled time, from its state (not updated until the poll commits)."""
@@ -109,16 +124,6 @@ class Tracker:
         roster = self.engine._roster
         found = (roster.runtime_of(key) for key in self.first_polled)
         return [runtime.state.schedule for runtime in found if runtime is not None]
-
-
-def polls_due(schedules: list[KeySchedule], spec: ScheduleSpec, start: float, end: float) -> int:
-    """How many polls these schedules ask for in ``[start, end)``, every poll on time and idle."""
-    count = 0
-    for sched in schedules:
-        while sched.next_due < end:
-            count += sched.next_due >= start
-            sched = after_poll(spec, sched, sched.next_due, changed=False)
-    return count
 
 
 def make_poller(
@@ -149,9 +154,12 @@ def make_poller(
             if tracker.measuring:
                 tracker.not_modified += 1
             raise
-        except Exception:
+        except Exception as exc:
             if tracker.measuring:
                 tracker.errors += 1
+            elif not tracker.burst_done.is_set():
+                tracker.burst_errors += 1
+            tracker.first_error = tracker.first_error or repr(exc)
             raise
         finally:
             if key not in tracker.first_polled:
@@ -172,42 +180,15 @@ def make_poller(
     )
 
 
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+def tune_collector_as_the_runner() -> None:
+    """The runner's collector settings (``watukuy.runner._tune_collector``): its thresholds
+    from now on, ``gc.freeze()`` ``FREEZE_AFTER`` seconds from now, burst over or not.
 
+    Imports the runner (and its Kafka client, about 37 MB of RSS a runner has anyway)."""
+    from watukuy.runner import FREEZE_AFTER, GC_THRESHOLDS
 
-def sys_seconds() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
-
-
-def stolen_seconds() -> float:
-    """CPU time the hypervisor took from this machine's cores (``steal`` in ``/proc/stat``).
-
-    On a virtual machine whose host is busy, stolen time is also billed to whoever ran,
-    so the CPU figures above are inflated by about that share; ``nan`` where unknown.
-    """
-    try:
-        with open("/proc/stat") as stat:
-            fields = stat.readline().split()
-        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return float("nan")
-
-
-def rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    gc.set_threshold(*GC_THRESHOLDS)
+    asyncio.get_running_loop().call_later(FREEZE_AFTER, gc.freeze)
 
 
 gc_pauses: list[float] = []
@@ -230,8 +211,12 @@ async def measure(
     vendor: str = "indexed",
     gc_freeze: bool = False,
     spec: ScheduleSpec | None = None,
+    runner_gc: bool = False,
+    settle: float = 0.0,
 ) -> dict[str, Any]:
     spec = spec or ScheduleSpec(INTERVAL, INTERVAL)
+    if runner_gc:
+        tune_collector_as_the_runner()
     gc.callbacks.append(_on_gc)
     sim, info = start_simulator(tenants, vendor)
     try:
@@ -248,6 +233,7 @@ async def measure(
                 rss_after_burst = rss_mb()
                 if gc_freeze:
                     gc.freeze()
+                await asyncio.sleep(settle)
                 schedules = tracker.schedules()
                 profiler = cProfile.Profile() if profile else None
                 tracker.measuring = True
@@ -274,6 +260,7 @@ async def measure(
         result: dict[str, Any] = {
             "tenants": tenants,
             "schedule": [spec.min, spec.max],
+            "settle_s": settle,
             "burst_s": burst,
             "burst_cpu_pct": 100 * burst_cpu / burst,
             "cpu_pct": 100 * (cpu1 - cpu0) / elapsed,
@@ -287,6 +274,8 @@ async def measure(
             "not_modified": tracker.not_modified,
             "polls": tracker.polls,
             "errors": tracker.errors,
+            "burst_errors": tracker.burst_errors,
+            "first_error": tracker.first_error,
             "late_p50": percentile(tracker.lateness, 0.50),
             "late_p99": percentile(tracker.lateness, 0.99),
             "late_max": max(tracker.lateness, default=float("nan")),
@@ -390,6 +379,17 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--gc-freeze", action="store_true", help="gc.freeze() after the burst (see above)"
     )
+    parser.add_argument(
+        "--runner-gc",
+        action="store_true",
+        help="the runner's collector settings: its thresholds, gc.freeze() 30 s after start",
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="seconds left unmeasured between the burst and the window (0)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return parser
 
@@ -411,8 +411,8 @@ def child_command(args: argparse.Namespace, n: int) -> list[str]:
     command = [sys.executable, "-m", "integration.bench.idle_tenants", "--child"]
     command += ["--tenants", str(n), "--window", str(args.window), "--vendor", args.vendor]
     command += ["--schedule-min", f"{args.spec.min!r}s", "--schedule-max", f"{args.spec.max!r}s"]
-    if args.gc_freeze:
-        command.append("--gc-freeze")
+    command += ["--settle", str(args.settle)]
+    command += ["--gc-freeze"] * args.gc_freeze + ["--runner-gc"] * args.runner_gc
     if args.profile and n == max(args.counts):
         command.append("--profile")
         if args.profile_out:
@@ -443,7 +443,8 @@ def report(results: list[dict[str, Any]]) -> None:
         print(
             f"{r['tenants']:>8}: burst (every key due at once, a 200 each) "
             f"{r['burst_s']:.1f} s, {r['tenants'] / r['burst_s']:.0f} polls/s, "
-            f"{r['burst_cpu_pct']:.0f}% of a core; RSS after it {r['rss_after_burst_mb']:.0f} MB"
+            f"{r['burst_cpu_pct']:.0f}% of a core; RSS after it {r['rss_after_burst_mb']:.0f} MB; "
+            f"{r['burst_errors']} failed {r['first_error']}"
         )
     for r in results:
         first, last = r["late_window_span"]
@@ -472,6 +473,8 @@ def main(argv: list[str] | None = None) -> int:
                 vendor=args.vendor,
                 gc_freeze=args.gc_freeze,
                 spec=args.spec,
+                runner_gc=args.runner_gc,
+                settle=args.settle,
             )
         )
         print(json.dumps(result), flush=True)
@@ -482,8 +485,9 @@ def main(argv: list[str] | None = None) -> int:
         shown += f"..{format_duration(spec.max)}"
     print(
         f"idle tenants: schedule {shown}, every poll a 304 after the first; "
-        f"measured window {args.window:g}s after the initial burst; vendor {args.vendor}"
-        f"{'; gc.freeze() after the burst' if args.gc_freeze else ''}; pid {os.getpid()}",
+        f"measured window {args.window:g}s from {args.settle:g}s after the initial burst; "
+        f"vendor {args.vendor}{'; gc.freeze() after the burst' if args.gc_freeze else ''}"
+        f"{'; the runner collector settings' if args.runner_gc else ''}; pid {os.getpid()}",
         flush=True,
     )
     report(run(args))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -78,17 +77,6 @@ def stop_simulator(sim: subprocess.Popen[str]) -> None:
     except subprocess.TimeoutExpired:
         sim.kill()
         sim.wait()
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU of another process (``/proc/PID/stat``), ``nan`` if unreadable."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    # after "pid (comm)": state is field 3, utime and stime are fields 14 and 15
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from integration.bench import idle_tenants
-from integration.bench.idle_tenants import parse_args, polls_due, targets
+from integration.bench.idle_measures import polls_due
+from integration.bench.idle_tenants import parse_args, targets
 from watukuy.core.schedule import KeySchedule, ScheduleSpec
 
 pytestmark = pytest.mark.unit
@@ -46,14 +47,15 @@ def test_the_targets_are_issue_13s_up_to_10000_tenants_and_issue_25s_above() -> 
 
 
 def test_a_tiny_run_with_a_backing_off_schedule_polls_as_the_schedules_ask() -> None:
-    args = parse_args(
-        ["--tenants", "20", "--window", "4", "--schedule-min", "1s", "--schedule-max", "3s"]
-    )
-    assert "--schedule-max" in idle_tenants.child_command(args, 20)
+    tiny = ["--tenants", "20", "--window", "4", "--settle", "0.5", "--runner-gc"]
+    args = parse_args([*tiny, "--schedule-min", "1s", "--schedule-max", "3s"])
+    command = idle_tenants.child_command(args, 20)
+    assert {"--schedule-max", "--settle", "--runner-gc"} <= set(command)
     [result] = idle_tenants.run(args)
 
     assert result["tenants"] == 20 and result["schedule"] == [1.0, 3.0]
-    assert result["errors"] == 0
+    assert result["settle_s"] == 0.5
+    assert result["errors"] == result["burst_errors"] == 0, result["first_error"]
     assert result["polls"] > 20  # every key at least once: intervals 1 s, 1.2 s, ...
     assert result["not_modified"] == result["polls"]
     asked = result["expected_per_s"] * 4
