@@ -2,7 +2,8 @@
 
     PYTHONPATH=. .venv/bin/python -m integration.bench.idle_tenants \
         [--tenants 200,2000,10000] [--window 60] [--profile [--profile-out FILE]] \
-        [--vendor indexed|stock] [--gc-freeze]
+        [--vendor indexed|stock] [--gc-freeze | --runner-gc] [--settle 0] \
+        [--schedule-min 30s] [--schedule-max 15m]
 
 For each N, the vendor simulator runs in a separate process (3 items per tenant, a quota
 nobody reaches) so its CPU is not counted; its own CPU is reported as ``vendor %``, because
@@ -13,8 +14,12 @@ request (about 1 ms per request at 10,000 tenants: half a core at 333 requests/s
 machine shared with the engine). This process runs one engine with one poller: a partition
 per tenant, cursor strategy ``none`` (a full scan: the same URL every poll, so the stored
 ETag matches and the vendor answers 304, a no-change poll), schedule ``min = max = 30s``
-(a steady rate of N / 30 polls per second; with ``max > min`` the idle keys would slow
-down).
+by default (a steady rate of N / 30 polls per second). ``--schedule-max 15m`` gives the
+schedule ``30s..15m`` of issue 25: every 304 moves a key's interval up by a tenth of the range
+(87 s), so a key polls at 0, 30 s, 147 s, 351 s, ... and every 15 minutes from about 70 minutes
+on; the rate the schedules ask for in the window is reported beside the rate achieved
+(``want/s``: every key's schedule as it stood when the window opened, played forward as if
+every poll were on time and idle).
 
 Phases: the initial burst (every key is due at once and gets a 200 carrying the ETag) is
 timed on its own; then, over ``--window`` seconds, we measure
@@ -29,11 +34,16 @@ timed on its own; then, over ``--window`` seconds, we measure
   processes competing for the cores show up as lateness, and stolen time inflates every CPU
   figure, so read the figures with them.
 
-Targets for 10,000 tenants: <= 10 % of one core, <= 300 MB RSS, p99 lateness <= 1 s.
+Targets for 10,000 tenants (issue 13): <= 10 % of one core, <= 300 MB RSS, p99 lateness
+<= 1 s; for 100,000 (issue 25, schedule 30s..15m): <= 1 core, <= 2 GB RSS, p99 lateness <= 1 s.
+The burst is reported on its own: its duration, CPU and the RSS after it.
 
 ``--gc-freeze`` calls ``gc.freeze()`` once the burst is over (the engine's long-lived
-objects then leave the collector's full passes), to show what a runner doing so after start-up
-would gain.
+objects then leave the collector's full passes); ``--runner-gc`` does what the runner does
+instead (its thresholds from the start, ``gc.freeze()`` 30 s after it, burst over or not).
+``--settle S`` leaves S seconds after the burst out of the window: at 100,000 keys the burst
+outlasts the 30 s ``min``, so the keys' second polls queue behind it and are late by about
+the burst's length; the window then measures the back-off that follows instead.
 
 Each N runs in a fresh child process of this script so RSS and CPU figures of one run are
 not inflated by the previous one; ``--profile`` runs cProfile over the measured window of the
@@ -54,19 +64,32 @@ import json
 import os
 import pstats
 import resource
-import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from integration.simulator import Tenant, VendorSimulator, running_simulator
+from integration.bench.idle_measures import (
+    cpu_seconds,
+    percentile,
+    polls_due,
+    process_cpu_seconds,
+    rss_mb,
+    stolen_seconds,
+    sys_seconds,
+)
+from integration.bench.idle_vendor import start_simulator, stop_simulator
 from watukuy import Engine, define_poller
+from watukuy.core.durations import format_duration, parse_duration
+from watukuy.core.schedule import KeySchedule, ScheduleSpec
 from watukuy.http import NotModified
 
 INTERVAL = 30.0
+"""The schedule's ``min`` (and ``max`` unless ``--schedule-max`` says otherwise), seconds."""
 POLLER = "idle"
+TARGETS = ((10_000, 10.0, 300.0), (100_000, 100.0, 2048.0))
+"""(up to N tenants, CPU % of one core, RSS MB): issue 13's target, then issue 25's."""
 
 
 @dataclass
@@ -86,6 +109,8 @@ class Tracker:
     polls: int = 0
     not_modified: int = 0
     errors: int = 0
+    burst_errors: int = 0
+    first_error: str = ""
 
     def due_of(self, key: str) -> float | None:
         """The key's scheduled time, from its state (not updated until the poll commits)."""
@@ -93,8 +118,17 @@ class Tracker:
         runtime = self.engine._roster.runtime_of(key)  # a benchmark may peek
         return None if runtime is None else runtime.state.schedule.next_due
 
+    def schedules(self) -> list[KeySchedule]:
+        """Every key's schedule as it stands (a poll in flight has not updated its own)."""
+        assert self.engine is not None
+        roster = self.engine._roster
+        found = (roster.runtime_of(key) for key in self.first_polled)
+        return [runtime.state.schedule for runtime in found if runtime is not None]
 
-def make_poller(base_url: str, tenants: list[dict[str, Any]], tracker: Tracker) -> Any:
+
+def make_poller(
+    base_url: str, tenants: list[dict[str, Any]], tracker: Tracker, spec: ScheduleSpec
+) -> Any:
     def partitions() -> list[dict[str, Any]]:
         return [{"key": t["id"], "data": t} for t in tenants]
 
@@ -120,9 +154,12 @@ def make_poller(base_url: str, tenants: list[dict[str, Any]], tracker: Tracker) 
             if tracker.measuring:
                 tracker.not_modified += 1
             raise
-        except Exception:
+        except Exception as exc:
             if tracker.measuring:
                 tracker.errors += 1
+            elif not tracker.burst_done.is_set():
+                tracker.burst_errors += 1
+            tracker.first_error = tracker.first_error or repr(exc)
             raise
         finally:
             if key not in tracker.first_polled:
@@ -139,107 +176,19 @@ def make_poller(base_url: str, tenants: list[dict[str, Any]], tracker: Tracker) 
         version=lambda item: item["etag"],
         partitions=partitions,
         cursor={"strategy": "none"},
-        schedule={"min": f"{INTERVAL:g}s", "max": f"{INTERVAL:g}s"},
+        schedule={"min": f"{spec.min:g}s", "max": f"{spec.max:g}s"},
     )
 
 
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+def tune_collector_as_the_runner() -> None:
+    """The runner's collector settings (``watukuy.runner._tune_collector``): its thresholds
+    from now on, ``gc.freeze()`` ``FREEZE_AFTER`` seconds from now, burst over or not.
 
+    Imports the runner (and its Kafka client, about 37 MB of RSS a runner has anyway)."""
+    from watukuy.runner import FREEZE_AFTER, GC_THRESHOLDS
 
-def sys_seconds() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
-
-
-def stolen_seconds() -> float:
-    """CPU time the hypervisor took from this machine's cores (``steal`` in ``/proc/stat``).
-
-    On a virtual machine whose host is busy, stolen time is also billed to whoever ran,
-    so the CPU figures above are inflated by about that share; ``nan`` where unknown.
-    """
-    try:
-        with open("/proc/stat") as stat:
-            fields = stat.readline().split()
-        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return float("nan")
-
-
-def rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU of another process (``/proc/PID/stat``), ``nan`` if unreadable."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    # after "pid (comm)": state is field 3, utime and stime are fields 14 and 15
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-class IndexedSimulator(VendorSimulator):
-    """The vendor simulator with an O(1) tenant lookup by slug (the stock one scans)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._by_slug: dict[str, Tenant] = {}
-        super().__init__(*args, **kwargs)
-
-    def tenant_by_slug(self, slug: str) -> Tenant | None:
-        return self._by_slug.get(slug)
-
-    def add_tenant(self, slug: str | None = None, items: int | None = None) -> Tenant:
-        tenant = super().add_tenant(slug, items)
-        self._by_slug[tenant.slug] = tenant
-        return tenant
-
-    def remove_tenant(self, tenant_id: str) -> None:
-        slug = self.tenant(tenant_id).slug
-        super().remove_tenant(tenant_id)
-        self._by_slug.pop(slug, None)
-
-
-async def serve_vendor(tenants: int) -> None:
-    """``--serve-vendor``: what ``python -m integration.simulator`` does, indexed."""
-    sim = IndexedSimulator(tenants, 3, quota=10**9)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    async with running_simulator(sim, "127.0.0.1", 0) as base_url:
-        listed = [tenant.to_json() for tenant in sim.tenants]
-        print(json.dumps({"base_url": base_url, "tenants": listed}), flush=True)
-        await stop.wait()
-
-
-def start_simulator(tenants: int, vendor: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
-    if vendor == "stock":
-        command = [sys.executable, "-m", "integration.simulator", "--tenants", str(tenants)]
-        command += ["--items", "3", "--port", "0", "--quota", str(10**9)]
-    else:
-        command = [sys.executable, "-m", "integration.bench.idle_tenants", "--serve-vendor"]
-        command += ["--tenants", str(tenants)]
-    sim = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert sim.stdout is not None
-    line = sim.stdout.readline()
-    if not line:
-        sim.kill()
-        raise RuntimeError(f"the simulator exited ({sim.wait()}) before printing its address")
-    return sim, json.loads(line)
+    gc.set_threshold(*GC_THRESHOLDS)
+    asyncio.get_running_loop().call_later(FREEZE_AFTER, gc.freeze)
 
 
 gc_pauses: list[float] = []
@@ -261,22 +210,31 @@ async def measure(
     *,
     vendor: str = "indexed",
     gc_freeze: bool = False,
+    spec: ScheduleSpec | None = None,
+    runner_gc: bool = False,
+    settle: float = 0.0,
 ) -> dict[str, Any]:
+    spec = spec or ScheduleSpec(INTERVAL, INTERVAL)
+    if runner_gc:
+        tune_collector_as_the_runner()
     gc.callbacks.append(_on_gc)
     sim, info = start_simulator(tenants, vendor)
     try:
         tracker = Tracker(total=tenants)
-        poller = make_poller(info["base_url"], info["tenants"], tracker)
+        poller = make_poller(info["base_url"], info["tenants"], tracker, spec)
         async with Engine([poller]) as engine:
             tracker.engine = engine
-            started = time.time()
+            started, burst_cpu0 = time.time(), cpu_seconds()
             runner = asyncio.create_task(engine.run())
             try:
                 await asyncio.wait_for(tracker.burst_done.wait(), timeout=max(600.0, window))
                 burst = tracker.burst_end - started
+                burst_cpu = cpu_seconds() - burst_cpu0
                 rss_after_burst = rss_mb()
                 if gc_freeze:
                     gc.freeze()
+                await asyncio.sleep(settle)
+                schedules = tracker.schedules()
                 profiler = cProfile.Profile() if profile else None
                 tracker.measuring = True
                 vendor0, stolen0 = process_cpu_seconds(sim.pid), stolen_seconds()
@@ -292,6 +250,7 @@ async def measure(
                 vendor1, stolen1 = process_cpu_seconds(sim.pid), stolen_seconds()
                 load = os.getloadavg()[0]
                 tracker.measuring = False
+                due = polls_due(schedules, spec, wall0, wall1)
             finally:
                 await engine.stop()
                 with contextlib.suppress(Exception):
@@ -300,7 +259,10 @@ async def measure(
         rss_end = rss_mb()
         result: dict[str, Any] = {
             "tenants": tenants,
+            "schedule": [spec.min, spec.max],
+            "settle_s": settle,
             "burst_s": burst,
+            "burst_cpu_pct": 100 * burst_cpu / burst,
             "cpu_pct": 100 * (cpu1 - cpu0) / elapsed,
             "sys_pct": 100 * (sys1 - sys0) / elapsed,
             "vendor_cpu_pct": 100 * (vendor1 - vendor0) / elapsed,
@@ -308,10 +270,12 @@ async def measure(
             "rss_after_burst_mb": rss_after_burst,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "polls_per_s": tracker.polls / elapsed,
-            "expected_per_s": tenants / INTERVAL,
+            "expected_per_s": due / elapsed,
             "not_modified": tracker.not_modified,
             "polls": tracker.polls,
             "errors": tracker.errors,
+            "burst_errors": tracker.burst_errors,
+            "first_error": tracker.first_error,
             "late_p50": percentile(tracker.lateness, 0.50),
             "late_p99": percentile(tracker.lateness, 0.99),
             "late_max": max(tracker.lateness, default=float("nan")),
@@ -334,12 +298,8 @@ async def measure(
             result["profile"] = out.getvalue()
         return result
     finally:
-        sim.terminate()
-        try:
-            sim.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            sim.kill()
-            sim.wait()
+        gc.callbacks.remove(_on_gc)
+        stop_simulator(sim)
 
 
 HEADER = (
@@ -360,15 +320,31 @@ def row(r: dict[str, Any]) -> str:
     )
 
 
+def targets(tenants: int) -> tuple[float, float]:
+    """CPU % of one core and RSS MB that ``tenants`` must stay within (:data:`TARGETS`)."""
+    for most, cpu, rss in TARGETS:
+        if tenants <= most:
+            return cpu, rss
+    return TARGETS[-1][1:]
+
+
 def verdict(r: dict[str, Any]) -> str:
+    cpu, rss = targets(r["tenants"])
     checks = [
-        ("CPU <= 10%", r["cpu_pct"] <= 10),
-        ("RSS <= 300 MB", r["rss_mb"] <= 300),
+        (f"CPU <= {cpu:g}%", r["cpu_pct"] <= cpu),
+        (f"RSS <= {rss:g} MB", r["rss_mb"] <= rss),
         ("p99 lateness <= 1 s", r["late_p99"] <= 1.0),
     ]
     if not r["polls"]:
         checks[2] = ("p99 lateness: no poll in the window (make it longer than 30 s)", True)
     return ", ".join(f"{name}: {'ok' if passed else 'MISSED'}" for name, passed in checks)
+
+
+def _duration(value: str) -> float:
+    try:
+        return parse_duration(value, "schedule")
+    except ValueError as exc:  # ConfigError: said the argparse way
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -381,6 +357,14 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=60.0,
         help="measured seconds after the initial burst (60; keep it above the 30 s interval)",
+    )
+    parser.add_argument(
+        "--schedule-min", type=_duration, default=INTERVAL, help="the schedule's min (30s)"
+    )
+    parser.add_argument(
+        "--schedule-max",
+        type=_duration,
+        help="the schedule's max (default: its min); 15m for issue 25's 30s..15m",
     )
     parser.add_argument("--profile", action="store_true", help="cProfile the largest N")
     parser.add_argument(
@@ -395,57 +379,73 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--gc-freeze", action="store_true", help="gc.freeze() after the burst (see above)"
     )
+    parser.add_argument(
+        "--runner-gc",
+        action="store_true",
+        help="the runner's collector settings: its thresholds, gc.freeze() 30 s after start",
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="seconds left unmeasured between the burst and the window (0)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--serve-vendor", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    counts = [int(part.replace("_", "")) for part in args.tenants.split(",") if part.strip()]
-    if args.serve_vendor:
-        asyncio.run(serve_vendor(counts[0]))
-        return 0
-    if args.child:  # one N in this process: print its result as one JSON line
-        result = asyncio.run(
-            measure(
-                counts[0],
-                args.window,
-                args.profile,
-                args.profile_out,
-                vendor=args.vendor,
-                gc_freeze=args.gc_freeze,
-            )
-        )
-        print(json.dumps(result), flush=True)
-        return 0
-    print(
-        f"idle tenants: schedule {INTERVAL:g}s, every poll a 304 after the first; "
-        f"measured window {args.window:g}s after the initial burst; vendor {args.vendor}"
-        f"{'; gc.freeze() after the burst' if args.gc_freeze else ''}; pid {os.getpid()}",
-        flush=True,
-    )
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    args.counts = [int(part.replace("_", "")) for part in args.tenants.split(",") if part.strip()]
+    if args.schedule_max is None:
+        args.schedule_max = args.schedule_min
+    if args.schedule_max < args.schedule_min:
+        parser.error("--schedule-max must not be below --schedule-min")
+    args.spec = ScheduleSpec(args.schedule_min, args.schedule_max)
+    return args
+
+
+def child_command(args: argparse.Namespace, n: int) -> list[str]:
+    """The command that measures ``n`` tenants in a fresh process."""
+    command = [sys.executable, "-m", "integration.bench.idle_tenants", "--child"]
+    command += ["--tenants", str(n), "--window", str(args.window), "--vendor", args.vendor]
+    command += ["--schedule-min", f"{args.spec.min!r}s", "--schedule-max", f"{args.spec.max!r}s"]
+    command += ["--settle", str(args.settle)]
+    command += ["--gc-freeze"] * args.gc_freeze + ["--runner-gc"] * args.runner_gc
+    if args.profile and n == max(args.counts):
+        command.append("--profile")
+        if args.profile_out:
+            command += ["--profile-out", args.profile_out]
+    return command
+
+
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Each N in a child process of its own: their results, in order (a failed one is told)."""
     results = []
-    for n in counts:
-        command = [sys.executable, "-m", "integration.bench.idle_tenants", "--child"]
-        command += ["--tenants", str(n), "--window", str(args.window), "--vendor", args.vendor]
-        if args.gc_freeze:
-            command.append("--gc-freeze")
-        if args.profile and n == max(counts):
-            command.append("--profile")
-            if args.profile_out:
-                command += ["--profile-out", args.profile_out]
+    for n in args.counts:
         print(f"... {n} tenants", file=sys.stderr, flush=True)
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        done = subprocess.run(child_command(args, n), capture_output=True, text=True, check=False)
         if done.returncode != 0:
             print(f"{n} tenants: failed\n{done.stderr}", file=sys.stderr)
             continue
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return results
+
+
+def report(results: list[dict[str, Any]]) -> None:
     print(HEADER)
     for r in results:
         print(row(r))
     for r in results:
         print(f"{r['tenants']:>8}: {verdict(r)}")
+    for r in results:
+        print(
+            f"{r['tenants']:>8}: burst (every key due at once, a 200 each) "
+            f"{r['burst_s']:.1f} s, {r['tenants'] / r['burst_s']:.0f} polls/s, "
+            f"{r['burst_cpu_pct']:.0f}% of a core; RSS after it {r['rss_after_burst_mb']:.0f} MB; "
+            f"{r['burst_errors']} failed {r['first_error']}"
+        )
     for r in results:
         first, last = r["late_window_span"]
         print(
@@ -459,6 +459,38 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         if "profile" in r:
             print(f"\nprofile of the measured window, {r['tenants']} tenants:\n{r['profile']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.child:  # one N in this process: print its result as one JSON line
+        result = asyncio.run(
+            measure(
+                args.counts[0],
+                args.window,
+                args.profile,
+                args.profile_out,
+                vendor=args.vendor,
+                gc_freeze=args.gc_freeze,
+                spec=args.spec,
+                runner_gc=args.runner_gc,
+                settle=args.settle,
+            )
+        )
+        print(json.dumps(result), flush=True)
+        return 0
+    spec = args.spec
+    shown = format_duration(spec.min)
+    if spec.max != spec.min:
+        shown += f"..{format_duration(spec.max)}"
+    print(
+        f"idle tenants: schedule {shown}, every poll a 304 after the first; "
+        f"measured window {args.window:g}s from {args.settle:g}s after the initial burst; "
+        f"vendor {args.vendor}{'; gc.freeze() after the burst' if args.gc_freeze else ''}"
+        f"{'; the runner collector settings' if args.runner_gc else ''}; pid {os.getpid()}",
+        flush=True,
+    )
+    report(run(args))
     return 0
 
 
