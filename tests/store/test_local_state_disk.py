@@ -196,6 +196,23 @@ def test_a_disk_copy_seeds_a_restore_and_keeps_committed_records_with_their_offs
     }
 
 
+def test_a_read_from_the_start_stands_in_the_store_before_any_record_came(
+    tmp_path: Path,
+) -> None:
+    """A standby or a restore stopped before one of its topics gave a record resumes from
+    where it was, instead of finding its offsets incomplete and starting over."""
+    store = _store(tmp_path)
+    disk = DiskCopy(store, LAYOUT, lambda: NOW / 1000, max_age_ms=DAY)
+    bounds = {STATE: (0, 10), ITEMS: (3, 50), PARKED: (0, 0)}
+    assert disk.resume(2, bounds, RestoredKeys()) is None  # nothing stored: from the start
+    disk.read(2, ITEMS, b"inv/t1/a", b"item-a", 0, 7)  # the items topic gave one record
+    disk.write()
+    resumed = store.resume(2, bounds, now_ms=NOW, max_age_ms=DAY)
+    store.close()
+    assert resumed is not None
+    assert resumed[0] == {STATE: 0, ITEMS: 8, PARKED: 0}
+
+
 _WRITER = textwrap.dedent(
     """
     import sys

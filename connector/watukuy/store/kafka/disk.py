@@ -89,6 +89,10 @@ class DiskCopy:
             states_only=True,
         )
         if resumed is None:
+            # From each topic's start: the store holds that much of it (nothing) from now on,
+            # so a read stopped early (a crash, a standby granted) goes on from where it was.
+            self._offsets[kafka_partition] = {t: start for t, (start, _) in bounds.items()}
+            self._puts[kafka_partition] = []
             return None
         offsets, stored = resumed
         for _, key, value, stamp in stored:
