@@ -158,8 +158,8 @@ class PerPartition(Observer):
 async def _takeover_reads(
     env: Env, bootstrap: str, prefix: str, state_dir: Path, replicas: int
 ) -> tuple[int, int]:
-    """Two runners share the keys; r2 stops; how many records r1 read from the topics to
-    take r2's partitions over, and how many those partitions hold."""
+    """Two runners share the keys (r2 started first); r2 stops; how many records r1 read
+    from the topics to take r2's partitions over, and how many those partitions hold."""
     seen = {name: PerPartition() for name in ("r1", "r2")}
     stores = {
         name: make_store(
@@ -176,9 +176,12 @@ async def _takeover_reads(
     engines = {
         name: env.make_engine(env.make_poller(limit=10), store=s) for name, s in stores.items()
     }
-    for engine in engines.values():
-        await engine.__aenter__()
     try:
+        # r2 first, alone: r1's store never holds r2's partitions but as their standby.
+        await engines["r2"].__aenter__()
+        await wait_owned(stores["r2"], 4)
+        await engines["r2"].tick()
+        await engines["r1"].__aenter__()
         await wait_shared(stores)
         for engine in engines.values():
             await engine.tick()
