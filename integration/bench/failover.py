@@ -315,13 +315,18 @@ def parse_metrics(text: str) -> dict[str, float]:
     return sums
 
 
-def scrape(port: int) -> dict[str, float]:
-    """A runner's ``GET /metrics``, parsed; ``{}`` when it does not answer."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            return parse_metrics(response.read().decode())
-    except OSError:
-        return {}
+def scrape(port: int, attempts: int = 3) -> dict[str, float]:
+    """A runner's ``GET /metrics``, parsed; ``{}`` when it does not answer. The REST server
+    shares the runner's event loop, which a takeover keeps busy loading snapshots: it is
+    given 10 s, ``attempts`` times."""
+    for _ in range(attempts):
+        try:
+            url = f"http://127.0.0.1:{port}/metrics"
+            with urllib.request.urlopen(url, timeout=10) as response:
+                return parse_metrics(response.read().decode())
+        except OSError:
+            continue
+    return {}
 
 
 RESTORED = "watukuy_restore_records_total"
