@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import rocksdict
-
 from watukuy.config import RunnerConfig
+from watukuy.core.durations import age_text
 from watukuy.core.errors import ConfigError, WatukuyError
 from watukuy.store.kafka import clients
 from watukuy.store.kafka.local import LocalState, PartitionInfo, StoreInfo, state_path
@@ -234,7 +233,7 @@ def render(report: StoreReport) -> str:
                 f"{row['records']:,}",
                 *(_offset(row, topic) for topic in topics),
                 "?" if lag is None else f"{sum(lag.values()):,}",
-                "-" if row["age_seconds"] is None else f"{_age(row['age_seconds'])} ago",
+                "-" if row["age_seconds"] is None else f"{age_text(row['age_seconds'])} ago",
             ]
         )
     widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
@@ -262,21 +261,6 @@ def _size(size: int) -> str:
     return f"{size:,} bytes"
 
 
-def _age(seconds: float) -> str:
-    """``850ms``, ``42s``, ``3m07s``, ``2h05m``, ``3d04h``."""
-    if seconds < 1:
-        return f"{round(seconds * 1000)}ms"
-    whole = int(seconds)
-    for size, unit, smaller, sub in (
-        (86400, "d", 3600, "h"),
-        (3600, "h", 60, "m"),
-        (60, "m", 1, "s"),
-    ):
-        if whole >= size:
-            return f"{whole // size}{unit}{(whole % size) // smaller:02d}{sub}"
-    return f"{whole}s"
-
-
 # -- wipe -----------------------------------------------------------------------------------------
 
 
@@ -300,21 +284,21 @@ def wipe(
     if not path.exists():
         err.write(f"watukuy-source: no local state store at {shown}: nothing to wipe\n")
         return False
-    db = _lock(path, shown)
+    local = LocalState.for_wipe(path, _layout(config), shown)
     if chosen is None:
-        _close(db)
+        if local is not None:
+            local.close()
         shutil.rmtree(path)
         err.write(
             f"watukuy-source: wiped the local state store at {shown}; the runner rebuilds it "
             "from the topics at its next start\n"
         )
         return True
-    if db is None:
+    if local is None:
         raise WatukuyError(
             f"the local state store at {shown} cannot be opened: wipe it whole "
             "(`watukuy-source state wipe` without --partition)"
         )
-    local = LocalState(path, db, _layout(config))
     try:
         for number in chosen:
             local.wipe(number)
@@ -326,23 +310,3 @@ def wipe(
         "the runner rebuilds them from the topics at its next start\n"
     )
     return True
-
-
-def _lock(path: Path, shown: str) -> rocksdict.Rdict | None:
-    """The store opened read-write, which holds its lock as a runner does; ``None``: it cannot
-    be opened for another reason (corrupt: a whole wipe still deletes it)."""
-    try:
-        return rocksdict.Rdict(str(path), rocksdict.Options(raw_mode=True))
-    except Exception as exc:  # rocksdict raises plain exceptions
-        if "lock" in str(exc).lower():
-            raise ConfigError(
-                f"the local state store {shown} is open in another process (a runner with the "
-                "same runner.id and runner.state.dir): stop that runner first, then wipe",
-                "runner.state.dir",
-            ) from exc
-        return None
-
-
-def _close(db: rocksdict.Rdict | None) -> None:
-    if db is not None:
-        db.close()

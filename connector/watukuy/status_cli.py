@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from watukuy.config import RunnerConfig
 from watukuy.control.keystatus import BackfillProgress, KeyStatus, StatusTable
 from watukuy.control.reader import Message, MissingTopic, TopicReader
+from watukuy.core.durations import age_text
 from watukuy.core.errors import ConfigError, StateCorrupted, WatukuyError
 from watukuy.core.lifecycle import TaskState
 from watukuy.core.poller import StreamOf
@@ -139,7 +140,7 @@ def render(
                 _partition(row.partition),
                 row.state,
                 row.owner or "-",
-                "-" if row.lag is None else _age(row.lag),
+                "-" if row.lag is None else age_text(row.lag),
                 row.circuit,
                 _parked(row.parked),
                 _backfill(row.backfill, tty=tty, unicode=unicode),
@@ -162,21 +163,6 @@ def _named(poller: str, streams: Mapping[str, StreamOf]) -> tuple[str, str]:
 
 def _partition(key: str) -> str:
     return "''" if key == "" else key
-
-
-def _age(seconds: float) -> str:
-    """``850ms``, ``42s``, ``3m07s``, ``2h05m``, ``3d04h``."""
-    if seconds < 1:
-        return f"{round(seconds * 1000)}ms"
-    whole = int(seconds)
-    for size, unit, smaller, sub in (
-        (86400, "d", 3600, "h"),
-        (3600, "h", 60, "m"),
-        (60, "m", 1, "s"),
-    ):
-        if whole >= size:
-            return f"{whole // size}{unit}{(whole % size) // smaller:02d}{sub}"
-    return f"{whole}s"
 
 
 def _parked(parked: Any) -> str:

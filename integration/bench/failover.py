@@ -64,9 +64,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import ConsumerGroupState, KafkaException, Producer
+from confluent_kafka import ConsumerGroupState, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from integration.bench.restore import produce_records
 from integration.demo import (
     ROOT,
     Simulator,
@@ -88,10 +89,9 @@ from watukuy.core.poll import fresh_state
 from watukuy.core.poller import Poller, define_poller
 from watukuy.core.state import SnapshotEntry
 from watukuy.serde.state import encode_item, encode_state
-from watukuy.store.kafka import clients
 from watukuy.store.kafka.partitioner import partition_for
 from watukuy.store.kafka.records import item_key, parked_key, state_key
-from watukuy.store.kafka.topics import TopicLayout, ensure_topics
+from watukuy.store.kafka.topics import TopicLayout
 
 BENCH_DIR = ROOT / ".watukuy" / "bench" / "failover"
 POLLER = "invoices"
@@ -267,36 +267,8 @@ def preload_records(
 def preload(
     bootstrap: str, layout: TopicLayout, records: Iterable[tuple[str, int, bytes, bytes | None]]
 ) -> int:
-    """Create the internal topics as a runner does and write ``records`` (not transactional,
-    as :func:`integration.bench.restore.write` does); how many were written."""
-    admin = clients.admin_client({"bootstrap.servers": bootstrap})
-    ensure_topics(admin, layout, [], bootstrap=bootstrap)
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 20,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 500_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-            "enable.idempotence": False,
-            "acks": 1,
-        }
-    )
-    written = 0
-    for topic, partition, key, value in records:
-        while True:
-            try:
-                producer.produce(topic, value, key, partition=partition)
-                break
-            except BufferError:  # the local queue is full: let deliveries drain it
-                producer.poll(0.05)
-        written += 1
-        if written % 10_000 == 0:
-            producer.poll(0)
-    left = producer.flush(120)
-    if left:
-        raise RuntimeError(f"{left} preloaded records not delivered after 120 s")
-    return written
+    """Create the internal topics as a runner does and write ``records``; how many."""
+    return produce_records(bootstrap, layout, records)
 
 
 # -- the runners' metrics --------------------------------------------------------------------

@@ -46,6 +46,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from confluent_kafka import Producer
@@ -77,8 +78,11 @@ def rss_mb() -> float:
 # -- writing the snapshot ----------------------------------------------------------------------
 
 
-def write(bootstrap: str, layout: TopicLayout, entries: int, keys: int) -> dict[str, float]:
-    """The state records of ``keys`` keys and ``entries`` snapshot entries; timings."""
+def produce_records(
+    bootstrap: str, layout: TopicLayout, records: Iterable[tuple[str, int, bytes, bytes | None]]
+) -> int:
+    """Create the internal topics as a runner does and write ``records`` (topic, partition,
+    key, value) with a plain producer, not transactional; how many were written."""
     admin = clients.admin_client({"bootstrap.servers": bootstrap})
     ensure_topics(admin, layout, [], bootstrap=bootstrap)
     producer = Producer(
@@ -92,17 +96,33 @@ def write(bootstrap: str, layout: TopicLayout, entries: int, keys: int) -> dict[
             "acks": 1,
         }
     )
-    started = time.monotonic()
     written = 0
-
-    def produce(topic: str, key: bytes, value: bytes, partition: int) -> None:
+    for topic, partition, key, value in records:
         while True:
             try:
                 producer.produce(topic, value, key, partition=partition)
-                return
+                break
             except BufferError:  # the local queue is full: let deliveries drain it
                 producer.poll(0.05)
+        written += 1
+        if written % 10_000 == 0:
+            producer.poll(0)
+    left = producer.flush(120)
+    if left:
+        raise RuntimeError(f"{left} records not delivered after 120 s")
+    return written
 
+
+def write(bootstrap: str, layout: TopicLayout, entries: int, keys: int) -> dict[str, float]:
+    """The state records of ``keys`` keys and ``entries`` snapshot entries; timings."""
+    started = time.monotonic()
+    written = produce_records(bootstrap, layout, _snapshot_records(layout, entries, keys))
+    return {"written": written, "write_s": time.monotonic() - started}
+
+
+def _snapshot_records(
+    layout: TopicLayout, entries: int, keys: int
+) -> Iterator[tuple[str, int, bytes, bytes | None]]:
     per_key, extra = divmod(entries, keys)
     for k in range(keys):
         partition_key = f"t{k:05d}"
@@ -115,20 +135,12 @@ def write(bootstrap: str, layout: TopicLayout, entries: int, keys: int) -> dict[
             sequence=per_key,
             created=NOW,
         )
-        produce(layout.state, state_key(POLLER, partition_key), encode_state(state), partition)
+        yield layout.state, partition, state_key(POLLER, partition_key), encode_state(state)
         for i in range(per_key + (1 if k < extra else 0)):
             identity = f"inv_{k:05d}_{i:06d}"
             entry = SnapshotEntry(version=f'W/"{k:05x}{i:011x}"', seen=NOW + i)
             value = encode_item(POLLER, partition_key, identity, entry)
-            produce(layout.items, item_key(POLLER, partition_key, identity), value, partition)
-            written += 1
-            if written % 10_000 == 0:
-                producer.poll(0)
-    left = producer.flush(120)
-    if left:
-        raise RuntimeError(f"{left} records not delivered after 120 s")
-    took = time.monotonic() - started
-    return {"written": written + keys, "write_s": took}
+            yield layout.items, partition, item_key(POLLER, partition_key, identity), value
 
 
 # -- restoring it (in a child process) ------------------------------------------------------

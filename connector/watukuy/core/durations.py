@@ -80,3 +80,18 @@ def format_duration(seconds: float) -> str:
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
     return f"{round(seconds * 1000)}ms"
+
+
+def age_text(seconds: float) -> str:
+    """How long ago, for people: ``850ms``, ``42s``, ``3m07s``, ``2h05m``, ``3d04h``."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    whole = int(seconds)
+    for size, unit, smaller, sub in (
+        (86400, "d", 3600, "h"),
+        (3600, "h", 60, "m"),
+        (60, "m", 1, "s"),
+    ):
+        if whole >= size:
+            return f"{whole // size}{unit}{(whole % size) // smaller:02d}{sub}"
+    return f"{whole}s"

@@ -59,6 +59,7 @@ _OFFSET = b"o"  # + partition + kind -> the next offset to read (8 bytes)
 _WRITTEN = b"w"  # + partition -> when it was last written (ms since the epoch, 8 bytes)
 _RECORD = b"r"  # + partition + kind + record key -> value (state: its timestamp, then value)
 _KINDS = (b"s", b"i", b"p")  # state, items, parked
+_STATE = _KINDS[0]
 _I64 = struct.Struct(">q")
 _PARTITION = struct.Struct(">I")
 
@@ -140,12 +141,7 @@ class LocalState:
         try:
             db = _open_db(path)
         except Exception as exc:  # rocksdict raises plain exceptions
-            if "lock" in str(exc).lower():
-                raise ConfigError(
-                    f"the local state store {path} is open in another process (a runner with "
-                    "the same runner.id and runner.state.dir)",
-                    "runner.state.dir",
-                ) from exc
+            _refuse_if_locked(exc, str(path))
             _wipe_dir(path, f"it cannot be opened ({exc})")
             db = _reopened(path)
         stored = db.get(_META)
@@ -157,6 +153,18 @@ class LocalState:
         if reason is not None or stored is None:
             db.put(_META, identity.encode())
         return cls(path, db, layout)
+
+    @classmethod
+    def for_wipe(cls, path: Path, layout: TopicLayout, shown: str) -> LocalState | None:
+        """A stopped runner's store opened read-write, holding its lock as a runner does
+        (``watukuy-source state wipe``); ``None``: it cannot be opened (corrupt).
+
+        ``ConfigError`` while a runner has it open (``shown``: its path, as messages show it)."""
+        try:
+            return cls(path, _open_db(path), layout)
+        except Exception as exc:  # rocksdict raises plain exceptions
+            _refuse_if_locked(exc, shown, ": stop that runner first, then wipe")
+            return None
 
     @classmethod
     def inspect(cls, path: Path, layout: TopicLayout) -> LocalState:
@@ -234,7 +242,7 @@ class LocalState:
         lo = _RECORD + _PARTITION.pack(kafka_partition)
         start = len(lo) + 1
         out: list[Put] = []
-        state = self._kind_of_state
+        state = _STATE
         if states_only:
             lo += state
         for key, value in _scan(db, lo, _next(lo)):
@@ -245,10 +253,6 @@ class LocalState:
             else:
                 out.append((self._topic[kind], key[start:], value, 0))
         return out
-
-    @property
-    def _kind_of_state(self) -> bytes:
-        return _KINDS[0]
 
     def owned(self, kafka_partition: int, topic: str, owner: bytes) -> dict[bytes, bytes]:
         """The item or parked records (``topic``) of one key (``owner``: the owner part of
@@ -284,7 +288,7 @@ class LocalState:
             return
         part = _PARTITION.pack(kafka_partition)
         batch = rocksdict.WriteBatch(raw_mode=True)
-        state = self._kind_of_state
+        state = _STATE
         for topic, key, value, stamp in puts:
             kind = self._kind[topic]
             record_key = _RECORD + part + kind + key
@@ -373,6 +377,16 @@ def _open_db(path: Path) -> rocksdict.Rdict:
     # A write batch either survives a crash whole or not at all, and nothing after a torn one.
     options.set_wal_recovery_mode(rocksdict.DBRecoveryMode.point_in_time())
     return rocksdict.Rdict(str(path), options)
+
+
+def _refuse_if_locked(exc: Exception, shown: str, then: str = "") -> None:
+    """``ConfigError`` if ``exc`` says another process holds the store's lock."""
+    if "lock" in str(exc).lower():
+        raise ConfigError(
+            f"the local state store {shown} is open in another process (a runner with the "
+            f"same runner.id and runner.state.dir){then}",
+            "runner.state.dir",
+        ) from exc
 
 
 def _reopened(path: Path) -> rocksdict.Rdict:
