@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import faulthandler
 import json
 import re
 import sys
@@ -157,6 +159,11 @@ def main(argv: Sequence[str] | None = None, *, clients: ClientFactory | None = N
     """``clients``: what ``run`` builds its Kafka clients with (the fault suite's runner passes
     one that injects errors; see integration/faults/runner.py)."""
     args = build_parser().parse_args(argv)
+    # A crash inside a C library (librdkafka, RocksDB: SIGSEGV, SIGABRT) then leaves every
+    # thread's Python stack on stderr, as a JVM leaves its hs_err file: the only trace of it.
+    if not faulthandler.is_enabled():
+        with contextlib.suppress(AttributeError, ValueError, OSError):  # stderr with no file
+            faulthandler.enable()
     # Text until the config is loaded; then its log settings (``--debug`` forces debug).
     logs.configure("text", "debug" if args.debug else "info")
     from watukuy.store.kafka.clients import librdkafka_logger
