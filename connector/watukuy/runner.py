@@ -210,7 +210,9 @@ def _control_topics(config: RunnerConfig, store: KafkaStore) -> tuple[ConfigTopi
         session_timeout=runner.session_timeout,
         group=store.settings.group,
         timeout=runner.startup_timeout,
+        owned=store.owned_kafka_partitions,
     )
+    store.roster = status.owners  # the heartbeats say who owns what: standbys are chosen by it
     return configs, status
 
 

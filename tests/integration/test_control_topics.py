@@ -454,6 +454,44 @@ async def test_a_clean_stop_shows_its_keys_unassigned_at_once(
     assert json.loads(latest[b"worker/r3"] or b"{}")["runner"] == "r3"
 
 
+async def test_heartbeats_say_which_partitions_each_live_runner_owns(
+    statuses: list[StatusTopic], kafka: dict[str, Any], layout: TopicLayout
+) -> None:
+    """What standby replicas are chosen from: each runner's partitions as its heartbeat says,
+    said again at the first publish after a rebalance, and gone with the runner."""
+    clock = Clock()
+    owned = {"r1": [2, 0], "r2": [1]}
+    topics = {}
+    for runner in owned:
+        topics[runner] = StatusTopic(
+            kafka,
+            layout,
+            runner_id=runner,
+            session_timeout=10,
+            clock=clock,
+            heartbeats=False,
+            owned=lambda runner=runner: owned[runner],
+        )
+        statuses.append(topics[runner])
+        await topics[runner].start()
+    r1, r2 = topics["r1"], topics["r2"]
+    await r2.caught_up()
+    assert r2.owners() == {"r1": {0, 2}, "r2": {1}}
+
+    owned["r1"], owned["r2"] = [0], [1, 2]  # a rebalance moved partition 2
+    await r2.publish([])  # a heartbeat not due yet, but the partitions changed
+    await r1.caught_up()
+    assert r1.owners() == {"r1": {0, 2}, "r2": {1, 2}}  # r1 has not said it yet
+    await r1.publish([])
+    await r2.caught_up()
+    assert r2.owners() == {"r1": {0}, "r2": {1, 2}}
+
+    clock.now += 11  # r1's heartbeat older than the session timeout: a dead runner owns nothing
+    await r2.heartbeat()
+    await r2.caught_up()
+    assert r2.owners() == {"r2": {1, 2}}
+
+
 def _inspect(partition: str, sequence: int, poison: int = 0) -> PollerInspect:
     return PollerInspect(
         poller="invoices",

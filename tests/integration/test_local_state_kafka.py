@@ -22,9 +22,9 @@ from tests.integration.kafka_support import (
     wait_owned,
 )
 from watukuy import Engine
+from watukuy.control.status import StatusTopic
 from watukuy.core.observe import Observer
 from watukuy.store.kafka.local import state_path
-from watukuy.store.kafka.standby import STANDBY_EVERY
 from watukuy.store.kafka.store import KafkaStore
 
 
@@ -176,18 +176,34 @@ async def _takeover_reads(
     engines = {
         name: env.make_engine(env.make_poller(limit=10), store=s) for name, s in stores.items()
     }
+    # As a runner does: the heartbeats in the status topic say who owns what.
+    statuses = {
+        name: StatusTopic(
+            {"bootstrap.servers": bootstrap},
+            store.layout,
+            runner_id=name,
+            session_timeout=6.0,
+            owned=store.owned_kafka_partitions,
+        )
+        for name, store in stores.items()
+    }
+    for name, store in stores.items():
+        store.roster = statuses[name].owners
     try:
         # r2 first, alone: r1's store never holds r2's partitions but as their standby.
         await engines["r2"].__aenter__()
+        await statuses["r2"].start()
         await wait_owned(stores["r2"], 4)
         await engines["r2"].tick()
         await engines["r1"].__aenter__()
+        await statuses["r1"].start()
         await wait_shared(stores)
         for engine in engines.values():
             await engine.tick()
         moved = set(stores["r2"].owned_kafka_partitions())
         total = sum(seen["r2"].records.get(p, 0) for p in moved)
-        await asyncio.sleep(STANDBY_EVERY * 2 + 2)  # r1 looks at the group, keeps r2's warm
+        if replicas:  # r1 reads r2's heartbeat, then keeps r2's partitions warm
+            await wait_standbys(stores["r1"], len(moved))
         for engine in engines.values():  # more written to r2's partitions while r1 watches
             for tenant in env.tenants:
                 env.sim.create_item(tenant.id)
@@ -195,12 +211,22 @@ async def _takeover_reads(
             await engine.tick()
         await asyncio.sleep(2)
         seen["r1"].records.clear()
+        await statuses.pop("r2").stop()
         await engines.pop("r2").close()
         await wait_owned(stores["r1"], 4)
         return sum(seen["r1"].records.get(p, 0) for p in moved), total
     finally:
+        for status in statuses.values():
+            await status.stop(clean=False)  # a no-op on one never started
         for engine in engines.values():
             await engine.close()
+
+
+async def wait_standbys(store: KafkaStore, count: int) -> None:
+    """Until ``store`` keeps ``count`` partitions warm (a figure: there is no event to wait on)."""
+    async with asyncio.timeout(30):
+        while store.local_figures()[1] != count:  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
 
 
 async def wait_shared(stores: dict[str, KafkaStore]) -> None:

@@ -90,6 +90,10 @@ class KeyStatus:
 class Heartbeat:
     runner: str
     at: float
+    partitions: tuple[int, ...] = ()
+    """The Kafka partitions of ``<prefix>.state`` the runner owned when it wrote this: the
+    group's assignment as every runner can read it, which standby replicas are chosen from
+    (records written before it was added have none)."""
 
 
 # -- from inspect -----------------------------------------------------------------------------
@@ -233,7 +237,14 @@ def encode_status(status: KeyStatus) -> bytes:
 
 
 def encode_heartbeat(heartbeat: Heartbeat) -> bytes:
-    return _json({"format_version": FORMAT_VERSION, "runner": heartbeat.runner, "at": heartbeat.at})
+    return _json(
+        {
+            "format_version": FORMAT_VERSION,
+            "runner": heartbeat.runner,
+            "at": heartbeat.at,
+            "partitions": list(heartbeat.partitions),
+        }
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +312,8 @@ def _status(name: str, raw: bytes) -> KeyStatus:
 def _heartbeat(name: str, raw: bytes) -> Heartbeat:
     value = _object(f"worker {name}", raw)
     try:
-        return Heartbeat(runner=str(value["runner"]), at=float(value["at"]))
+        partitions = tuple(sorted(int(p) for p in value.get("partitions", ())))
+        return Heartbeat(runner=str(value["runner"]), at=float(value["at"]), partitions=partitions)
     except (KeyError, TypeError, ValueError) as exc:
         raise StateCorrupted(f"unreadable heartbeat of worker {name}: {exc!r}") from exc
 
@@ -315,6 +327,8 @@ class StatusTable:
     def __init__(self) -> None:
         self._keys: dict[str, KeyStatus] = {}
         self._heartbeats: dict[str, float] = {}
+        # Replaced whole on each change, never changed in place: the Kafka thread reads it.
+        self._owned: Mapping[str, tuple[float, tuple[int, ...]]] = {}
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         """Take one record in; raises :class:`StateCorrupted` for an unreadable value."""
@@ -322,10 +336,14 @@ class StatusTable:
         if record is None:
             return
         if record.kind == "worker":
+            owned = dict(self._owned)
             if isinstance(record.value, Heartbeat):
                 self._heartbeats[record.name] = record.value.at
+                owned[record.name] = (record.value.at, record.value.partitions)
             else:
                 self._heartbeats.pop(record.name, None)
+                owned.pop(record.name, None)
+            self._owned = owned
         elif isinstance(record.value, KeyStatus):
             self._keys[record.name] = record.value
         else:
@@ -342,6 +360,15 @@ class StatusTable:
     def heartbeats(self) -> dict[str, float]:
         """Runner id -> time of its last heartbeat (clean shutdowns removed)."""
         return dict(self._heartbeats)
+
+    def owned(self, *, now: float, session_timeout: float) -> dict[str, set[int]]:
+        """Runner id -> the Kafka partitions it said it owned, for each runner whose last
+        heartbeat is younger than ``session_timeout``. Safe to call from any thread."""
+        return {
+            runner: set(partitions)
+            for runner, (at, partitions) in self._owned.items()
+            if now - at <= session_timeout
+        }
 
     def alive(self, owner: str | None, *, now: float, session_timeout: float) -> bool:
         at = None if owner is None else self._heartbeats.get(owner)

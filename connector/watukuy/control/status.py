@@ -110,6 +110,7 @@ class StatusTopic:
         full_every: float = FULL_EVERY,
         heartbeats: bool = True,
         timeout: float = 15.0,
+        owned: Callable[[], Iterable[int]] = tuple,
     ) -> None:
         self.topic = layout.status
         self.runner_id = runner_id
@@ -119,6 +120,8 @@ class StatusTopic:
         self._clock = clock
         self._timeout = timeout
         self._heartbeats = heartbeats
+        self._owned = owned
+        self._said_owned: tuple[int, ...] | None = None  # in the last heartbeat written
         group = group or f"{layout.prefix}.runners"
         self._table = StatusTable()
         self._topics = ActiveTopics()
@@ -183,6 +186,11 @@ class StatusTopic:
         """KIP-558: the topics ``connector`` published to, as listed (:mod:`.activetopics`)."""
         return self._topics.of(connector)
 
+    def owners(self) -> dict[str, set[int]]:
+        """Runner id -> the Kafka partitions it owns, for each live runner, as its heartbeats
+        say: the group's assignment, for choosing standby replicas. Any thread may call it."""
+        return self._table.owned(now=self._clock(), session_timeout=self.session_timeout)
+
     def transforms(self) -> dict[str, str | None]:
         """Each poller's transform fingerprint when it last published, as recorded
         (:mod:`.transformrecords`)."""
@@ -233,6 +241,7 @@ class StatusTopic:
             beat = (
                 self._last_heartbeat is None
                 or now - self._last_heartbeat >= self.heartbeat_interval
+                or tuple(sorted(self._owned())) != self._said_owned  # a rebalance: say it now
             )
             if beat:
                 records.append(self._heartbeat_record(now))
@@ -242,6 +251,8 @@ class StatusTopic:
                     self._outbox.written(status, now)
             if beat and heartbeat_key(self.runner_id) not in failed:
                 self._last_heartbeat = now
+            elif beat:
+                self._said_owned = None  # the next publish says it again
             if failed:
                 raise Retriable(
                     f"could not write {len(failed)} record(s) to {self.topic}: "
@@ -326,7 +337,11 @@ class StatusTopic:
             raise Retriable(f"could not record a transform in {self.topic}: {failed.popitem()[1]}")
 
     def _heartbeat_record(self, now: float) -> tuple[bytes, bytes]:
-        return heartbeat_key(self.runner_id), encode_heartbeat(Heartbeat(self.runner_id, now))
+        owned = tuple(sorted(self._owned()))
+        self._said_owned = owned
+        return heartbeat_key(self.runner_id), encode_heartbeat(
+            Heartbeat(self.runner_id, now, owned)
+        )
 
     async def _beat(self) -> None:
         while True:

@@ -53,7 +53,7 @@ from watukuy.store.kafka.notifications import (
 )
 from watukuy.store.kafka.rebalance import Membership
 from watukuy.store.kafka.settings import KafkaSettings
-from watukuy.store.kafka.standby import Standbys
+from watukuy.store.kafka.standby import Roster, Standbys
 from watukuy.store.kafka.tail import Restores, watermarks
 from watukuy.store.kafka.transactions import Done, Requests, Transactions
 
@@ -92,12 +92,15 @@ class KafkaIO:
         clock: Clock | None = None,
         events_of: EventsOf = lambda poller: None,
         disk: DiskCopy | None = None,
+        roster: Roster | None = None,
     ) -> None:
         """``events_of``: a poller's events topic and its partition count (read on this
         thread; ``None`` for a poller this runner does not know). ``disk``: the local state
-        store, used (and closed) on this thread only."""
+        store, used (and closed) on this thread only. ``roster``: who owns what in the group,
+        which standbys are chosen from (none without it)."""
         self.settings = settings
         self._disk = disk
+        self._roster = roster
         self._notify = notify
         self._events_of = events_of
         self._clients: ClientFactory = clients or ConfluentClients()
@@ -240,7 +243,8 @@ class KafkaIO:
         events = tail_consumer(settings, clients)  # reads restores' events (see .catchup)
         self._consumers = [tail, stable, written, events]
         standbys = None
-        if self._disk is not None and settings.use_group and settings.standby_replicas > 0:
+        roster = self._roster
+        if self._disk is not None and roster is not None and settings.standby_replicas > 0:
             standbys = Standbys(
                 settings,
                 self._disk,
@@ -248,7 +252,8 @@ class KafkaIO:
                 clock,
                 tail=tail,
                 watermarks=lambda tp: watermarks(stable, tp, clock),
-                me=self._member_name,
+                roster=roster,
+                member=self._in_group,
             )
         return Restores(
             settings.layout,
@@ -265,12 +270,9 @@ class KafkaIO:
             standbys=standbys,
         )
 
-    def _member_name(self) -> str | None:
-        """This runner as the group's description names it (its standbys are chosen by it)."""
-        if self.settings.static_membership:
-            return self.settings.runner_id
+    def _in_group(self) -> bool:
         group = None if self._parts is None else self._parts.membership.group
-        return None if group is None else group.memberid()
+        return group is not None and bool(group.memberid())
 
     def _pump(self, parts: _Parts) -> None:
         restores, transactions, membership = parts.restores, parts.transactions, parts.membership

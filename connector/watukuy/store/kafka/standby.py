@@ -1,26 +1,29 @@
 """Standby replicas, on the Kafka thread: partitions this runner does not own but keeps warm in
 its local state store, so that taking one over replays only what was written since.
 
-Every ``STANDBY_EVERY`` seconds the group's assignment is read (an admin ``describe``, answered
-in the background: the thread never waits for it), and :func:`.standby_rule.standby_partitions`
+Every ``STANDBY_EVERY`` seconds the group's assignment is read from the ``roster``: each live
+runner's partitions as its heartbeat in ``<prefix>.status`` says (see
+:meth:`watukuy.control.status.StatusTopic.owners`), and :func:`.standby_rule.standby_partitions`
 says which partitions to keep. The tail reads a kept partition's three topics from where the
 store stands (:meth:`.disk.DiskCopy.resume`) and the store keeps every record it reads, as a
 restore does. A partition granted to this runner stops being a standby first: its restore
 then starts from the store, a few records behind the end.
+
+Not an admin ``describe_consumer_groups``, which standbys first used: in librdkafka 2.16 a
+connection to the group coordinator that drops during one frees a request still in use and
+aborts the process (librdkafka #4605, fix proposed in #5397); the broker-outage fault
+scenario met it. The heartbeats need no request of their own, and say what each runner owns
+as it sees it, a second or so after each rebalance.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from concurrent.futures import Future
-from typing import Any
+from collections.abc import Callable, Mapping
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from watukuy.core.errors import Retriable
-from watukuy.store.kafka import clients
 from watukuy.store.kafka.disk import DiskCopy
 from watukuy.store.kafka.factory import Clock
 from watukuy.store.kafka.lease import Leases
@@ -29,13 +32,17 @@ from watukuy.store.kafka.settings import KafkaSettings
 from watukuy.store.kafka.standby_rule import standby_partitions
 from watukuy.store.kafka.topics import TopicLayout
 
-__all__ = ["STANDBY_EVERY", "Standbys"]
+__all__ = ["STANDBY_EVERY", "Roster", "Standbys"]
 
 log = logging.getLogger("watukuy.kafka")
 
 STANDBY_EVERY = 5.0  # seconds between looks at the group's assignment
 
 Watermarks = Callable[[TopicPartition], tuple[int, int]]
+
+Roster = Callable[[], Mapping[str, set[int]]]
+"""Runner id -> the Kafka partitions it owns, for each live runner of the group; called on the
+Kafka thread, so it must be safe to call from any thread."""
 
 
 class Standbys:
@@ -48,11 +55,11 @@ class Standbys:
         *,
         tail: Consumer,
         watermarks: Watermarks,
-        me: Callable[[], str | None],
-        admin: Callable[[], AdminClient] | None = None,
+        roster: Roster,
+        member: Callable[[], bool],
     ) -> None:
-        """``watermarks``: a topic-partition's start and last stable offset; ``me``: this
-        runner's name in the group's description (``None``: not a member now)."""
+        """``watermarks``: a topic-partition's start and last stable offset; ``member``:
+        whether this runner is in the group now."""
         self._settings = settings
         self._layout: TopicLayout = settings.layout
         self._disk = disk
@@ -60,55 +67,25 @@ class Standbys:
         self._clock = clock
         self._tail = tail
         self._watermarks = watermarks
-        self._me = me
-        self._make_admin = admin or (lambda: clients.admin_client(settings.kafka))
-        self._admin: AdminClient | None = None
-        self._asked: Future[Any] | None = None
-        self._asked_at = float("-inf")
+        self._roster = roster
+        self._member = member
+        self._looked_at = float("-inf")
         self.kept: set[int] = set()
         """The partitions kept warm now (the tail reads them; nothing of them is owned)."""
 
     # -- which partitions ---------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Ask for the group's assignment now and then; apply the answer once it came."""
-        asked = self._asked
-        if asked is not None:
-            if not asked.done():
-                return
-            self._asked = None
-            self._answered(asked)
-            return
+        """Look at the group's assignment now and then, and keep what the rule says."""
         now = self._clock.monotonic()
-        if now - self._asked_at < STANDBY_EVERY:
+        if now - self._looked_at < STANDBY_EVERY:
             return
-        self._asked_at = now
-        try:
-            if self._admin is None:
-                self._admin = self._make_admin()
-            group = self._settings.group
-            self._asked = self._admin.describe_consumer_groups([group], request_timeout=5)[group]
-        except KafkaException as exc:
-            log.debug("cannot describe the group for standbys: %s", exc)
-        if self._admin is not None:
-            clients.drain_logs(self._admin)
-
-    def _answered(self, asked: Future[Any]) -> None:
-        me = self._me()
-        try:
-            described = asked.result(0)
-        except KafkaException as exc:
-            log.debug("cannot describe the group for standbys: %s", exc)
-            return
-        if me is None:
-            return
-        owned: dict[str, set[int]] = {}
-        state = self._layout.state
-        for member in described.members:
-            name = member.group_instance_id or member.member_id
-            partitions = member.assignment.topic_partitions if member.assignment else []
-            owned[name] = {tp.partition for tp in partitions if tp.topic == state}
-        wanted = standby_partitions(me, owned, self._settings.standby_replicas)
+        self._looked_at = now
+        me = self._settings.runner_id
+        owned = self._roster()
+        if not self._member() or me not in owned:
+            return  # not in the group now, or its own heartbeat not read yet: keep as it is
+        wanted = standby_partitions(me, dict(owned), self._settings.standby_replicas)
         wanted = {p for p in wanted if self._leases.get(p) is None}
         for kafka_partition in sorted(self.kept - wanted):
             self.release(kafka_partition)

@@ -49,6 +49,7 @@ from watukuy.store.kafka.io import (
 from watukuy.store.kafka.outgoing import Outgoing
 from watukuy.store.kafka.restore import RestoredKeys
 from watukuy.store.kafka.settings import KafkaSettings
+from watukuy.store.kafka.standby import Roster
 from watukuy.store.kafka.topics import BrokerUnavailable, TopicInfo, ensure_topics
 from watukuy.store.kafka.view import OwnedKeys
 
@@ -86,6 +87,9 @@ class KafkaStore:
         self._outgoing: Outgoing | None = None
         self.crashed: BaseException | None = None
         self.restored_from_disk = 0  # records restores took from the local state store
+        self.roster: Roster | None = None
+        """Who owns what in the group (the status topic's heartbeats), which the standby
+        replicas are chosen from; none are kept while it is unset."""
 
     @property
     def topics(self) -> dict[str, TopicInfo]:
@@ -115,6 +119,7 @@ class KafkaStore:
             clock=self._clock,
             events_of=codec.events_of,
             disk=await asyncio.to_thread(open_disk, self.settings, self.topics, self._clock),
+            roster=lambda: {} if self.roster is None else self.roster(),
         )
         io.start()
         await asyncio.to_thread(io.ready.wait)
