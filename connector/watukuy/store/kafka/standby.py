@@ -80,11 +80,11 @@ class Standbys:
         now = self._clock.monotonic()
         if now - self._looked_at < STANDBY_EVERY:
             return
-        self._looked_at = now
         me = self._settings.runner_id
         owned = self._roster()
         if not self._member() or me not in owned:
             return  # not in the group now, or its own heartbeat not read yet: keep as it is
+        self._looked_at = now
         wanted = standby_partitions(me, dict(owned), self._settings.standby_replicas)
         wanted = {p for p in wanted if self._leases.get(p) is None}
         for kafka_partition in sorted(self.kept - wanted):
