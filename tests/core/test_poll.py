@@ -26,7 +26,7 @@ from watukuy.core.poll import (
     plan,
 )
 from watukuy.core.poller import FetchResult, Poller, define_poller
-from watukuy.core.schedule import JITTER, KeySchedule, spread_of
+from watukuy.core.schedule import KeySchedule
 from watukuy.core.state import (
     Lane,
     LaneState,
@@ -193,7 +193,7 @@ def test_token_poll_across_two_pages() -> None:
     assert second.state.sequence == 3
     # AIMD: a poll with changes halves the interval.
     assert second.state.schedule.interval == 60.0
-    assert second.state.schedule.next_due == NOW + 2 + 60 * (1 - JITTER * spread_of("invoices/t_1"))
+    assert second.state.schedule.next_due == NOW + 2 + 60
     assert second.state.last_success == NOW + 2
 
 
@@ -225,10 +225,7 @@ def test_idle_poll_increases_the_interval() -> None:
     assert result.events == []
     assert result.state.sequence == 9
     assert result.state.schedule.interval == 120.0 + 87.0
-    # Due one interval later, less the key's fixed share of the jitter band: never later.
-    early = 207.0 * JITTER * spread_of("invoices/t_1")
-    assert 0 < early < 207.0 * JITTER
-    assert result.state.schedule.next_due == NOW + 207.0 - early
+    assert result.state.schedule.next_due == NOW + 207.0
 
 
 def test_page_limit_ends_the_poll_due_again_now() -> None:

@@ -5,14 +5,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watukuy.core.schedule import (
-    JITTER,
     KeySchedule,
     ScheduleSpec,
     after_poll,
     backoff,
     initial,
     is_due,
-    spread_of,
     throttle,
     trigger,
 )
@@ -148,43 +146,3 @@ def test_invariants_hold_for_any_sequence(
             sched = backoff(spec, sched, now, amount)
         assert spec.min <= sched.interval <= spec.max
         assert sched.next_due >= sched.throttle_until
-
-
-# -- jitter -----------------------------------------------------------------------------------
-
-
-def test_a_key_comes_back_early_by_its_share_of_the_jitter_band_never_late() -> None:
-    spread = spread_of("invoices/t_0001")
-    assert spread == spread_of("invoices/t_0001")  # the same on every runner and run
-    sched = after_poll(SPEC, KeySchedule(interval=900.0, next_due=0.0), 100.0, False, spread)
-    assert sched.interval == 900.0  # the AIMD state carries no jitter
-    assert sched.next_due == 100.0 + 900.0 * (1 - JITTER * spread)
-    assert 100.0 + 900.0 * (1 - JITTER) <= sched.next_due <= 100.0 + 900.0
-
-
-def test_keys_polled_together_come_back_spread_over_the_band() -> None:
-    """10,000 keys polled in one instant: their next polls spread over the band's width
-    (a tenth of the interval) instead of all falling due in the same instant."""
-    dues = sorted(
-        after_poll(SPEC, KeySchedule(900.0, 0.0), 0.0, False, spread_of(f"p/t_{i:05d}")).next_due
-        for i in range(10_000)
-    )
-    assert dues[0] >= 900.0 * (1 - JITTER) and dues[-1] <= 900.0
-    assert dues[-1] - dues[0] > 0.95 * 900.0 * JITTER
-    # No tenth of the band holds more than twice its share.
-    width = 900.0 * JITTER / 10
-    buckets = [0] * 10
-    for due in dues:
-        buckets[min(9, int((due - 900.0 * (1 - JITTER)) / width))] += 1
-    assert max(buckets) < 2_000
-
-
-def test_a_throttle_window_still_wins_over_jitter() -> None:
-    sched = KeySchedule(interval=30.0, next_due=0.0, throttle_until=500.0)
-    assert after_poll(SPEC, sched, 0.0, True, 0.99).next_due == 500.0
-
-
-@pytest.mark.parametrize("spread", [-0.1, 1.0, float("nan")])
-def test_a_spread_outside_the_band_is_refused(spread: float) -> None:
-    with pytest.raises(ValueError, match="spread"):
-        after_poll(SPEC, initial(SPEC, 0.0), 0.0, False, spread)

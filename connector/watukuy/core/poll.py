@@ -342,8 +342,7 @@ def _after_page(
     sched = state.schedule
     if step.lane is Lane.LIVE and finished:
         changed = step.changed or bool(detected.events)
-        spread = schedules.spread_of(state.key)
-        sched = schedules.after_poll(poller.schedule, sched, now, changed, spread)
+        sched = schedules.after_poll(poller.schedule, sched, now, changed)
     elif step.lane is Lane.LIVE and at_limit:
         sched = schedules.trigger(sched, now)  # more is waiting: come back as soon as allowed
     if step.lane is Lane.RECONCILE and finished and poller.reconcile is not None:

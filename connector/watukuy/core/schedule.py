@@ -16,7 +16,6 @@ the caller is consistent) and every function returns a new :class:`KeySchedule`.
 from __future__ import annotations
 
 import math
-import zlib
 from dataclasses import dataclass, replace
 
 __all__ = [
@@ -26,21 +25,12 @@ __all__ = [
     "backoff",
     "initial",
     "is_due",
-    "spread_of",
     "throttle",
     "trigger",
 ]
 
 DEFAULT_STEPS = 10
 """Without an explicit ``increase``, an idle key goes from ``min`` to ``max`` in this many polls."""
-
-JITTER = 0.1
-"""After a poll, a key comes back up to this fraction of its interval early, by a fraction
-fixed per key (:func:`spread_of`). Keys polled together (a start, a restore, a failover) would
-otherwise stay bunched in waves, each asking the engine for all of them within the time the
-last wave took; at 100,000 idle tenants that kept p99 lateness near 6 s while the average
-demand was a third of the engine's pace. Early and never late: ``max`` stays the longest a
-key waits between polls. Costs at most a tenth more polls (about 5% on average)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,29 +95,16 @@ def is_due(sched: KeySchedule, now: float) -> bool:
     return now >= sched.next_due and now >= sched.throttle_until
 
 
-def spread_of(key: str) -> float:
-    """Where ``key`` (``poller/partition``) sits in the jitter band, in ``[0, 1)``: the same
-    on every runner and every run, so that a schedule stays a pure function of its inputs."""
-    return zlib.crc32(key.encode()) / 2**32
-
-
-def after_poll(
-    spec: ScheduleSpec, sched: KeySchedule, now: float, changed: bool, spread: float = 0.0
-) -> KeySchedule:
+def after_poll(spec: ScheduleSpec, sched: KeySchedule, now: float, changed: bool) -> KeySchedule:
     """The schedule after a successful poll at ``now``.
 
     Idle: ``interval + step`` capped at ``max``. Changed: ``interval * decrease_factor``
-    floored at ``min``. The next poll is one interval away, less ``spread`` (the key's
-    :func:`spread_of`) times :data:`JITTER` of it, but not inside a throttle window. The
-    interval itself carries no jitter: the key's AIMD state is the same either way.
+    floored at ``min``. The next poll is one interval away, but not inside a throttle window.
     """
-    if not 0.0 <= spread < 1.0:
-        raise ValueError(f"spread must be in [0, 1), got {spread!r}")
     current = spec.clamp(sched.interval)
     interval = current * spec.decrease_factor if changed else current + spec.step
     interval = spec.clamp(interval)
-    wait = interval * (1.0 - JITTER * spread)
-    return replace(sched, interval=interval, next_due=max(now + wait, sched.throttle_until))
+    return replace(sched, interval=interval, next_due=max(now + interval, sched.throttle_until))
 
 
 def throttle(sched: KeySchedule, until: float) -> KeySchedule:

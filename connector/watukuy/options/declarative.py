@@ -340,13 +340,7 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
         "Per status (`404`) or class (`4xx`): `ok`, `ignore`, `retry`, `rate-limited` or "
         "`fail`. Defaults: 2xx ok, 304 no change, 429 rate-limited, 5xx retry, other fail.",
     ),
-    KeyDoc(
-        "schedule",
-        "mapping",
-        None,
-        "Polling interval bounds (adaptive in between; each key comes back up to a tenth of "
-        "its interval early, by a fraction fixed per key, so keys polled together spread out).",
-    ),
+    KeyDoc("schedule", "mapping", None, "Polling interval bounds (adaptive in between)."),
     KeyDoc("schedule.min", "duration", "30s", "Shortest interval."),
     KeyDoc("schedule.max", "duration", "15m", "Longest interval."),
     KeyDoc("budget", "string", None, "Name of a shared request budget (`budgets:`)."),
