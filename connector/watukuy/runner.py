@@ -79,7 +79,7 @@ def kafka_store(
 def state_figures(engine: Engine, store: KafkaStore) -> StateFigures:
     """Where the runner's state lives, for the metrics."""
     snapshots = engine.snapshots
-    disk_bytes, standbys, from_disk = store.local_figures()
+    disk_bytes, (standbys, standby_lag), from_disk = store.local_figures()
     return StateFigures(
         snapshot_keys=snapshots.keys,
         snapshot_entries=snapshots.entries,
@@ -87,6 +87,7 @@ def state_figures(engine: Engine, store: KafkaStore) -> StateFigures:
         snapshot_loads=snapshots.loads,
         disk_bytes=disk_bytes,
         standby_partitions=standbys,
+        standby_lag=standby_lag,
         restored_from_disk=from_disk,
     )
 

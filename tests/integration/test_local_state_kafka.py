@@ -223,9 +223,10 @@ async def _takeover_reads(
 
 
 async def wait_standbys(store: KafkaStore, count: int) -> None:
-    """Until ``store`` keeps ``count`` partitions warm (a figure: there is no event to wait on)."""
+    """Until ``store`` keeps ``count`` partitions warm and has read them to their ends (figures:
+    there is no event to wait on)."""
     async with asyncio.timeout(30):
-        while store.local_figures()[1] != count:  # noqa: ASYNC110
+        while store.local_figures()[1] != (count, 0):  # noqa: ASYNC110
             await asyncio.sleep(0.1)
 
 

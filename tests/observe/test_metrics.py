@@ -359,11 +359,16 @@ def test_where_state_lives_is_read_at_each_scrape() -> None:
 
     figures.append(
         StateFigures(
-            snapshot_loads=2, disk_bytes=4096, standby_partitions=4, restored_from_disk=900
+            snapshot_loads=2,
+            disk_bytes=4096,
+            standby_partitions=4,
+            standby_lag=120,
+            restored_from_disk=900,
         )
     )
     samples = scrape(observer)
     assert values(samples, "watukuy_snapshot_cache_loads_total") == {(): 2}
     assert values(samples, "watukuy_local_state_bytes") == {(): 4096}
     assert values(samples, "watukuy_standby_partitions") == {(): 4}
+    assert values(samples, "watukuy_standby_lag_records") == {(): 120}
     assert values(samples, "watukuy_restore_records_from_disk_total") == {(): 900}

@@ -126,6 +126,7 @@ class StateFigures:
     snapshot_loads: int = 0
     disk_bytes: int | None = None  # None: no local state store
     standby_partitions: int = 0
+    standby_lag: float = 0.0  # records the standbys are behind at their last look (NaN: unknown)
     restored_from_disk: int = 0  # records restores took from the store instead of Kafka
 
 

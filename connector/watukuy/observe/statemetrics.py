@@ -20,6 +20,7 @@ NAMES = (
     "watukuy_snapshot_cache_loads",
     "watukuy_local_state_bytes",
     "watukuy_standby_partitions",
+    "watukuy_standby_lag_records",
     "watukuy_restore_records_from_disk",
 )
 
@@ -33,7 +34,7 @@ class StateCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         f = self._figures()
-        keys, entries, hits, loads, size, standbys, from_disk = NAMES
+        keys, entries, hits, loads, size, standbys, standby_lag, from_disk = NAMES
         yield _gauge(keys, "Keys whose snapshot the engine holds in memory.", f.snapshot_keys)
         yield _gauge(
             entries,
@@ -52,6 +53,13 @@ class StateCollector(Collector):
                 standbys,
                 "Partitions of other runners kept warm in the local state store.",
                 f.standby_partitions,
+            )
+            yield _gauge(
+                standby_lag,
+                "Records the standby partitions were behind their topics at the last look "
+                "(every 5 s); 0 once a takeover of them would replay nothing, NaN while one has "
+                "not fetched yet.",
+                f.standby_lag,
             )
             yield _counter(
                 from_disk,

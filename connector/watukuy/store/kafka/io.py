@@ -137,11 +137,12 @@ class KafkaIO:
         disk = self._disk
         return None if disk is None else disk.local.bytes_on_disk()
 
-    def standby_count(self) -> int:
-        """Partitions kept warm as standbys now (read from another thread: a length only)."""
+    def standby_figures(self) -> tuple[int, float]:
+        """Partitions kept warm as standbys now, and the records they are behind (read from
+        another thread: a length and a number only)."""
         parts = self._parts
         standbys = None if parts is None else parts.restores.standbys
-        return 0 if standbys is None else len(standbys.kept)
+        return (0, 0.0) if standbys is None else (len(standbys.kept), standbys.lag)
 
     def acquire(self, kafka_partitions: Sequence[int]) -> None:
         """Without a group: take these partitions as if assigned (the CLI, group empty)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from watukuy.core.errors import Retriable
 from watukuy.store.kafka.disk import DiskCopy
@@ -72,6 +72,10 @@ class Standbys:
         self._looked_at = float("-inf")
         self.kept: set[int] = set()
         """The partitions kept warm now (the tail reads them; nothing of them is owned)."""
+        self.lag = 0.0
+        """Records the kept partitions were behind their topics' last stable offsets at the
+        last look (every ``STANDBY_EVERY`` seconds): 0 once they are warm, NaN while one of
+        them has not fetched yet."""
 
     # -- which partitions ---------------------------------------------------------------------
 
@@ -91,6 +95,26 @@ class Standbys:
             self.release(kafka_partition)
         for kafka_partition in sorted(wanted - self.kept):
             self._keep(kafka_partition)
+        self.lag = self._behind()
+
+    def _behind(self) -> float:
+        """How far the tail's reading of the kept partitions is from their ends, as its last
+        fetches said (cached: no request, so a broker that does not answer never holds the
+        thread here; for a read_committed consumer the end is the last stable offset)."""
+        topics = (self._layout.state, self._layout.items, self._layout.parked)
+        wanted = [TopicPartition(t, p) for p in sorted(self.kept) for t in topics]
+        behind = 0.0
+        try:
+            for tp in self._tail.position(wanted):
+                start, end = self._tail.get_watermark_offsets(tp, cached=True)
+                if end < 0:
+                    return float("nan")  # nothing fetched yet: not known to be warm
+                at = tp.offset if tp.offset >= 0 else max(start, 0)
+                behind += max(0, end - at)
+        except KafkaException as exc:
+            log.debug("standby lag unknown now: %s", exc)
+            return self.lag
+        return behind
 
     # -- keeping and letting go ---------------------------------------------------------------
 

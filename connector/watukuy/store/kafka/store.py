@@ -395,15 +395,12 @@ class KafkaStore:
         """Restored and committed since: only keys of partitions this instance owns."""
         return self._view.states_of(poller)
 
-    def local_figures(self) -> tuple[int | None, int, int]:
+    def local_figures(self) -> tuple[int | None, tuple[int, float], int]:
         """The local state store's bytes on disk (``None``: none is configured), the
-        partitions it keeps warm as standbys, and the records restores took from it."""
+        partitions it keeps warm as standbys and their lag, and what restores took from it."""
         io = self._io
-        return (
-            None if io is None else io.disk_bytes(),
-            0 if io is None else io.standby_count(),
-            self.restored_from_disk,
-        )
+        standbys = (0, 0.0) if io is None else io.standby_figures()
+        return None if io is None else io.disk_bytes(), standbys, self.restored_from_disk
 
     def written_topics(self) -> list[str]:
         """Every topic the runners write in transactions: the internal ones, and each bound
