@@ -33,7 +33,8 @@ events whose ``ce_subject`` is one of them and reports it (it must be 0).
 ``--state-dir DIR`` gives both runners ``runner.state.dir`` DIR (each gets ``DIR/<prefix>/<runner
 id>``, removed at the end) and ``--standby-replicas N`` their ``runner.standby.replicas`` (0:
 none). With standbys, before each kill the bench waits until the survivor keeps the victim's
-partitions warm and its store stopped growing (``warm s``). Each round also reports how many
+partitions warm and has read them to their ends (``watukuy_standby_lag_records`` 0; ``warm s``).
+Each round also reports how many
 records the survivor's restores read from Kafka and from its local state store during the
 takeover (the deltas of ``watukuy_restore_records_total`` and
 ``watukuy_restore_records_from_disk_total`` on its REST port's ``GET /metrics``).
