@@ -348,6 +348,7 @@ def test_kafka_properties_watukuy_owns_are_rejected(
         ("linger.ms", "fixed at 5ms"),
         ("partitioner", "fixed to murmur2_random"),
         ("fetch.wait.max.ms", "fixed at 50ms"),
+        ("fetch.queue.backoff.ms", "fixed at 10ms"),
         ("enable.partition.eof", "fixed on"),
         ("auto.offset.reset", "fixed to earliest"),
     ],

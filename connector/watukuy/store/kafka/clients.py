@@ -76,12 +76,15 @@ OWNED_PROPERTIES: Mapping[str, str] = {
     "auto.offset.reset": "fixed to earliest: a restore reads its partitions from the start",
     "fetch.wait.max.ms": "fixed at 50ms for restores and readers: a failover must not wait "
     "on the broker's fetch",
+    "fetch.queue.backoff.ms": "fixed at 10ms for restores and readers: at librdkafka's "
+    "default (1000ms) a restore reads a third as fast",
     "logger": f"watukuy sends librdkafka's logs to the Python logger '{LOGGER_NAME}'; set "
     "'debug' for more of them",
 }
 
 LINGER_MS = 5
 TAIL_FETCH_WAIT_MS = 50
+TAIL_FETCH_QUEUE_BACKOFF_MS = 10
 
 # Properties that only one kind of client reads: given to the other, librdkafka warns.
 _PRODUCER_ONLY = ("linger.ms", "batch.", "compression.", "acks", "transaction.", "message.timeout")
@@ -327,6 +330,11 @@ def tail_config(kafka: Mapping[str, Any], *, group: str) -> dict[str, Any]:
         "auto.offset.reset": "earliest",
         # A restore is on the failover path: do not let the broker sit on a fetch.
         "fetch.wait.max.ms": TAIL_FETCH_WAIT_MS,
+        # A partition whose fetched records wait in the client's queue past queued.min.messages
+        # is not fetched again for this long (librdkafka's default: 1000 ms). A restore reads
+        # 24 partitions as fast as it can, and every one of them sat out whole seconds: 125k
+        # records/s with the default, 449k with 10 ms (the restore bench, 2,000,000 entries).
+        "fetch.queue.backoff.ms": TAIL_FETCH_QUEUE_BACKOFF_MS,
     }
 
 
