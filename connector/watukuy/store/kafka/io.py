@@ -252,7 +252,10 @@ class KafkaIO:
                 self._leases,
                 clock,
                 tail=tail,
-                watermarks=lambda tp: watermarks(stable, tp, clock),
+                # One short try: a standby is only worth it while it never holds this thread
+                # (a broker back from an outage answered NOT_LEADER for seconds, and a 60 s
+                # wait for a leader here stalled every commit of the runner).
+                watermarks=lambda tp: watermarks(stable, tp, clock, deadline=0.0, timeout=1.0),
                 roster=roster,
                 member=self._in_group,
             )

@@ -94,7 +94,8 @@ class Standbys:
         for kafka_partition in sorted(self.kept - wanted):
             self.release(kafka_partition)
         for kafka_partition in sorted(wanted - self.kept):
-            self._keep(kafka_partition)
+            if not self._keep(kafka_partition):
+                break  # the cluster does not answer now: the next look tries again
         self.lag = self._behind()
 
     def _behind(self) -> float:
@@ -118,13 +119,14 @@ class Standbys:
 
     # -- keeping and letting go ---------------------------------------------------------------
 
-    def _keep(self, kafka_partition: int) -> None:
+    def _keep(self, kafka_partition: int) -> bool:
+        """Start keeping ``kafka_partition``; ``False`` if its offsets could not be read."""
         topics = (self._layout.state, self._layout.items, self._layout.parked)
         try:
             bounds = {t: self._watermarks(TopicPartition(t, kafka_partition)) for t in topics}
         except Retriable as exc:
             log.debug("partition %d: not kept warm now: %s", kafka_partition, exc)
-            return
+            return False
         resumed = self._disk.resume(kafka_partition, bounds, RestoredKeys())
         starts = dict.fromkeys(topics, OFFSET_BEGINNING) if resumed is None else resumed[0]
         self._tail.incremental_assign(
@@ -132,6 +134,7 @@ class Standbys:
         )
         self.kept.add(kafka_partition)
         log.info("partition %d: kept warm as a standby", kafka_partition)
+        return True
 
     def release(self, kafka_partition: int) -> None:
         """Stop keeping ``kafka_partition`` (it is granted to this runner, or kept elsewhere):

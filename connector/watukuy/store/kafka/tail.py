@@ -68,7 +68,7 @@ def end_offset(tail: Consumer, tp: TopicPartition, clock: Clock, deadline: float
 
 
 def watermarks(
-    tail: Consumer, tp: TopicPartition, clock: Clock, deadline: float = 60.0
+    tail: Consumer, tp: TopicPartition, clock: Clock, deadline: float = 60.0, timeout: float = 10
 ) -> tuple[int, int]:
     """Where the partition starts and (a read_committed consumer's high watermark: the last
     stable offset) ends, now.
@@ -82,7 +82,7 @@ def watermarks(
     give_up = clock.monotonic() + deadline
     while True:
         try:
-            low, high = tail.get_watermark_offsets(tp, timeout=10, cached=False)
+            low, high = tail.get_watermark_offsets(tp, timeout=timeout, cached=False)
             return int(low), int(high)
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
