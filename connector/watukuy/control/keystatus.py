@@ -326,9 +326,8 @@ class StatusTable:
 
     def __init__(self) -> None:
         self._keys: dict[str, KeyStatus] = {}
-        self._heartbeats: dict[str, float] = {}
         # Replaced whole on each change, never changed in place: the Kafka thread reads it.
-        self._owned: Mapping[str, tuple[float, tuple[int, ...]]] = {}
+        self._heartbeats: Mapping[str, Heartbeat] = {}
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         """Take one record in; raises :class:`StateCorrupted` for an unreadable value."""
@@ -336,14 +335,12 @@ class StatusTable:
         if record is None:
             return
         if record.kind == "worker":
-            owned = dict(self._owned)
+            beats = dict(self._heartbeats)
             if isinstance(record.value, Heartbeat):
-                self._heartbeats[record.name] = record.value.at
-                owned[record.name] = (record.value.at, record.value.partitions)
+                beats[record.name] = record.value
             else:
-                self._heartbeats.pop(record.name, None)
-                owned.pop(record.name, None)
-            self._owned = owned
+                beats.pop(record.name, None)
+            self._heartbeats = beats
         elif isinstance(record.value, KeyStatus):
             self._keys[record.name] = record.value
         else:
@@ -359,20 +356,20 @@ class StatusTable:
 
     def heartbeats(self) -> dict[str, float]:
         """Runner id -> time of its last heartbeat (clean shutdowns removed)."""
-        return dict(self._heartbeats)
+        return {runner: beat.at for runner, beat in self._heartbeats.items()}
 
     def owned(self, *, now: float, session_timeout: float) -> dict[str, set[int]]:
         """Runner id -> the Kafka partitions it said it owned, for each runner whose last
         heartbeat is younger than ``session_timeout``. Safe to call from any thread."""
         return {
-            runner: set(partitions)
-            for runner, (at, partitions) in self._owned.items()
-            if now - at <= session_timeout
+            runner: set(beat.partitions)
+            for runner, beat in self._heartbeats.items()
+            if now - beat.at <= session_timeout
         }
 
     def alive(self, owner: str | None, *, now: float, session_timeout: float) -> bool:
-        at = None if owner is None else self._heartbeats.get(owner)
-        return at is not None and now - at <= session_timeout
+        beat = None if owner is None else self._heartbeats.get(owner)
+        return beat is not None and now - beat.at <= session_timeout
 
     def view(
         self, poller: str | None = None, *, now: float, session_timeout: float
