@@ -85,6 +85,7 @@ def state_figures(engine: Engine, store: KafkaStore) -> StateFigures:
         snapshot_entries=snapshots.entries,
         snapshot_hits=snapshots.hits,
         snapshot_loads=snapshots.loads,
+        snapshot_entry_reads=snapshots.point_reads,
         disk_bytes=disk_bytes,
         standby_partitions=standbys,
         standby_lag=standby_lag,

@@ -97,6 +97,26 @@ async def test_a_restart_on_its_disk_reads_only_what_the_topics_gained_and_publi
     assert [v["type"] for v in read.by_key[key][-2:]] == ["updated", "created"]
 
 
+async def test_entries_read_one_by_one_from_the_disk_are_those_a_whole_load_gives(
+    env: Env, kafka_bootstrap: str, prefix: str, tmp_path: Path
+) -> None:
+    await _run_once(env, kafka_bootstrap, prefix, tmp_path)
+    restores = Restores()
+    store = make_store(kafka_bootstrap, prefix, "r1", observers=restores, state_dir=str(tmp_path))
+    await store.start()
+    try:
+        await wait_owned(store, 4)
+        assert restores.records < 40  # restarted on its disk: the entries are read there
+        for tenant in env.tenants:
+            identities = [item["id"] for item in env.sim.items(tenant.id)]
+            read = store.entries("invoices", tenant.id, [*identities, "never-seen"])
+            loaded = await store.load("invoices", tenant.id)
+            assert loaded is not None and len(loaded.snapshot) == 40
+            assert read == loaded.snapshot
+    finally:
+        await store.close()
+
+
 async def test_a_store_deleted_under_a_running_runner_is_rebuilt_and_nothing_is_lost(
     env: Env, kafka_bootstrap: str, prefix: str, tmp_path: Path
 ) -> None:

@@ -210,6 +210,24 @@ async def test_a_restore_sees_exactly_what_was_committed(harness: Harness) -> No
     assert sorted(await harness.events()) == sorted(e.id for e in [*events, third])
 
 
+async def test_entries_are_read_one_by_one_as_committed(harness: Harness) -> None:
+    store = await harness.open()
+    newer = SnapshotEntry(version="v2", seen=NOW + 1, scan=0)
+    await store.commit([KeyCommit(state=state(KEY), upserts={"a/b%c": ENTRY, "d": ENTRY})])
+    await store.commit([KeyCommit(state=state(KEY, sequence=1), upserts={"d": newer})])
+    await store.commit([KeyCommit(state=state(OTHER), upserts={"a/b%c": newer})])
+
+    wanted = ["d", "a/b%c", "never"]
+    assert store.entries(POLLER.name, KEY, wanted) == {"d": newer, "a/b%c": ENTRY}
+    await store.commit([KeyCommit(state=state(KEY, sequence=2), forget=["a/b%c"])])
+    assert store.entries(POLLER.name, KEY, wanted) == {"d": newer}
+
+    store = await harness.open()  # restored: read from what the topics hold
+    assert store.entries(POLLER.name, KEY, wanted) == {"d": newer}
+    assert store.entries(POLLER.name, OTHER, wanted) == {"a/b%c": newer}
+    assert store.entries(POLLER.name, "never-stored", wanted) == {}
+
+
 async def test_a_batch_is_committed_whole_or_not_at_all(harness: Harness) -> None:
     store = await harness.open()
     await store.commit([KeyCommit(state=state(KEY)), KeyCommit(state=state(OTHER))])

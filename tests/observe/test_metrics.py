@@ -360,6 +360,7 @@ def test_where_state_lives_is_read_at_each_scrape() -> None:
     figures.append(
         StateFigures(
             snapshot_loads=2,
+            snapshot_entry_reads=50,
             disk_bytes=4096,
             standby_partitions=4,
             standby_lag=120,
@@ -368,6 +369,7 @@ def test_where_state_lives_is_read_at_each_scrape() -> None:
     )
     samples = scrape(observer)
     assert values(samples, "watukuy_snapshot_cache_loads_total") == {(): 2}
+    assert values(samples, "watukuy_snapshot_entry_reads_total") == {(): 50}
     assert values(samples, "watukuy_local_state_bytes") == {(): 4096}
     assert values(samples, "watukuy_standby_partitions") == {(): 4}
     assert values(samples, "watukuy_standby_lag_records") == {(): 120}

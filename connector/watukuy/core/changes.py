@@ -12,7 +12,7 @@ timestamp cursor serves the last item of a page twice).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +64,18 @@ def _identity_version(poller: Poller, item: Any) -> tuple[str, str]:
     except Exception as exc:
         raise ValueError(f"version() raised {type(exc).__name__}: {exc}") from exc
     return identity, version
+
+
+def identities(poller: Poller, items: Iterable[Any]) -> list[str]:
+    """The identities of ``items`` that have one: the snapshot entries :func:`detect` looks
+    at for them (an item without one is parked, and looks at none)."""
+    out: list[str] = []
+    for item in items:
+        try:
+            out.append(_as_text(poller.identity(item), "identity"))
+        except Exception:  # detect parks it, with the reason
+            continue
+    return out
 
 
 def _as_text(value: Any, what: str) -> str:

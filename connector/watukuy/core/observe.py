@@ -124,6 +124,7 @@ class StateFigures:
     snapshot_entries: int = 0
     snapshot_hits: int = 0
     snapshot_loads: int = 0
+    snapshot_entry_reads: int = 0
     disk_bytes: int | None = None  # None: no local state store
     standby_partitions: int = 0
     standby_lag: float = 0.0  # records the standbys are behind at their last look (NaN: unknown)

@@ -14,7 +14,7 @@ from typing import Any
 
 from watukuy.core import cursor as cursors
 from watukuy.core import schedule as schedules
-from watukuy.core.changes import Detected, deletions, detect, expired
+from watukuy.core.changes import Detected, deletions, detect, expired, identities
 from watukuy.core.circuit import CircuitState
 from watukuy.core.events import Event
 from watukuy.core.observe import OutcomeKind
@@ -168,6 +168,28 @@ class Trip:
 
 
 Decision = Emit | Backoff | Trip
+
+
+@dataclass(frozen=True, slots=True)
+class Lookups:
+    """What deciding an outcome reads of the key's snapshot: the entries of ``identities``,
+    or the ``whole`` of it."""
+
+    identities: tuple[str, ...] = ()
+    whole: bool = False
+
+
+def lookups(poller: Poller, step: PollPlan, outcome: Page | Failure) -> Lookups:
+    """What :func:`decide` will read of the snapshot for ``outcome``: nothing for a failure or
+    a 304 (most polls of an idle key); the entries of the page's items for a live or backfill
+    page; the whole snapshot for a reconcile page, since the pass's last one turns every entry
+    it did not see into a deletion. A key with 5,000 entries and one changed item then reads
+    one entry, not 5,000 (a failover's first polls read each moved key's)."""
+    if isinstance(outcome, Failure) or outcome.not_modified:
+        return Lookups()
+    if step.lane is Lane.RECONCILE:
+        return Lookups(whole=True)
+    return Lookups(identities=tuple(identities(poller, outcome.result.items)))
 
 
 def decide(

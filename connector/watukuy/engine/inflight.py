@@ -99,11 +99,17 @@ class InFlight:
 
     def snapshot(self) -> Mapping[str, SnapshotEntry]:
         """The tentative snapshot; a guard that refuses every look while the key's snapshot
-        is not loaded (a page that needs it loads it first: see ``needs_snapshot``)."""
+        is not loaded (a page that needs it loads it first: see ``core.poll.lookups``)."""
         if self._snapshot is not None:
             return self._snapshot
         held = self.runtime.snapshot
         return NOT_LOADED if held is None else held
+
+    def snapshot_over(self, found: Mapping[str, SnapshotEntry]) -> Mapping[str, SnapshotEntry]:
+        """The tentative snapshot of a key whose snapshot is not held, as far as ``found`` (the
+        committed entries a page reads) goes: the pages in flight's changes over them. Taken
+        with no await between the read and the decision, so no page lands in between."""
+        return found if self._snapshot is None else self._snapshot.over(found)
 
     def rebase(self) -> None:
         """The key's snapshot was loaded while pages were in flight: they apply over it."""
@@ -139,12 +145,6 @@ class InFlight:
         return page
 
 
-def needs_snapshot(outcome: Page | Failure) -> bool:
-    """Whether deciding ``outcome`` compares items with the key's snapshot: a page with a
-    result does; a failure or a 304 does not (most polls of an idle key)."""
-    return isinstance(outcome, Page) and not outcome.not_modified
-
-
 class _NotLoaded(Mapping[str, SnapshotEntry]):
     """A snapshot that is not loaded: any look at it is a bug, said loudly."""
 
@@ -169,6 +169,12 @@ class Overlay(Mapping[str, V]):
     def __init__(self, base: Mapping[str, V]) -> None:
         self.base = base
         self._changes: dict[str, V | None] = {}  # None: removed
+
+    def over(self, base: Mapping[str, V]) -> Overlay[V]:
+        """These changes over another base (they are shared, not copied)."""
+        other = Overlay(base)
+        other._changes = self._changes
+        return other
 
     def change(self, upserts: Mapping[str, V], removed: Iterable[str]) -> None:
         self._changes.update(upserts)

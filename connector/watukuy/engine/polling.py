@@ -29,6 +29,7 @@ from watukuy.core.poll import (
     Trip,
     begin,
     decide,
+    lookups,
     next_lane,
     next_page,
     page_after,
@@ -45,7 +46,6 @@ from watukuy.engine.inflight import (
     InFlight,
     PageLimits,
     SentPage,
-    needs_snapshot,
 )
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.progress import LaneProgress
@@ -165,23 +165,29 @@ class KeyPoller:
     ) -> Decision | None:
         """Decide the page and send it to the store; ``None`` when it is to be dropped."""
         roster = self._roster
-        if needs_snapshot(got.outcome):
-            try:
+        reads = lookups(runtime.poller, step, got.outcome)
+        try:
+            if reads.whole and runtime.snapshot is None:
                 await roster.snapshots.hold(runtime)
-            except (Fenced, Retriable) as exc:  # let go meanwhile, or the store is busy
-                self._refused(runtime, exc, flight)
-                return None
-            except NewerRelease as exc:
-                # Its snapshot holds a newer release's records: left for an instance that
-                # reads them (ownership moves it there), looked at again now and then.
-                log.warning("%s: not polled: %s", runtime.key, exc)
-                roster.due.hold(runtime.key, roster.clock.now() + NEWER_RETRY)
-                return None
-            flight.rebase()
+                flight.rebase()
+            if reads.identities and runtime.snapshot is None:
+                found = roster.snapshots.read(runtime, reads.identities)
+                snapshot = flight.snapshot_over(found)
+            else:
+                snapshot = flight.snapshot()
+        except (Fenced, Retriable) as exc:  # let go meanwhile, or the store is busy
+            self._refused(runtime, exc, flight)
+            return None
+        except NewerRelease as exc:
+            # Its snapshot holds a newer release's records: left for an instance that
+            # reads them (ownership moves it there), looked at again now and then.
+            log.warning("%s: not polled: %s", runtime.key, exc)
+            roster.due.hold(runtime.key, roster.clock.now() + NEWER_RETRY)
+            return None
         decision = decide(
             runtime.poller,
             begun,
-            flight.snapshot(),
+            snapshot,
             step,
             got.outcome,
             roster.clock.now(),

@@ -2,11 +2,12 @@
 
 A key's snapshot (one entry per item it has seen) is what change detection compares a page's
 items with. Most polls never need it: a 304, a failure, an empty page. So a key is activated
-without it, loads it from the store when a page with items comes back (or an operation needs
-it), and keeps it while it is used; past the budget, the snapshots used longest ago are let
-go, and loaded again when next needed. With a local state store the store reads them from
-disk, so memory is bounded by the working set, not by the state; without one, the store holds
-them anyway and a key only gives back its own copy.
+without it. A page with items reads only its own items' entries (:meth:`Snapshots.read`,
+point reads of the store); the whole snapshot is loaded when a reconcile page (which finds
+what was deleted) or an operation needs it, and kept while it is used; past the budget, the
+snapshots used longest ago are let go, and loaded again when next needed. With a local state
+store the store reads them from disk, so memory is bounded by the working set, not by the
+state; without one, the store holds them anyway and a key only gives back its own copy.
 
 The budget counts entries as each snapshot was when last held (it drifts as commits add
 entries, and is set right at the next hold). A key whose lock is held is never let go: a
@@ -16,6 +17,7 @@ poll, with its pages in flight, or an operation is using it.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 
 from watukuy.core.state import SnapshotEntry
 from watukuy.core.validation import positive_int
@@ -37,6 +39,7 @@ class Snapshots:
         self.entries = 0
         self.hits = 0
         self.loads = 0
+        self.point_reads = 0
 
     async def hold(self, runtime: KeyRuntime) -> dict[str, SnapshotEntry]:
         """``runtime``'s snapshot, loaded from the store if it was let go; the least recently
@@ -57,6 +60,12 @@ class Snapshots:
         self.entries += len(snapshot) - before
         self.trim(keep=runtime)
         return snapshot
+
+    def read(self, runtime: KeyRuntime, identities: Sequence[str]) -> dict[str, SnapshotEntry]:
+        """The committed entries of ``identities`` of a key whose snapshot is not held, read
+        one by one from the store and kept by nobody: a page needs only its own items'."""
+        self.point_reads += len(identities)
+        return self._store.entries(runtime.poller.name, runtime.partition.key, identities)
 
     def trim(self, keep: KeyRuntime | None = None) -> None:
         """Let the least recently held snapshots go while the budget is exceeded (a key's

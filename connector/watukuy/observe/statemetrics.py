@@ -18,6 +18,7 @@ NAMES = (
     "watukuy_snapshot_cache_entries",
     "watukuy_snapshot_cache_hits",
     "watukuy_snapshot_cache_loads",
+    "watukuy_snapshot_entry_reads",
     "watukuy_local_state_bytes",
     "watukuy_standby_partitions",
     "watukuy_standby_lag_records",
@@ -34,7 +35,7 @@ class StateCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         f = self._figures()
-        keys, entries, hits, loads, size, standbys, standby_lag, from_disk = NAMES
+        keys, entries, hits, loads, reads, size, standbys, standby_lag, from_disk = NAMES
         yield _gauge(keys, "Keys whose snapshot the engine holds in memory.", f.snapshot_keys)
         yield _gauge(
             entries,
@@ -46,6 +47,12 @@ class StateCollector(Collector):
             loads,
             "Snapshots loaded from the store (from disk with a local state store).",
             f.snapshot_loads,
+        )
+        yield _counter(
+            reads,
+            "Snapshot entries pages read one by one (their own items'), instead of loading a "
+            "whole snapshot.",
+            f.snapshot_entry_reads,
         )
         if f.disk_bytes is not None:
             yield _gauge(size, "Bytes of the local state store on disk.", f.disk_bytes)

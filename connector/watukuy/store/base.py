@@ -16,7 +16,7 @@ in one transaction.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -139,6 +139,17 @@ class KeyStates(Protocol):
 
         ``snapshot=False``: its state and parked items only (its ``snapshot`` is empty): a key
         is activated so, and loads its snapshot when a page needs it."""
+
+    def entries(
+        self, poller: str, partition: str, identities: Iterable[str]
+    ) -> dict[str, SnapshotEntry]:
+        """The key's committed snapshot entries of ``identities`` (those it has): what a page
+        compares its items with, without loading the whole snapshot.
+
+        Answered from this instance's own copy (memory, or the local state store on disk),
+        never over a network, so it does not await: nothing the key commits can land between
+        the read and the decision taken with it. ``Fenced`` if the key is not owned here,
+        ``NewerRelease`` if one of the entries was written by a newer release."""
 
     async def commit(self, batch: Sequence[KeyCommit]) -> None:
         """Commit every entry of ``batch`` atomically, or raise and commit nothing."""

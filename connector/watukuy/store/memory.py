@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from watukuy.core.commands import Command
 from watukuy.core.errors import ConfigError, Fenced, Retriable
@@ -71,6 +71,12 @@ class MemoryStore:
             snapshot=dict(self.snapshots.get(key, {})) if snapshot else {},
             parked=dict(self.parked.get(key, {})),
         )
+
+    def entries(
+        self, poller: str, partition: str, identities: Iterable[str]
+    ) -> dict[str, SnapshotEntry]:
+        snapshot = self.snapshots.get(key_text(poller, partition), {})
+        return {i: snapshot[i] for i in identities if i in snapshot}
 
     async def commit(self, batch: Sequence[KeyCommit]) -> None:
         try:

@@ -16,8 +16,8 @@ Reads are buffered and written once per pass of the thread (one write batch per 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from functools import partial
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from watukuy.core.clock import SYSTEM_CLOCK, Clock
 from watukuy.store.kafka.local import LocalIdentity, LocalState, Put, state_path
@@ -26,7 +26,25 @@ from watukuy.store.kafka.restore import RestoredKeys
 from watukuy.store.kafka.settings import KafkaSettings
 from watukuy.store.kafka.topics import TopicInfo, TopicLayout
 
-__all__ = ["DiskCopy", "open_disk"]
+__all__ = ["DiskCopy", "PartitionOnDisk", "open_disk"]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOnDisk:
+    """One Kafka partition's item and parked records in the store, as :class:`RestoredKeys`
+    reads them (from the event loop, beside the thread's writes)."""
+
+    local: LocalState
+    kafka_partition: int
+    items_topic: str
+    parked_topic: str
+
+    def owned(self, owner: bytes, parked: bool) -> dict[bytes, bytes]:
+        topic = self.parked_topic if parked else self.items_topic
+        return self.local.owned(self.kafka_partition, topic, owner)
+
+    def items(self, record_keys: Sequence[bytes]) -> list[bytes | None]:
+        return self.local.values(self.kafka_partition, self.items_topic, record_keys)
 
 
 def open_disk(
@@ -80,7 +98,7 @@ class DiskCopy:
         self._offsets.pop(kafka_partition, None)
         if not self.local.usable:
             return None
-        keys.on_disk = partial(self._owned, kafka_partition)
+        keys.on_disk = PartitionOnDisk(self.local, kafka_partition, self._items, self._parked)
         resumed = self.local.resume(
             kafka_partition,
             bounds,
@@ -98,10 +116,6 @@ class DiskCopy:
         for _, key, value, stamp in stored:
             keys.apply_state(key, value, stamp)
         return offsets, len(stored)
-
-    def _owned(self, kafka_partition: int, owner: bytes, parked: bool) -> dict[bytes, bytes]:
-        """One key's item (or parked) records, as :class:`RestoredKeys` takes them."""
-        return self.local.owned(kafka_partition, self._parked if parked else self._items, owner)
 
     @property
     def failed(self) -> bool:

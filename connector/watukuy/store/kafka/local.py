@@ -38,7 +38,7 @@ import json
 import logging
 import shutil
 import struct
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -269,6 +269,22 @@ class LocalState:
             if db is None:
                 raise rocksdict.DbClosedError("closed")
             return {key[start:]: value for key, value in _scan(db, lo, _next(lo))}
+        except Exception as exc:  # closed by a failure on the thread, or failing itself
+            raise Retriable(f"the local state store at {self.path} failed: {exc}") from exc
+
+    def values(
+        self, kafka_partition: int, topic: str, record_keys: Sequence[bytes]
+    ) -> list[bytes | None]:
+        """The values of these item or parked records (``topic``), in their order; ``None``
+        for one the store does not have. Like :meth:`owned`: from the event loop, and
+        ``Retriable`` once the store has failed."""
+        db = self._db
+        at = _RECORD + _PARTITION.pack(kafka_partition) + self._kind[topic]
+        try:
+            if db is None:
+                raise rocksdict.DbClosedError("closed")
+            found: list[bytes | None] = db.get([at + key for key in record_keys]) or []
+            return found
         except Exception as exc:  # closed by a failure on the thread, or failing itself
             raise Retriable(f"the local state store at {self.path} failed: {exc}") from exc
 

@@ -18,8 +18,9 @@ forward over them when it is decoded (see :mod:`.catchup_rule` for why).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from watukuy.core.commands import Command
 from watukuy.core.errors import NewerRelease
@@ -35,8 +36,15 @@ _COMMAND = records.COMMAND_PREFIX.encode()
 Raw = dict[bytes, bytes]
 """Record key -> the last value written under it."""
 
-OnDisk = Callable[[bytes, bool], Raw]
-"""``(owner, parked)`` -> the key's item (or parked) records, read from the local state store."""
+
+class OnDisk(Protocol):
+    """One Kafka partition's item and parked records in the local state store."""
+
+    def owned(self, owner: bytes, parked: bool) -> Raw:
+        """The item (or parked) records of one key (``owner``), by record key."""
+
+    def items(self, record_keys: Sequence[bytes]) -> list[bytes | None]:
+        """The values of these item records, in their order (``None``: no such record)."""
 
 
 @dataclass(slots=True)
@@ -138,6 +146,26 @@ class RestoredKeys:
             snapshot = roll_forward(snapshot, beyond)
         return snapshot, parked
 
+    def entries(self, name: str, identities: Iterable[str]) -> dict[str, SnapshotEntry] | None:
+        """The key's snapshot entries of ``identities`` (those it has), decoded from their own
+        records alone, the raw records kept; ``None`` when only :meth:`take` gives them right
+        (its snapshot is to be rolled forward first)."""
+        if self._missed.get(name):
+            return None
+        key = KeyId.parse(name)
+        wanted = list(identities)
+        record_keys = [records.item_key(key.poller, key.partition, i) for i in wanted]
+        if self.on_disk is None:
+            held = self.items.get(_owner(name), {})
+            values = [held.get(record_key) for record_key in record_keys]
+        else:
+            values = self.on_disk.items(record_keys)
+        out: dict[str, SnapshotEntry] = {}
+        for identity, value in zip(wanted, values, strict=True):
+            if value is not None:
+                out[identity] = records.decode_item(value)[2]
+        return out
+
     def parked_of(self, name: str) -> dict[str, ParkedItem]:
         """The key's parked items alone, decoded (its snapshot is not read)."""
         _, parked = self._owned(_owner(name), items=False)
@@ -157,7 +185,7 @@ class RestoredKeys:
         on_disk = self.on_disk
         if on_disk is None:
             return self.items.get(owner, {}), self.parked.get(owner, {})
-        return (on_disk(owner, False) if items else {}), on_disk(owner, True)
+        return (on_disk.owned(owner, False) if items else {}), on_disk.owned(owner, True)
 
     def forget(self, name: str) -> None:
         owner = _owner(name)

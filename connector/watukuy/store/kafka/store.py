@@ -300,11 +300,8 @@ class KafkaStore:
         if error is None:
             self._view.rolled(key, upserts)
         elif self._view.roll_later(key, upserts):
-            log.warning(
-                "%s: writing its rolled-forward snapshot failed (%s); its next commit carries it",
-                key,
-                error,
-            )
+            why = "writing its rolled-forward snapshot failed (%s); its next commit carries it"
+            log.warning("%s: " + why, key, error)
 
     def _transacted(self, done: Transacted) -> None:
         kind = None if done.error is None else outcome_kind(done.error)
@@ -316,6 +313,13 @@ class KafkaStore:
         if not self.owns(poller, partition):
             raise Fenced(f"{key_text(poller, partition)}: owned by another instance")
         return self._view.load(key_text(poller, partition), snapshot=snapshot)
+
+    def entries(
+        self, poller: str, partition: str, identities: Iterable[str]
+    ) -> dict[str, SnapshotEntry]:
+        if not self.owns(poller, partition):
+            raise Fenced(f"{key_text(poller, partition)}: owned by another instance")
+        return self._view.entries(key_text(poller, partition), identities)
 
     async def commit(self, batch: Sequence[KeyCommit]) -> None:
         runs = [(entry.key, entry.run) for entry in batch if entry.run is not None]

@@ -13,7 +13,7 @@ refuses it with ``NewerRelease`` until its partition moves (see :mod:`watukuy.co
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from watukuy.core.commands import Command
@@ -139,6 +139,31 @@ class OwnedKeys:
         rolled = self._rolled.get(key, {})  # rolled forward, not written yet
         return StoredKey(state=state, snapshot=snapshot_of | rolled, parked=dict(parked))
 
+    def entries(self, key: str, identities: Iterable[str]) -> dict[str, SnapshotEntry]:
+        """The key's committed entries of ``identities``: point reads of the local state
+        store, or of the snapshot held here (decoded from the restore on first use, as
+        :meth:`load` does); ``NewerRelease`` if one was written by a newer release."""
+        if key not in self._states:
+            self._refuse_newer(key)
+            return {}
+        wanted = list(identities)
+        found = None
+        if self._on_disk(key):
+            raw = self._raw[self.kafka_partition_of(key)]
+            try:
+                found = raw.entries(key, wanted)
+            except NewerRelease as exc:
+                self._newer[key] = str(exc)
+                self._states.pop(key, None)
+                raise
+        if found is None:  # held here, or to be rolled forward as a whole first
+            snapshot, _ = self.taken(key)
+            found = {i: snapshot[i] for i in wanted if i in snapshot}
+        rolled = self._rolled.get(key)  # rolled forward, not written yet
+        if rolled:
+            found.update((i, rolled[i]) for i in wanted if i in rolled)
+        return found
+
     def _parked_of(self, key: str) -> dict[str, ParkedItem]:
         """A key's parked items, read from the local state store alone (its snapshot stays
         there); ``NewerRelease`` if one comes from a newer release."""
@@ -220,10 +245,12 @@ class OwnedKeys:
         if generation is None:
             raise Fenced(f"{key}: owned by another instance")
         # NewerRelease: its newer value must survive this instance. A key whose records are on
-        # disk is read for it once, and only by a commit that writes its records.
-        touches = entry.upserts or entry.forget or entry.parked or entry.unpark
-        if not self._on_disk(key) or (touches and key not in self._read):
+        # disk has those the commit overwrites read for it (its parked ones were read when it
+        # was activated), unless its whole snapshot was read once.
+        if not self._on_disk(key):
             self.taken(key)
+        elif (entry.upserts or entry.forget) and key not in self._read:
+            self.entries(key, [*entry.upserts, *entry.forget])
         commit_rule.check_epoch(entry, self._states.get(key))
         rolled = self._rolled.get(key)
         written = entry if rolled is None else replace(entry, upserts=rolled | entry.upserts)
