@@ -343,6 +343,8 @@ def run(args: argparse.Namespace, bootstrap: str, sim: Simulator, prefix: str) -
     names = ["fo-r1", "fo-r2"]
     ports: dict[str, int] = {}
     runner_settings: dict[str, Any] = {}
+    if args.session_timeout is not None:
+        runner_settings["session.timeout"] = args.session_timeout
     if args.state_dir is not None:
         runner_settings["state.dir"] = str(args.state_dir)
         runner_settings["standby.replicas"] = args.standby_replicas
@@ -517,6 +519,11 @@ def _parser() -> argparse.ArgumentParser:
         help="with --state-dir: runner.standby.replicas (1, the default; 0: none)",
     )
     parser.add_argument(
+        "--session-timeout",
+        metavar="DURATION",
+        help="the runners' runner.session.timeout (unset: the default, 10s)",
+    )
+    parser.add_argument(
         "--restart",
         action="store_true",
         help="instead of a failover, SIGKILL a runner and start it again at once on its "
@@ -570,7 +577,8 @@ def report(args: argparse.Namespace, outcome: Outcome, load: float) -> str:
     else:
         store = f"state dir, {args.standby_replicas} standby replica(s)"
     lines = [
-        f"failover: {args.tenants} tenants, 2 runners, session.timeout 10s (default), "
+        f"failover: {args.tenants} tenants, 2 runners, session.timeout "
+        f"{args.session_timeout or '10s (default)'}, "
         f"schedule {args.schedule}, {args.partitions} partitions, "
         f"{args.preload_entries} preloaded entries"
         f"{' (+ parked tombstones)' if args.parked_tombstones else ''}, {store}, "
