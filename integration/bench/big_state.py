@@ -37,6 +37,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from integration.bench.failover import (
     RESTORED,
@@ -99,10 +100,8 @@ def run(args: argparse.Namespace, bootstrap: str, sim: Simulator, prefix: str) -
     say(f"preloaded {written} records in {preload_s:.1f} s")
 
     port = free_port()
-    config = runner_config(
-        bootstrap, prefix, "big-r1", partitions=args.partitions,
-        **{"state.dir": str(args.state_dir), "standby.replicas": 0},
-    )  # fmt: skip
+    settings: dict[str, Any] = {"state.dir": str(args.state_dir), "standby.replicas": 0}
+    config = runner_config(bootstrap, prefix, "big-r1", partitions=args.partitions, **settings)
     config["rest"] = {"listen": f"127.0.0.1:{port}"}
     path = write_config(BENCH_DIR / "runner.yaml", config, "python -m integration.bench.big_state")
     env = runner_env(

@@ -13,6 +13,7 @@ from watukuy.core.state import ParkedItem, SnapshotEntry
 from watukuy.serde import framing
 from watukuy.serde import state as serde
 from watukuy.store.kafka import records
+from watukuy.store.kafka.catchup_rule import PublishedEvent
 from watukuy.store.kafka.restore import RestoredKeys
 
 pytestmark = pytest.mark.unit
@@ -90,6 +91,37 @@ def test_a_newer_snapshot_entry_raises_when_taken_and_keeps_the_raw_records() ->
     with pytest.raises(NewerRelease):
         keys.take(NAME)
     assert keys.record_ids(NAME) == (["a"], [])  # still there, for a removal to tombstone
+
+
+def test_entries_are_decoded_one_by_one_and_the_raw_records_kept() -> None:
+    keys = RestoredKeys()
+    keys.apply_state(
+        records.state_key("p", KEY), records.encode_state(fresh_state(POLLER, KEY, 1.0))
+    )
+    keys.apply_item(*item("a/b", "v1"))
+    keys.apply_item(*item("a/b", "v2"))
+    keys.apply_item(*item("c", "v1"))
+    keys.apply_item(records.item_key("p", KEY, "c"), None)
+    record, value = item("newer", "v1")
+    keys.apply_item(record, newer(value, serde.ITEM))
+
+    assert keys.entries(NAME, ["a/b", "c", "never"]) == {"a/b": entry("v2")}
+    assert keys.entries("p/t", ["a/b"]) == {}  # another key's records are not its
+    with pytest.raises(NewerRelease):  # only the records asked for are decoded
+        keys.entries(NAME, ["a/b", "newer"])
+    assert keys.record_ids(NAME) == (["a/b", "newer"], [])  # nothing was let go
+
+
+def test_entries_of_a_key_to_be_rolled_forward_are_left_to_take() -> None:
+    keys = RestoredKeys()
+    key = records.state_key("p", KEY)
+    keys.apply_state(key, records.encode_state(fresh_state(POLLER, KEY, 1.0)))
+    keys.apply_item(*item("a", "v1"))
+    # The key published sequence 1 beyond its stored state (0): its snapshot rolls forward.
+    keys.published[key] = [PublishedEvent("a", "updated", "v2", 1, 2.0)]
+    assert keys.state(NAME).sequence == 1
+    assert keys.entries(NAME, ["a"]) is None  # only the whole snapshot, taken, is right
+    assert keys.take(NAME)[0]["a"].version == "v2"
 
 
 def test_commands_are_decoded_as_they_come_and_a_newer_one_is_left_alone() -> None:
