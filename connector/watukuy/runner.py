@@ -13,7 +13,7 @@ import gc
 import logging
 import signal
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Hashable, Sequence
 from contextlib import suppress
 from functools import partial
 from typing import Any
@@ -277,14 +277,21 @@ async def _publish_statuses(engine: Engine, status: StatusTopic, layout: TopicLa
         poller = engine.pollers.get(found.poller)
         return layout.events(found.poller, None if poller is None else poller.topic)
 
+    looked: dict[str, Hashable] = {}  # key -> its mark when its status was last published
     while True:
+        now = time.time()
         targets = {name: Target(engine.target(name)) for name in engine.pollers}
-        inspections = engine.inspect()
-        statuses = key_statuses(inspections, now=time.time(), targets=targets)
+        # Only the keys whose inspection may have changed, and those due for their periodic
+        # write: rebuilding every key's each second was most of an idle runner's CPU.
+        marks = engine.inspect_marks()
+        keys = [k for k, m in marks.items() if looked.get(k) != m or status.stale(k, now)]
+        inspections = engine.inspect(keys)
+        statuses = key_statuses(inspections, now=now, targets=targets)
         try:
-            await status.publish(statuses, owns=engine.store.owns)
+            await status.publish(statuses, owns=engine.store.owns, held=marks.keys())
+            looked = marks
             fingerprints = {name: fingerprint_of(p) for name, p in engine.pollers.items()}
             await status.list_topics(inspections, topic_of, fingerprints)
-        except WatukuyError as exc:  # Kafka busy: the next round writes it
+        except WatukuyError as exc:  # Kafka busy: the next round looks at them again
             log.warning("publishing key statuses failed: %s", exc)
         await asyncio.sleep(STATUS_EVERY)

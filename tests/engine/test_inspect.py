@@ -3,10 +3,14 @@ problem (its circuit, its lag) while the others' events flow in the same tick.""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Hashable
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from tests.engine.support import Env
 from watukuy import Engine, PollerInspect
+from watukuy.control.keystatus import KeyStatus, Target, key_status
 
 
 def only(engine: Engine, partition: str) -> PollerInspect:
@@ -91,3 +95,64 @@ async def test_a_failing_tenant_opens_only_its_own_circuit_and_delays_no_one(env
     assert only(engine, sick).lag == 0.0
     assert only(engine, sick).last_error is None
     assert [e.sequence for e in recorder.of(sick)] == list(range(1, 11))
+
+
+async def test_an_inspection_moves_only_with_its_mark(env: Env, engine: Engine) -> None:
+    """What a runner's status round relies on to look at only some keys each second: while a
+    key's mark is equal, so is its inspection (but for the lag), whatever the engine did."""
+
+    def seen() -> dict[str, tuple[Hashable, tuple[PollerInspect, KeyStatus]]]:
+        """Each key's mark; its inspection with no lag, and the status a runner publishes."""
+        shown = {}
+        for entry in engine.inspect():
+            entry = replace(entry, lag=None if entry.lag is None else 0.0)
+            status = key_status(entry, now=0.0, target=Target(engine.target(entry.poller)))
+            shown[f"{entry.poller}/{entry.partition}"] = (entry, status)
+        return {key: (mark, shown[key]) for key, mark in engine.inspect_marks().items()}
+
+    async def tick_later(seconds: float) -> None:
+        env.clock.advance(seconds)
+        await engine.tick()
+
+    first, sick = env.tid(0), env.tid(1)
+
+    async def change_an_item() -> None:
+        env.sim.update_item(first, env.sim.items(first)[0]["id"], amount=7.0)
+        await tick_later(30)
+
+    async def throttle() -> None:
+        faults = env.sim.faults(sick)
+        faults.fail_next, faults.fail_status, faults.retry_after = 1, 429, 40
+        await engine.trigger("invoices", partition=sick)
+        await engine.tick()
+        (shown,) = [i for i in engine.inspect() if i.partition == sick]
+        assert shown.throttled_until is not None
+
+    steps = [
+        engine.tick,
+        lambda: tick_later(1),  # nothing due: nothing moves
+        lambda: engine.pause("invoices", partition=first),
+        lambda: engine.resume("invoices", partition=first),
+        change_an_item,
+        throttle,
+        lambda: asyncio.sleep(0, env.clock.advance(41)),  # the throttle is over: time alone
+        lambda: engine.backfill("invoices", partition=first),
+        lambda: tick_later(0),
+        lambda: engine.set_target("invoices", "PAUSED"),
+        lambda: engine.set_target("invoices", "STOPPED"),
+    ]
+    before = seen()
+    moved = 0
+    for step in steps:
+        await step()
+        after = seen()
+        for key, (mark, shown) in after.items():
+            if key in before and before[key][0] == mark:
+                assert before[key][1] == shown, (step, key)
+            else:
+                moved += 1
+        before = after
+    assert moved >= 10  # the marks did move with what the steps changed
+
+    await tick_later(0.5)  # nothing happens: every mark stays, no key is looked at again
+    assert all(before[key][0] == mark for key, (mark, _) in seen().items())

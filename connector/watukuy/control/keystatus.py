@@ -413,11 +413,15 @@ class Outbox:
             last = self._written.get(status.key)
             if (
                 last is None
-                or _significant(last[0]) != _significant(status)
                 or now - last[1] >= self.full_every
+                or _significant(last[0]) != _significant(status)
             ):
                 out.append(status)
         return out
+
+    def stale(self, key: str, now: float) -> bool:
+        last = self._written.get(key)
+        return last is None or now - last[1] >= self.full_every
 
     def written(self, status: KeyStatus, now: float) -> None:
         self._written[status.key] = (status, now)

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, replace
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from watukuy.core.clock import Clock, SystemClock
 from watukuy.core.errors import ConfigError, Conflict, Fenced, Retriable
 from watukuy.core.events import Event
-from watukuy.core.inspect import PollerInspect, inspect_state
-from watukuy.core.lifecycle import KeyPhase
+from watukuy.core.inspect import PollerInspect
 from watukuy.core.observe import Fanout, Observer, OutcomeKind
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.state import ParkedItem
@@ -28,6 +27,7 @@ from watukuy.engine.children import check_parents
 from watukuy.engine.connectors import Connectors, OffsetsApi
 from watukuy.engine.handlers import Dispatcher, Handler, Subscription
 from watukuy.engine.inflight import PageLimits
+from watukuy.engine.inspection import inspection, mark
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.operations import Operations, ParkedApi
 from watukuy.engine.polling import KeyPoller
@@ -383,26 +383,21 @@ class Engine:
 
     # -- observing --------------------------------------------------------------------------
 
-    def inspect(self) -> list[PollerInspect]:
-        """One entry per active partition, from memory: cheap enough for every health check."""
-        now = self.clock.now()
-        out = []
-        for rt in self._roster.held():
-            key = rt.key
-            run = self._progress.backfill(key)
-            entry = inspect_state(
-                rt.state,
-                rt.parked,
-                now,
-                self._roster.due.at(key),
-                self.owner,
-                backfill_run=None if run is None else asdict(run),
-                waiting_newer=rt.phase is KeyPhase.WAITING_NEWER,
-            )
-            if not self._roster.target(rt.poller.name).polls:
-                entry = replace(entry, paused=True)  # its connector is paused
-            out.append(entry)
-        return out
+    def inspect(self, keys: Iterable[str] | None = None) -> list[PollerInspect]:
+        """One entry per active partition (of ``keys`` alone, when given), from memory: cheap
+        enough for every health check."""
+        now, roster = self.clock.now(), self._roster
+        if keys is None:
+            runtimes = roster.held()
+        else:
+            runtimes = [rt for key in keys if (rt := roster.runtime_of(key)) is not None]
+        return [inspection(rt, roster, self._progress, self.owner, now) for rt in runtimes]
+
+    def inspect_marks(self) -> dict[str, Hashable]:
+        """Each held key's :func:`~watukuy.engine.inspection.mark`: as long as it is equal,
+        so is the key's :meth:`inspect` entry (but for its lag)."""
+        now, roster, progress = self.clock.now(), self._roster, self._progress
+        return {rt.key: mark(rt, roster, progress, now) for rt in roster.held()}
 
     def on(self, poller: str, handler: Handler) -> None:
         self._roster.poller(poller)
