@@ -48,7 +48,9 @@ from integration.bench.failover import (
     preload_records,
     say,
     scrape,
+    two_item_tenants,
     wait_until,
+    watch_events,
 )
 from integration.demo import (
     ROOT,
@@ -59,9 +61,7 @@ from integration.demo import (
     runner_env,
     signals_interrupt,
     start_runner,
-    start_simulator,
     stop_process,
-    wait_for_topic,
     write_config,
 )
 from integration.processes import free_port
@@ -114,11 +114,7 @@ def run(args: argparse.Namespace, bootstrap: str, sim: Simulator, prefix: str) -
     runner = start_runner(path, env, log)
     visible: Visible | None = None
     try:
-        topic = f"{prefix}.events.invoices"
-        partitions = wait_for_topic(bootstrap, topic, 300)
-        if partitions is None:
-            raise RuntimeError(f"{topic} never appeared; see {log}")
-        visible = Visible(bootstrap, topic, partitions)
+        visible = watch_events(bootstrap, f"{prefix}.events.invoices", 300, str(log))
         limit = 600 + args.entries / 100_000
         first = wait_until(
             lambda: visible.all_after(every, start), limit, "every key's events", 1.0
@@ -184,17 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     prefix = f"bench-big-{uuid.uuid4().hex[:8]}"
     load = os.getloadavg()[0]
     lines: list[str] = []
-    with kafka_broker("big_state") as bootstrap:
-        sim = start_simulator(
-            "--tenants", str(args.tenants), "--items", "2", "--quota", str(10**9),
-            log=BENCH_DIR / "simulator.log",
-        )  # fmt: skip
+    with kafka_broker("big_state") as bootstrap, two_item_tenants(args.tenants, BENCH_DIR) as sim:
         try:
             lines = run(args, bootstrap, sim, prefix)
         except (TimeoutError, RuntimeError, KeyboardInterrupt) as exc:
             print(f"big_state: stopped: {exc!r}", file=sys.stderr)
         finally:
-            sim.stop()
             with contextlib.suppress(Exception):
                 delete_topics(bootstrap, prefix)
             shutil.rmtree(args.state_dir / prefix, ignore_errors=True)

@@ -170,6 +170,15 @@ class Visible:
         self._thread.join(5)
 
 
+def watch_events(bootstrap: str, topic: str, timeout: float, logs: str) -> Visible:
+    """A :class:`Visible` on ``topic`` once a runner made it (``RuntimeError`` after
+    ``timeout`` seconds, naming the ``logs`` to look at)."""
+    partitions = wait_for_topic(bootstrap, topic, timeout)
+    if partitions is None:
+        raise RuntimeError(f"{topic} never appeared; see {logs}")
+    return Visible(bootstrap, topic, partitions)
+
+
 @dataclass
 class Vendor:
     """Changes one item of a tenant through the simulator's admin API."""
@@ -211,6 +220,20 @@ class Round:
     warm: float = float("nan")  # settled -> the survivor's standbys caught up (with standbys)
     from_kafka: int | None = None  # records the survivor's restores read from Kafka meanwhile
     from_disk: int | None = None  # ... and from its local state store
+
+
+@contextlib.contextmanager
+def two_item_tenants(tenants: int, directory: Path) -> Iterator[Simulator]:
+    """The vendor simulator with ``tenants`` of 2 items each and a quota nobody reaches, its
+    log in ``directory``; stopped on exit."""
+    sim = start_simulator(
+        "--tenants", str(tenants), "--items", "2", "--quota", str(10**9),
+        log=directory / "simulator.log",
+    )  # fmt: skip
+    try:
+        yield sim
+    finally:
+        sim.stop()
 
 
 def key_of(tenant: str) -> str:
@@ -390,11 +413,7 @@ def run(args: argparse.Namespace, bootstrap: str, sim: Simulator, prefix: str) -
     runners = {name: start_runner(config_of(name), env, logs[name]) for name in names}
     visible: Visible | None = None
     try:
-        topic = f"{prefix}.events.{POLLER}"
-        partitions = wait_for_topic(bootstrap, topic, 120)
-        if partitions is None:
-            raise RuntimeError(f"{topic} never appeared; see {BENCH_DIR}/*.log")
-        visible = Visible(bootstrap, topic, partitions)
+        visible = watch_events(bootstrap, f"{prefix}.events.{POLLER}", 120, f"{BENCH_DIR}/*.log")
 
         def restarted(victim: str, moved: list[str], visible: Visible) -> Round:
             """SIGKILL ``victim`` and start it again at once, on its disk: its static
@@ -551,17 +570,12 @@ def main(argv: list[str] | None = None) -> int:
     prefix = f"bench-fo-{uuid.uuid4().hex[:8]}"
     outcome = Outcome()
     load = os.getloadavg()[0]
-    with kafka_broker("failover") as bootstrap:
-        sim = start_simulator(
-            "--tenants", str(args.tenants), "--items", "2", "--quota", str(10**9),
-            log=BENCH_DIR / "simulator.log",
-        )  # fmt: skip
+    with kafka_broker("failover") as bootstrap, two_item_tenants(args.tenants, BENCH_DIR) as sim:
         try:
             outcome = run(args, bootstrap, sim, prefix)
         except (TimeoutError, RuntimeError, KeyboardInterrupt) as exc:
             print(f"failover: stopped: {exc!r}", file=sys.stderr)
         finally:
-            sim.stop()
             if not args.keep_topics:
                 with contextlib.suppress(Exception):
                     delete_topics(bootstrap, prefix)
