@@ -408,16 +408,12 @@ class Outbox:
         self._written: dict[str, tuple[KeyStatus, float]] = {}
 
     def due(self, statuses: Iterable[KeyStatus], now: float) -> list[KeyStatus]:
-        out = []
-        for status in statuses:
-            last = self._written.get(status.key)
-            if (
-                last is None
-                or now - last[1] >= self.full_every
-                or _significant(last[0]) != _significant(status)
-            ):
-                out.append(status)
-        return out
+        return [
+            status
+            for status in statuses
+            if self.stale(status.key, now)
+            or _significant(self._written[status.key][0]) != _significant(status)
+        ]
 
     def stale(self, key: str, now: float) -> bool:
         last = self._written.get(key)

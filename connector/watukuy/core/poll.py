@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Any
 
 from watukuy.core import cursor as cursors
@@ -170,26 +171,29 @@ class Trip:
 Decision = Emit | Backoff | Trip
 
 
-@dataclass(frozen=True, slots=True)
-class Lookups:
-    """What deciding an outcome reads of the key's snapshot: the entries of ``identities``,
-    or the ``whole`` of it."""
+class Lookups(Enum):
+    """What deciding an outcome reads of the key's snapshot."""
 
-    identities: tuple[str, ...] = ()
-    whole: bool = False
+    NOTHING = "nothing"
+    ENTRIES = "entries"  # those of the page's items (:func:`looked_up`)
+    WHOLE = "whole"
 
 
-def lookups(poller: Poller, step: PollPlan, outcome: Page | Failure) -> Lookups:
+def lookups(step: PollPlan, outcome: Page | Failure) -> Lookups:
     """What :func:`decide` will read of the snapshot for ``outcome``: nothing for a failure or
     a 304 (most polls of an idle key); the entries of the page's items for a live or backfill
     page; the whole snapshot for a reconcile page, since the pass's last one turns every entry
     it did not see into a deletion. A key with 5,000 entries and one changed item then reads
     one entry, not 5,000 (a failover's first polls read each moved key's)."""
     if isinstance(outcome, Failure) or outcome.not_modified:
-        return Lookups()
-    if step.lane is Lane.RECONCILE:
-        return Lookups(whole=True)
-    return Lookups(identities=tuple(identities(poller, outcome.result.items)))
+        return Lookups.NOTHING
+    return Lookups.WHOLE if step.lane is Lane.RECONCILE else Lookups.ENTRIES
+
+
+def looked_up(poller: Poller, outcome: Page | Failure) -> list[str]:
+    """The identities whose entries deciding ``outcome`` reads when it reads
+    :attr:`Lookups.ENTRIES` (asked only of a key whose snapshot is not held)."""
+    return [] if isinstance(outcome, Failure) else identities(poller, outcome.result.items)
 
 
 def decide(

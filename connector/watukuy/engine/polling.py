@@ -24,11 +24,13 @@ from watukuy.core.poll import (
     Decision,
     Emit,
     Failure,
+    Lookups,
     Page,
     PollPlan,
     Trip,
     begin,
     decide,
+    looked_up,
     lookups,
     next_lane,
     next_page,
@@ -165,15 +167,15 @@ class KeyPoller:
     ) -> Decision | None:
         """Decide the page and send it to the store; ``None`` when it is to be dropped."""
         roster = self._roster
-        reads = lookups(runtime.poller, step, got.outcome)
+        reads = lookups(step, got.outcome)
         try:
-            if reads.whole and runtime.snapshot is None:
-                await roster.snapshots.hold(runtime)
-                flight.rebase()
-            if reads.identities and runtime.snapshot is None:
-                found = roster.snapshots.read(runtime, reads.identities)
+            if reads is Lookups.ENTRIES and runtime.snapshot is None:
+                found = roster.snapshots.read(runtime, looked_up(runtime.poller, got.outcome))
                 snapshot = flight.snapshot_over(found)
             else:
+                if reads is not Lookups.NOTHING:  # loaded whole, or held: a hit, kept recent
+                    await roster.snapshots.hold(runtime)
+                    flight.rebase()
                 snapshot = flight.snapshot()
         except (Fenced, Retriable) as exc:  # let go meanwhile, or the store is busy
             self._refused(runtime, exc, flight)

@@ -153,8 +153,7 @@ class OwnedKeys:
             try:
                 found = raw.entries(key, wanted)
             except NewerRelease as exc:
-                self._newer[key] = str(exc)
-                self._states.pop(key, None)
+                self._waits_for_newer(key, exc)
                 raise
         if found is None:  # held here, or to be rolled forward as a whole first
             snapshot, _ = self.taken(key)
@@ -172,8 +171,7 @@ class OwnedKeys:
         try:
             return raw.parked_of(key)
         except NewerRelease as exc:
-            self._newer[key] = str(exc)
-            self._states.pop(key, None)
+            self._waits_for_newer(key, exc)
             raise
 
     def taken(self, key: str) -> tuple[dict[str, SnapshotEntry], dict[str, ParkedItem]]:
@@ -190,8 +188,7 @@ class OwnedKeys:
         try:
             snapshot, parked = ({}, {}) if raw is None else raw.take(key)
         except NewerRelease as exc:
-            self._newer[key] = str(exc)
-            self._states.pop(key, None)
+            self._waits_for_newer(key, exc)
             raise
         if raw is not None and raw.on_disk is not None:
             # The local state store has them: read again from there each time, never held.
@@ -204,6 +201,12 @@ class OwnedKeys:
     def _on_disk(self, key: str) -> bool:
         raw = self._raw.get(self.kafka_partition_of(key))
         return raw is not None and raw.on_disk is not None and key not in self._snapshots
+
+    def _waits_for_newer(self, key: str, exc: NewerRelease) -> None:
+        """One of ``key``'s records is a newer release's: the key is no longer loaded, polled
+        or written here, and says why when asked."""
+        self._newer[key] = str(exc)
+        self._states.pop(key, None)
 
     def _refuse_newer(self, key: str) -> None:
         reason = self._newer.get(key)
