@@ -84,10 +84,12 @@ class PollPlan:
     scan: int | None = None
     replaying: bool = False
     changed: bool = False
+    late: float = 0.0
+    """Seconds the poll started after its key was due (live lane): spreads the next one."""
 
 
-def plan(poller: Poller, state: PartitionState, lane: Lane) -> PollPlan:
-    """The first page of a poll of ``lane``."""
+def plan(poller: Poller, state: PartitionState, lane: Lane, now: float | None = None) -> PollPlan:
+    """The first page of a poll of ``lane``, started at ``now`` (``None``: on time)."""
     current = state.lane(lane)
     cursor = current.cursor
     scan = None
@@ -101,7 +103,15 @@ def plan(poller: Poller, state: PartitionState, lane: Lane) -> PollPlan:
         fetch_value=cursors.fetch_value(poller.cursor, cursor),
         scan=scan,
         replaying=lane is Lane.LIVE and state.live.replaying,
+        late=_late(state, lane, now),
     )
+
+
+def _late(state: PartitionState, lane: Lane, now: float | None) -> float:
+    if lane is not Lane.LIVE or now is None:
+        return 0.0
+    due = max(state.schedule.next_due, state.schedule.throttle_until)
+    return max(0.0, now - due)
 
 
 def next_page(poller: Poller, previous: PollPlan, emit: Emit) -> PollPlan:
@@ -368,7 +378,10 @@ def _after_page(
     sched = state.schedule
     if step.lane is Lane.LIVE and finished:
         changed = step.changed or bool(detected.events)
-        sched = schedules.after_poll(poller.schedule, sched, now, changed)
+        spread = schedules.spread_of(state.key) if step.late > 0 else 0.0
+        sched = schedules.after_poll(
+            poller.schedule, sched, now, changed, late=step.late, spread=spread
+        )
     elif step.lane is Lane.LIVE and at_limit:
         sched = schedules.trigger(sched, now)  # more is waiting: come back as soon as allowed
     if step.lane is Lane.RECONCILE and finished and poller.reconcile is not None:

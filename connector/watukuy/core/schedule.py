@@ -16,6 +16,7 @@ the caller is consistent) and every function returns a new :class:`KeySchedule`.
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import dataclass, replace
 
 __all__ = [
@@ -25,12 +26,17 @@ __all__ = [
     "backoff",
     "initial",
     "is_due",
+    "spread_of",
     "throttle",
     "trigger",
 ]
 
 DEFAULT_STEPS = 10
 """Without an explicit ``increase``, an idle key goes from ``min`` to ``max`` in this many polls."""
+
+LATE_SPREAD = 2.0
+"""A poll that started ``late`` seconds after its key was due comes back up to this many times
+as late again (at most one interval), by the key's own fraction: see :func:`after_poll`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,16 +101,39 @@ def is_due(sched: KeySchedule, now: float) -> bool:
     return now >= sched.next_due and now >= sched.throttle_until
 
 
-def after_poll(spec: ScheduleSpec, sched: KeySchedule, now: float, changed: bool) -> KeySchedule:
+def after_poll(
+    spec: ScheduleSpec,
+    sched: KeySchedule,
+    now: float,
+    changed: bool,
+    *,
+    late: float = 0.0,
+    spread: float = 0.0,
+) -> KeySchedule:
     """The schedule after a successful poll at ``now``.
 
     Idle: ``interval + step`` capped at ``max``. Changed: ``interval * decrease_factor``
     floored at ``min``. The next poll is one interval away, but not inside a throttle window.
+
+    A poll that started ``late`` seconds after its key was due (more keys were due than the
+    engine could poll) comes back later by ``spread`` (the key's fraction, :func:`spread_of`)
+    times ``LATE_SPREAD * late``, at most one interval. Keys a backlog served one after the
+    other would otherwise come due again at exactly the engine's full pace, wave after wave,
+    so that any slower second makes the rest of the wave late; spread this way, each wave asks
+    for less than the engine's pace. A key polled on time is not moved.
     """
     current = spec.clamp(sched.interval)
     interval = current * spec.decrease_factor if changed else current + spec.step
     interval = spec.clamp(interval)
-    return replace(sched, interval=interval, next_due=max(now + interval, sched.throttle_until))
+    delay = interval + spread * min(LATE_SPREAD * max(late, 0.0), interval)
+    return replace(sched, interval=interval, next_due=max(now + delay, sched.throttle_until))
+
+
+def spread_of(key: str) -> float:
+    """The fraction in ``[0, 1)`` by which ``key``'s late polls are spread: fixed per key (the
+    same in every process and release, unlike ``hash``), and unrelated to the order keys come
+    due in."""
+    return zlib.crc32(key.encode()) / 2**32
 
 
 def throttle(sched: KeySchedule, until: float) -> KeySchedule:

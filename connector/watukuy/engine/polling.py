@@ -131,7 +131,7 @@ class KeyPoller:
         self, runtime: KeyRuntime, lane: Lane, flight: InFlight, answers: asyncio.TaskGroup
     ) -> bool:
         clock = self._roster.clock
-        step = plan(runtime.poller, flight.state, lane)
+        step = plan(runtime.poller, flight.state, lane, clock.now())
         ahead: Ahead | None = None
         try:
             while True:
