@@ -106,6 +106,8 @@ class Tracker:
     window_start: float = 0.0
     late_at: list[float] = field(default_factory=list)
     """Window offsets (s) of the polls that started more than 0.5 s late."""
+    polled_at: list[tuple[float, float]] = field(default_factory=list)
+    """``(window offset, lateness)`` of every poll of the window, for the timeline."""
     polls: int = 0
     not_modified: int = 0
     errors: int = 0
@@ -140,6 +142,7 @@ def make_poller(
             due = tracker.due_of(key)
             if due is not None:
                 tracker.lateness.append(start - due)
+                tracker.polled_at.append((start - tracker.window_start, start - due))
                 if start - due > 0.5:
                     tracker.late_at.append(start - tracker.window_start)
             tracker.polls += 1
@@ -195,11 +198,32 @@ gc_pauses: list[float] = []
 _gc_started = [0.0]
 
 
+gc_at: list[tuple[float, float]] = []
+"""``(time.time(), seconds)`` of each collection, for the timeline."""
+
+
 def _on_gc(phase: str, info: dict[str, Any]) -> None:
     if phase == "start":
         _gc_started[0] = time.perf_counter()
     else:
         gc_pauses.append(time.perf_counter() - _gc_started[0])
+        gc_at.append((time.time(), gc_pauses[-1]))
+
+
+def timeline(tracker: Tracker, step: float = 10.0) -> list[dict[str, float]]:
+    """Per ``step`` seconds of the window: polls, those > 0.5 s late, the worst lateness, and
+    the collector's time."""
+    rows: dict[int, dict[str, float]] = {}
+    for at, late in tracker.polled_at:
+        row = rows.setdefault(int(at // step), {"polls": 0, "late": 0, "max": 0.0, "gc_ms": 0.0})
+        row["polls"] += 1
+        row["late"] += late > 0.5
+        row["max"] = max(row["max"], late)
+    for at, seconds in gc_at:
+        bucket = int((at - tracker.window_start) // step)
+        if bucket in rows:
+            rows[bucket]["gc_ms"] += 1000 * seconds
+    return [{"from": n * step, **rows[n]} for n in sorted(rows)]
 
 
 async def measure(
@@ -281,6 +305,7 @@ async def measure(
             "late_max": max(tracker.lateness, default=float("nan")),
             "late_over_half_s": len(tracker.late_at),
             "late_window_span": [min(tracker.late_at, default=0), max(tracker.late_at, default=0)],
+            "timeline": timeline(tracker),
             "gc_runs": len(gc_pauses),
             "gc_max_ms": 1000 * max(gc_pauses, default=0.0),
             "gc_total_ms": 1000 * sum(gc_pauses),
@@ -447,6 +472,13 @@ def report(results: list[dict[str, Any]]) -> None:
             f"{r['burst_errors']} failed {r['first_error']}"
         )
     for r in results:
+        print(f"{r['tenants']:>8}: window seconds: polls, > 0.5 s late, worst lateness, GC ms")
+        for b in r["timeline"]:
+            print(
+                f"{'':>10}{b['from']:>5.0f} {b['polls']:>7.0f} {b['late']:>7.0f} "
+                f"{b['max']:>8.3f} {b['gc_ms']:>7.0f}"
+            )
+    for r in results:
         first, last = r["late_window_span"]
         print(
             f"{r['tenants']:>8}: {r['late_over_half_s']} polls > 0.5 s late "
@@ -487,7 +519,8 @@ def main(argv: list[str] | None = None) -> int:
         f"idle tenants: schedule {shown}, every poll a 304 after the first; "
         f"measured window {args.window:g}s from {args.settle:g}s after the initial burst; "
         f"vendor {args.vendor}{'; gc.freeze() after the burst' if args.gc_freeze else ''}"
-        f"{'; the runner collector settings' if args.runner_gc else ''}; pid {os.getpid()}",
+        f"{'; the runner collector settings' if args.runner_gc else ''}"
+        f"; pid {os.getpid()}",
         flush=True,
     )
     report(run(args))

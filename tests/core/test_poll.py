@@ -26,7 +26,7 @@ from watukuy.core.poll import (
     plan,
 )
 from watukuy.core.poller import FetchResult, Poller, define_poller
-from watukuy.core.schedule import KeySchedule
+from watukuy.core.schedule import KeySchedule, phase_of
 from watukuy.core.state import (
     Lane,
     LaneState,
@@ -226,6 +226,30 @@ def test_idle_poll_increases_the_interval() -> None:
     assert result.state.sequence == 9
     assert result.state.schedule.interval == 120.0 + 87.0
     assert result.state.schedule.next_due == NOW + 207.0
+
+
+def test_a_poll_started_late_comes_back_at_its_keys_point() -> None:
+    snapshot = {"a": SnapshotEntry(version="1", seen=NOW - 100)}
+    state = with_interval(fresh_state(POLLER, "t_1", NOW), 120.0, next_due=NOW - 40)
+    on_time = plan(POLLER, state, Lane.LIVE, NOW - 40)
+    late = plan(POLLER, state, Lane.LIVE, NOW)
+    assert (on_time.late, late.late) == (0.0, 40.0)
+    assert plan(POLLER, state, Lane.RECONCILE, NOW).late == 0.0  # only the live lane is due
+    result = emit(decide(POLLER, begin(state, NOW), snapshot, late, page([item("a")]), NOW))
+    sched = result.state.schedule
+    assert sched.interval == 207.0
+    assert NOW + 103.5 <= sched.next_due < NOW + 310.5
+    point = phase_of(state.key) * 207.0
+    assert (sched.next_due - point) % 207.0 == pytest.approx(0.0, abs=1e-6) or (
+        sched.next_due - point
+    ) % 207.0 == pytest.approx(207.0, abs=1e-6)
+    punctual = emit(decide(POLLER, begin(state, NOW), snapshot, on_time, page([item("a")]), NOW))
+    assert punctual.state.schedule.next_due == NOW + 207.0
+    # Every page of the poll carries it: the page that ends the poll decides the next one.
+    second = next_page(
+        POLLER, late, emit(decide(POLLER, state, {}, late, page([], "c", True), NOW))
+    )
+    assert second.late == 40.0
 
 
 def test_page_limit_ends_the_poll_due_again_now() -> None:

@@ -85,7 +85,8 @@ class PollPlan:
     replaying: bool = False
     changed: bool = False
     late: float = 0.0
-    """Seconds the poll started after its key was due (live lane): spreads the next one."""
+    """Seconds the poll started after its key was due (live lane): the next one then comes at
+    the key's own point of its interval (:func:`watukuy.core.schedule.after_poll`)."""
 
 
 def plan(poller: Poller, state: PartitionState, lane: Lane, now: float | None = None) -> PollPlan:
@@ -378,9 +379,9 @@ def _after_page(
     sched = state.schedule
     if step.lane is Lane.LIVE and finished:
         changed = step.changed or bool(detected.events)
-        spread = schedules.spread_of(state.key) if step.late > 0 else 0.0
+        phase = schedules.phase_of(state.key) if step.late > 0 else 0.0
         sched = schedules.after_poll(
-            poller.schedule, sched, now, changed, late=step.late, spread=spread
+            poller.schedule, sched, now, changed, late=step.late, phase=phase
         )
     elif step.lane is Lane.LIVE and at_limit:
         sched = schedules.trigger(sched, now)  # more is waiting: come back as soon as allowed

@@ -26,17 +26,13 @@ __all__ = [
     "backoff",
     "initial",
     "is_due",
-    "spread_of",
+    "phase_of",
     "throttle",
     "trigger",
 ]
 
 DEFAULT_STEPS = 10
 """Without an explicit ``increase``, an idle key goes from ``min`` to ``max`` in this many polls."""
-
-LATE_SPREAD = 2.0
-"""A poll that started ``late`` seconds after its key was due comes back up to this many times
-as late again (at most one interval), by the key's own fraction: see :func:`after_poll`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,31 +104,36 @@ def after_poll(
     changed: bool,
     *,
     late: float = 0.0,
-    spread: float = 0.0,
+    phase: float = 0.0,
 ) -> KeySchedule:
     """The schedule after a successful poll at ``now``.
 
     Idle: ``interval + step`` capped at ``max``. Changed: ``interval * decrease_factor``
     floored at ``min``. The next poll is one interval away, but not inside a throttle window.
 
-    A poll that started ``late`` seconds after its key was due (more keys were due than the
-    engine could poll) comes back later by ``spread`` (the key's fraction, :func:`spread_of`)
-    times ``LATE_SPREAD * late``, at most one interval. Keys a backlog served one after the
-    other would otherwise come due again at exactly the engine's full pace, wave after wave,
-    so that any slower second makes the rest of the wave late; spread this way, each wave asks
-    for less than the engine's pace. A key polled on time is not moved.
+    A poll that started ``late`` (after its key was due: the engine had more keys due than it
+    could poll at once, or was down) comes back instead at the key's own point of the interval:
+    the first time at least half an interval away that is ``phase`` (the key's fraction,
+    :func:`phase_of`) of an interval past a multiple of it, like Jenkins' ``H`` in a cron
+    line. Keys that a backlog served one after the other would otherwise come due again at
+    exactly the engine's full pace, wave after wave, so that any slower second makes the
+    rest of the wave late; on their own points, the keys of one interval come due evenly
+    across it. A key polled on its point stays on it (the gap is one interval); one moved to
+    a new interval takes between half and one and a half of it to reach its new point.
     """
     current = spec.clamp(sched.interval)
     interval = current * spec.decrease_factor if changed else current + spec.step
     interval = spec.clamp(interval)
-    delay = interval + spread * min(LATE_SPREAD * max(late, 0.0), interval)
-    return replace(sched, interval=interval, next_due=max(now + delay, sched.throttle_until))
+    due = now + interval
+    if late > 0:
+        offset = phase * interval
+        due = offset + math.ceil((now + interval / 2 - offset) / interval) * interval
+    return replace(sched, interval=interval, next_due=max(due, sched.throttle_until))
 
 
-def spread_of(key: str) -> float:
-    """The fraction in ``[0, 1)`` by which ``key``'s late polls are spread: fixed per key (the
-    same in every process and release, unlike ``hash``), and unrelated to the order keys come
-    due in."""
+def phase_of(key: str) -> float:
+    """``key``'s point in its interval, a fraction in ``[0, 1)``: fixed per key (the same in
+    every process and release, unlike ``hash``), and unrelated to the order keys come due in."""
     return zlib.crc32(key.encode()) / 2**32
 
 

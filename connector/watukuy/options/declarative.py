@@ -340,7 +340,16 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
         "Per status (`404`) or class (`4xx`): `ok`, `ignore`, `retry`, `rate-limited` or "
         "`fail`. Defaults: 2xx ok, 304 no change, 429 rate-limited, 5xx retry, other fail.",
     ),
-    KeyDoc("schedule", "mapping", None, "Polling interval bounds (adaptive in between)."),
+    KeyDoc(
+        "schedule",
+        "mapping",
+        None,
+        "Polling interval bounds, adaptive in between: a poll that finds nothing lengthens the "
+        "interval by a tenth of the range, one that finds a change halves it. A poll that "
+        "started late (the runner had more keys due than it could poll at once) comes back at "
+        "the key's own point of the interval (fixed per key, like Jenkins' `H`), so that many "
+        "keys on one schedule are polled evenly rather than in waves.",
+    ),
     KeyDoc("schedule.min", "duration", "30s", "Shortest interval."),
     KeyDoc("schedule.max", "duration", "15m", "Longest interval."),
     KeyDoc("budget", "string", None, "Name of a shared request budget (`budgets:`)."),
