@@ -379,7 +379,7 @@ def _after_page(
     sched = state.schedule
     if step.lane is Lane.LIVE and finished:
         changed = step.changed or bool(detected.events)
-        phase = schedules.phase_of(state.key) if step.late > 0 else 0.0
+        phase = schedules.phase_of(state.key) if step.late > schedules.BEHIND else 0.0
         sched = schedules.after_poll(
             poller.schedule, sched, now, changed, late=step.late, phase=phase
         )

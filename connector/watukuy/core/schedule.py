@@ -34,6 +34,9 @@ __all__ = [
 DEFAULT_STEPS = 10
 """Without an explicit ``increase``, an idle key goes from ``min`` to ``max`` in this many polls."""
 
+BEHIND = 1.0
+"""Seconds after its due time from which a poll counts as late: the runner was behind."""
+
 
 @dataclass(frozen=True, slots=True)
 class ScheduleSpec:
@@ -111,21 +114,23 @@ def after_poll(
     Idle: ``interval + step`` capped at ``max``. Changed: ``interval * decrease_factor``
     floored at ``min``. The next poll is one interval away, but not inside a throttle window.
 
-    A poll that started ``late`` (after its key was due: the engine had more keys due than it
-    could poll at once, or was down) comes back instead at the key's own point of the interval:
+    A poll that started more than :data:`BEHIND` ``late`` (the engine had more keys due than
+    it could poll at once, or was down) comes back instead at the key's own point of the interval:
     the first time at least half an interval away that is ``phase`` (the key's fraction,
     :func:`phase_of`) of an interval past a multiple of it, like Jenkins' ``H`` in a cron
     line. Keys that a backlog served one after the other would otherwise come due again at
     exactly the engine's full pace, wave after wave, so that any slower second makes the
     rest of the wave late; on their own points, the keys of one interval come due evenly
-    across it. A key polled on its point stays on it (the gap is one interval); one moved to
-    a new interval takes between half and one and a half of it to reach its new point.
+    across it, and stay spread as long as they are polled on time. The one gap that moves a
+    key to its point is between half and one and a half intervals: it comes after a poll
+    that was late already, so only a runner that is behind polls a key less often than
+    ``max`` says.
     """
     current = spec.clamp(sched.interval)
     interval = current * spec.decrease_factor if changed else current + spec.step
     interval = spec.clamp(interval)
     due = now + interval
-    if late > 0:
+    if late > BEHIND:
         offset = phase * interval
         due = offset + math.ceil((now + interval / 2 - offset) / interval) * interval
     return replace(sched, interval=interval, next_due=max(due, sched.throttle_until))

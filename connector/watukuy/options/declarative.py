@@ -346,9 +346,9 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
         None,
         "Polling interval bounds, adaptive in between: a poll that finds nothing lengthens the "
         "interval by a tenth of the range, one that finds a change halves it. A poll that "
-        "started late (the runner had more keys due than it could poll at once) comes back at "
-        "the key's own point of the interval (fixed per key, like Jenkins' `H`), so that many "
-        "keys on one schedule are polled evenly rather than in waves.",
+        "started over a second late (the runner was behind) comes back at the key's own point "
+        "of the interval (fixed per key, like Jenkins' `H`), half to one and a half intervals "
+        "later, so that many keys on one schedule are polled evenly rather than in waves.",
     ),
     KeyDoc("schedule.min", "duration", "30s", "Shortest interval."),
     KeyDoc("schedule.max", "duration", "15m", "Longest interval."),
