@@ -31,11 +31,12 @@ def test_an_overlay_reads_as_the_pages_applied_to_a_copy(
 ) -> None:
     expected = dict(committed)
     overlay: Overlay[SnapshotEntry] = Overlay(committed)
-    for page in sent:
+    for serial, page in enumerate(sent, 1):
         applied(expected, page)
-        overlay.change(*page)
-    for page in sent[:landed]:  # pages land: the committed picture moves on under the overlay
-        applied(committed, page)
+        overlay.change(*page, serial)
+    for serial, page in enumerate(sent[:landed], 1):  # pages land: the committed picture
+        applied(committed, page)  # moves on under the overlay, which lets their changes go
+        overlay.landed([*page[0], *page[1]], serial)
 
     assert dict(overlay) == expected
     assert len(overlay) == len(expected)
@@ -43,3 +44,7 @@ def test_an_overlay_reads_as_the_pages_applied_to_a_copy(
     for name in [f"item-{n}" for n in range(6)]:
         assert (name in overlay) == (name in expected)
         assert overlay.get(name) == expected.get(name)
+    # Only what the pages still in flight change is kept: a backlog whose pages never all
+    # land at once does not grow its overlay without end.
+    in_flight = {name for upserts, forget in sent[landed:] for name in (*upserts, *forget)}
+    assert overlay.pending == len(in_flight)

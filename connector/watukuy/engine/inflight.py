@@ -133,16 +133,30 @@ class InFlight:
             self._snapshot = Overlay(NOT_LOADED if held is None else held)
             self._parked = Overlay(self.runtime.parked)
         commit = page.commit
-        self._snapshot.change(commit.upserts, commit.forget)
-        self._parked.change({item.id: item for item in commit.parked}, commit.unpark)
+        serial = _serial_of(commit)
+        self._snapshot.change(commit.upserts, commit.forget, serial)
+        self._parked.change({item.id: item for item in commit.parked}, commit.unpark, serial)
         self.pages.append(page)
 
     def land(self) -> SentPage:
-        """The oldest page, now answered, out of the run."""
+        """The oldest page, now answered, out of the run. The caller takes a committed page
+        into the key before anything awaits, so the committed picture has its changes."""
         page = self.pages.popleft()
         if not self.pages:  # everything sent is committed (or refused): nothing tentative
             self._snapshot = self._parked = None
+        elif self._snapshot is not None and self._parked is not None:
+            # A backlog's pipeline may never drain: the changes only this page made are
+            # the committed picture's now, so the overlays stay as small as the pages left.
+            commit, serial = page.commit, _serial_of(page.commit)
+            self._snapshot.landed((*commit.upserts, *commit.forget), serial)
+            self._parked.landed((*(item.id for item in commit.parked), *commit.unpark), serial)
         return page
+
+
+def _serial_of(commit: KeyCommit) -> int:
+    if commit.run is None:
+        raise RuntimeError("a page in flight has no place in its run")
+    return commit.run.serial
 
 
 class _NotLoaded(Mapping[str, SnapshotEntry]):
@@ -169,17 +183,36 @@ class Overlay(Mapping[str, V]):
     def __init__(self, base: Mapping[str, V]) -> None:
         self.base = base
         self._changes: dict[str, V | None] = {}  # None: removed
+        self._by: dict[str, int] = {}  # name -> the serial of the last page that changed it
 
     def over(self, base: Mapping[str, V]) -> Overlay[V]:
         """These changes over another base (they are shared, not copied)."""
         other = Overlay(base)
-        other._changes = self._changes
+        other._changes, other._by = self._changes, self._by
         return other
 
-    def change(self, upserts: Mapping[str, V], removed: Iterable[str]) -> None:
+    def change(self, upserts: Mapping[str, V], removed: Iterable[str], serial: int) -> None:
         self._changes.update(upserts)
         for name in removed:
             self._changes[name] = None
+        by = self._by
+        for name in upserts:
+            by[name] = serial
+        for name in removed:
+            by[name] = serial
+
+    @property
+    def pending(self) -> int:
+        """How many names the pages still in flight change."""
+        return len(self._changes)
+
+    def landed(self, names: Iterable[str], serial: int) -> None:
+        """Page ``serial``, which changed ``names``, is in the base now: its changes leave,
+        save those a later page in flight made again."""
+        changes, by = self._changes, self._by
+        for name in names:
+            if by.get(name) == serial:
+                del changes[name], by[name]
 
     def __getitem__(self, name: str) -> V:
         if name in self._changes:
