@@ -257,16 +257,24 @@ def test_page_limit_ends_the_poll_due_again_now() -> None:
     state = begin(with_interval(fresh_state(poller, "t_1", NOW), 120.0), NOW)
     step = plan(poller, state, Lane.LIVE)
     first = emit(decide(poller, state, {}, step, page([item("a")], "c1"), NOW))
-    assert first.more is True
+    assert first.more is True and first.at_limit is False
     step2 = next_page(poller, step, first)
     second = emit(
         decide(poller, first.state, apply({}, first), step2, page([item("b")], "c2"), NOW + 5)
     )
     assert second.more is False  # the limit, although the vendor has more
+    assert second.at_limit is True
     assert second.state.live.cursor == "c2"
     assert second.state.schedule.next_due == NOW + 5
     assert second.state.schedule.interval == 120.0
     assert next_lane(second.state, NOW + 5) is Lane.LIVE
+    # A listing that ends on the limit's page is done: the poll did not stop short.
+    last = emit(
+        decide(
+            poller, first.state, apply({}, first), step2, page([item("b")], "c2", False), NOW + 5
+        )
+    )
+    assert last.more is False and last.at_limit is False
 
 
 def test_not_modified_is_an_idle_poll() -> None:
@@ -277,7 +285,7 @@ def test_not_modified_is_an_idle_poll() -> None:
     result = emit(decide(POLLER, state, {}, step, page([item("x")], "c9", not_modified=True), NOW))
     assert result.events == []
     assert result.upserts == {}
-    assert result.more is False
+    assert result.more is False and result.at_limit is False
     assert result.state.live.cursor == "c5"
     assert result.state.sequence == 4
     assert result.state.schedule.interval == 207.0

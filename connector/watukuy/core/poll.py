@@ -163,6 +163,8 @@ class Emit:
     forget: list[str]
     parked: list[ParkedItem]
     more: bool
+    at_limit: bool = False
+    """The poll stopped at ``max_pages`` with more to read: the lane is due again at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +295,7 @@ def _emitted(
         forget=forget,
         parked=detected.parked,
         more=more and not at_limit,
+        at_limit=at_limit,
     )
 
 

@@ -48,9 +48,13 @@ def refuse_waiting(runtime: KeyRuntime) -> None:
         raise Conflict(f"{runtime.key} {runtime.state.last_error}")
 
 
-def take_in(roster: Roster, runtime: KeyRuntime, commit: KeyCommit) -> None:
-    """The store committed ``commit``: the key's committed picture moves on with it."""
+def take_in(
+    roster: Roster, runtime: KeyRuntime, commit: KeyCommit, *, reschedule: bool = True
+) -> None:
+    """The store committed ``commit``: the key's committed picture moves on with it.
+    ``reschedule=False`` leaves the key's due time to its poll, which sets it as it ends."""
     runtime.applied(commit)
     if roster.still_holds(runtime):
         runtime.move(held_phase(runtime.state))  # pause and resume move it
-        roster.reschedule(runtime)
+        if reschedule:
+            roster.reschedule(runtime)

@@ -100,6 +100,7 @@ class Engine:
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._deadline = float("-inf")  # when run() wakes up by itself next
+        self._in_flight: set[str] | None = None  # run()'s keys polling or waiting for a slot
         self.store.bind(by_name)
         self._ownership_changed = True
         # Commands from other instances tried again later: (when, first seen, command).
@@ -111,7 +112,7 @@ class Engine:
         )
         self._poller = KeyPoller(
             self._roster, self._http, self._gates, self._stopping, self.observer, self._progress,
-            PageLimits(pages_in_flight, pages_in_flight_total),
+            PageLimits(pages_in_flight, pages_in_flight_total), self._turn_wanted,
         )  # fmt: skip
         feeds = {name: self.store.events(name) for name in by_name}
         self._dispatcher = Dispatcher(
@@ -169,7 +170,7 @@ class Engine:
         counts: the stop request is consumed when ``run()`` returns, not when it starts.
         """
         limit = asyncio.Semaphore(self._max_concurrency)
-        in_flight: set[str] = set()
+        self._in_flight = in_flight = set()
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._dispatcher.run(self._stopping))
@@ -184,7 +185,17 @@ class Engine:
                         group.create_task(self._poll_tracked(runtime, limit, in_flight))
                     await self._sleep_until_due()
         finally:
+            self._in_flight = None
             self._stopping.clear()
+
+    def _turn_wanted(self) -> bool:
+        """Whether another key waits for its turn: due now, or for a slot of ``run()``. Out
+        of ``run()`` (``tick()``), every poll takes its turn as it comes."""
+        in_flight = self._in_flight
+        if in_flight is None or len(in_flight) > self._max_concurrency:
+            return True
+        next_at = self._roster.due.next_at()
+        return next_at is not None and next_at <= self.clock.now()
 
     def _on_store_change(self) -> None:
         self._ownership_changed = True

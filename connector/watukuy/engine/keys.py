@@ -13,6 +13,35 @@ from watukuy.store import apply as commit_rule
 from watukuy.store.base import KeyCommit
 
 
+class KeyLock:
+    """An :class:`asyncio.Lock` that also says whether anyone waits for it: a key's backlog
+    that could go on polling gives way to an operation waiting for the key."""
+
+    __slots__ = ("_lock", "_waiting")
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+        self._waiting = 0
+
+    async def __aenter__(self) -> None:
+        self._waiting += 1
+        try:
+            await self._lock.acquire()
+        finally:
+            self._waiting -= 1
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    @property
+    def wanted(self) -> bool:
+        """Someone waits for the lock."""
+        return self._waiting > 0
+
+
 @dataclass(eq=False, slots=True)
 class KeyRuntime:
     """One active ``poller/partition``: its committed state and the live ``Partition``.
@@ -31,7 +60,7 @@ class KeyRuntime:
     """``None``: not held in memory; :class:`~watukuy.engine.snapshots.Snapshots` loads it
     from the store when a page or an operation needs it, and lets it go past its budget."""
     parked: dict[str, ParkedItem] = field(default_factory=dict)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    lock: KeyLock = field(default_factory=KeyLock)
     phase: KeyPhase = KeyPhase.RESTORING
     key: str = field(init=False)
     """``poller/partition``, made once: a poll looks its key up several times."""

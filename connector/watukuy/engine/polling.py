@@ -72,8 +72,13 @@ class KeyPoller:
         observer: Observer | None = None,
         progress: LaneProgress | None = None,
         limits: PageLimits | None = None,
+        turn_wanted: Callable[[], bool] | None = None,
     ) -> None:
+        """``turn_wanted``: whether another key waits for its turn to poll. A key's poll that
+        stopped at ``max_pages`` goes straight on into its next one only while it says no;
+        without it, every poll ends at ``max_pages`` and the key waits for its next turn."""
         self._roster = roster
+        self._turn_wanted = turn_wanted
         self._limits = limits or PageLimits()
         self._slots = asyncio.Semaphore(self._limits.total)
         self._http = http
@@ -96,16 +101,18 @@ class KeyPoller:
         roster = self._roster
         async with runtime.lock:
             done: set[Lane] = set()
-            while self._may_go_on(runtime):
-                lane = next_lane(runtime.state, roster.clock.now())
-                if lane is None or lane in done:
-                    break
-                done.add(lane)
-                with log_context(lane=lane.value):
-                    if not await self._poll_lane(runtime, lane):
+            try:
+                while self._may_go_on(runtime):
+                    lane = next_lane(runtime.state, roster.clock.now())
+                    if lane is None or lane in done:
                         break
-            if roster.still_holds(runtime):
-                roster.reschedule(runtime)
+                    done.add(lane)
+                    with log_context(lane=lane.value):
+                        if not await self._poll_lane(runtime, lane):
+                            break
+            finally:  # however the poll ended, cancelled included: the key is due again
+                if roster.still_holds(runtime):
+                    roster.reschedule(runtime)
         roster.snapshots.trim()  # its lock is free: its snapshot may go too
 
     async def _poll_lane(self, runtime: KeyRuntime, lane: Lane) -> bool:
@@ -145,13 +152,21 @@ class KeyPoller:
                     return False  # let go meanwhile, or a page before it refused: dropped
                 if not isinstance(decision, Emit):
                     return False  # tripped or backing off
-                if not decision.more or self._stopping.is_set():
+                if self._stopping.is_set():
+                    return True
+                if decision.more:
+                    step = next_page(runtime.poller, step, decision)
+                elif self._goes_on(runtime, lane, decision):
+                    # The next poll of the lane, begun at once: no other key waits for its
+                    # turn, so this one's pages need not commit first (draining them cost a
+                    # tenant's backlog a commit interval every max_pages pages).
+                    step = plan(runtime.poller, flight.state, lane, clock.now())
+                else:
                     return True
                 if not await self._land(runtime, flight, keep=self._limits.per_key - 1):
                     return False
                 if not self._may_go_on(runtime):
                     return False
-                step = next_page(runtime.poller, step, decision)
         finally:
             if ahead is not None:
                 ahead.task.cancel()  # asked for and not needed: its answer is dropped
@@ -287,7 +302,8 @@ class KeyPoller:
             error = await page.answer
             flight.land()
             if error is None and not flight.broken:
-                commits.take_in(roster, runtime, page.commit)
+                # Not queued again yet: a key polling is no other key waiting for its turn.
+                commits.take_in(roster, runtime, page.commit, reschedule=False)
                 self._landed(runtime, page)
                 continue
             if error is None:  # committed after one before it was refused: the rule broke
@@ -382,6 +398,16 @@ class KeyPoller:
             self._observer.circuit_moved(poller, partition, before.value, probe.value)
         if after is not probe:
             self._observer.circuit_moved(poller, partition, probe.value, after.value)
+
+    def _goes_on(self, runtime: KeyRuntime, lane: Lane, emit: Emit) -> bool:
+        """Whether a poll that stopped at ``max_pages`` is followed by the next one at once:
+        the same lane comes first again, and nothing else waits for a turn (another key due
+        or waiting for a slot, an operation waiting for this key)."""
+        if not emit.at_limit or self._turn_wanted is None or runtime.lock.wanted:
+            return False
+        if next_lane(emit.state, self._roster.clock.now()) is not lane:
+            return False
+        return not self._turn_wanted()
 
     def _may_go_on(self, runtime: KeyRuntime) -> bool:
         """Still held, its connector still polling, and the engine not stopping."""

@@ -354,7 +354,13 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
     KeyDoc("schedule.max", "duration", "15m", "Longest interval."),
     KeyDoc("budget", "string", None, "Name of a shared request budget (`budgets:`)."),
     KeyDoc("budget_weight", "number", 1, "Weight in a weighted budget."),
-    KeyDoc("max_pages", "int", 100, "Pages per poll; the rest continues on the next poll."),
+    KeyDoc(
+        "max_pages",
+        "int",
+        100,
+        "Pages per poll; the rest continues on the next poll, at once and without waiting "
+        "for the pages' commits when no other key is waiting for its turn.",
+    ),
     KeyDoc(
         "reconcile",
         "duration",
