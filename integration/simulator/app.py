@@ -182,36 +182,54 @@ def _lister(name: str, *ancestors: str) -> Handler:
 
 
 async def _list(request: web.Request, name: str, parents: tuple[str, ...]) -> web.Response:
-    """Authenticate, rate-limit, inject faults, then serve one page of ``name``."""
+    """Authenticate, rate-limit, inject faults, then serve one page of ``name``.
+
+    A ``delay`` fault is the tenant's answer time: the answer leaves that long after the
+    request came, the simulator's own work on it included, as a vendor's answer time includes
+    its own. (Sleeping first and working after made a 20 ms vendor answer in about 23 ms, and
+    measured the simulator's page selection as if it were the client's.)"""
+    loop = asyncio.get_running_loop()
+    arrived = loop.time()
+    response, delay = _answer_listing(request, name, parents)
+    if delay:
+        await asyncio.sleep(max(0.0, arrived + delay - loop.time()))
+    return response
+
+
+def _answer_listing(
+    request: web.Request, name: str, parents: tuple[str, ...]
+) -> tuple[web.Response, float]:
+    """The answer, and how long after the request it leaves (refusals leave at once)."""
     sim = request.app[SIMULATOR]
     tenant = sim.tenant_by_slug(request.match_info["slug"])
     if tenant is None:
-        return _error(404, f"no tenant {request.match_info['slug']!r}")
+        return _error(404, f"no tenant {request.match_info['slug']!r}"), 0.0
     if not sim.check_token(tenant.id, request.headers.get("Authorization")):
-        return _error(401, "missing or wrong bearer token", sim.rate_status(tenant.id).headers())
+        return _error(
+            401, "missing or wrong bearer token", sim.rate_status(tenant.id).headers()
+        ), 0.0
     admission = sim.admit(tenant.id)
     headers = admission.headers()
     if not admission.allowed:
-        return _error(429, "rate limit exceeded", headers)
-    if sim.faults(tenant.id).delay:
-        await asyncio.sleep(sim.faults(tenant.id).delay)
+        return _error(429, "rate limit exceeded", headers), 0.0
+    delay = sim.faults(tenant.id).delay
     if sim.take_failure(tenant.id):
         faults = sim.faults(tenant.id)
         if faults.fail_status == 429:
             headers = headers | {"Retry-After": str(faults.retry_after)}
         if faults.echo_request:
-            return _echo(request, faults.fail_status, headers)
-        return _error(faults.fail_status, "injected failure", headers)
+            return _echo(request, faults.fail_status, headers), delay
+        return _error(faults.fail_status, "injected failure", headers), delay
     try:
         after = lower_bound(request.query.get("cursor"), request.query.get("updated_since"))
         limit = parse_limit(request.query.get("limit"))
     except BadRequest as exc:
-        return _error(400, str(exc), headers)
+        return _error(400, str(exc), headers), delay
     try:
         page = sim.page(tenant.id, after, limit, name, parents)
     except NotFound as exc:  # a parent that is not (or no longer) there
-        return _error(404, str(exc), headers)
-    return _page_response(request, tenant.id, page, headers, (name, parents))
+        return _error(404, str(exc), headers), delay
+    return _page_response(request, tenant.id, page, headers, (name, parents)), delay
 
 
 def _page_response(

@@ -132,8 +132,10 @@ without an ``id``."""
 class Faults:
     """What goes wrong for one tenant; the model and the admin endpoint set it alike.
 
-    The order in which they strike a request: ``delay``, then a failure (``fail_next`` first,
-    then ``error_rate``, drawn from a seeded RNG) answered with ``fail_status`` (a 429 carries
+    ``delay`` is the answer time of each admitted request: its answer, whatever it is, leaves
+    that long after the request came (the simulator's own work included). A failure strikes
+    first (``fail_next``, then ``error_rate``, drawn from a seeded RNG), answered with
+    ``fail_status`` (a 429 carries
     ``Retry-After: retry_after``; with ``echo_request`` the error body quotes the request's
     path, query and headers, ``Authorization`` included, as careless vendors do). A successful
     listing is then mangled by ``malformed_json`` (body cut in half) or ``drop_id``, and a
