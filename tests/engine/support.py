@@ -13,6 +13,7 @@ the last ``resume``, identity ``id``, version ``etag``, schedule 30s..15m.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -152,3 +153,23 @@ async def simulated(tenants: int, items: int, seed: int) -> AsyncIterator[Env]:
         finally:
             for engine in environment.engines:
                 await engine.close()
+
+
+async def wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    """Until ``condition()`` holds, looking every 5 ms; ``AssertionError`` after ``seconds``."""
+    for _ in range(int(seconds / 0.005)):
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("condition not met in time")
+
+
+async def run_until(engine: Engine, condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    """``engine.run()`` until ``condition()`` holds, then stop it and wait for it to end."""
+    running = asyncio.create_task(engine.run())
+    try:
+        await wait_for(lambda: condition() or running.done(), seconds)
+        assert not running.done(), "run() ended by itself"
+    finally:
+        await engine.stop()
+        await asyncio.wait_for(running, timeout=5)

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from integration.simulator import VendorSimulator
-from tests.engine.support import Env
+from tests.engine.support import Env, run_until
 from watukuy import Engine, FakeClock, MemoryStore, SystemClock
 from watukuy.core.budget import Budget, Lane
 from watukuy.engine.budgets import BudgetGate
@@ -66,25 +66,6 @@ def only(env: Env, *indexes: int) -> Callable[[], list[dict[str, Any]]]:
     """A ``partitions`` callable listing only the given simulator tenants."""
     tenants = [env.tenants[i] for i in indexes]
     return lambda: [{"key": t.id, "data": t} for t in tenants]
-
-
-async def wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> None:
-    for _ in range(int(seconds / 0.005)):
-        if condition():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("condition not met in time")
-
-
-async def run_until(engine: Engine, condition: Callable[[], bool]) -> None:
-    """``engine.run()`` until ``condition()`` holds, then stop it and wait for it to end."""
-    running = asyncio.create_task(engine.run())
-    try:
-        await wait_for(lambda: condition() or running.done())
-        assert not running.done(), "run() ended by itself"
-    finally:
-        await engine.stop()
-        await asyncio.wait_for(running, timeout=5)
 
 
 # -- one bucket per budget, shared by every partition -------------------------------------------

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from tests.engine.support import Env, simulated
-from watukuy import Engine, Event, MemoryStore
+from tests.engine.support import Env, run_until, simulated, wait_for
+from watukuy import Event, MemoryStore
 from watukuy.core.errors import Retriable
 from watukuy.store.apply import PageRuns
 from watukuy.store.base import KeyCommit
@@ -163,25 +163,6 @@ async def test_the_next_page_is_asked_for_while_this_one_is_decided(env: Env) ->
 # -- a backlog past max_pages ---------------------------------------------------------------
 
 
-async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    for _ in range(int(seconds / 0.005)):
-        if condition():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("condition not met in time")
-
-
-async def _run_until(engine: Engine, condition: Callable[[], bool]) -> None:
-    """``engine.run()`` until ``condition()`` holds, then stop it and wait for it to end."""
-    running = asyncio.create_task(engine.run())
-    try:
-        await _until(lambda: condition() or running.done())
-        assert not running.done(), "run() ended by itself"
-    finally:
-        await engine.stop()
-        await asyncio.wait_for(running, timeout=5)
-
-
 def _fetches(env: Env, order: list[str]) -> Any:
     fetch = env.token_fetch(2)
 
@@ -198,7 +179,7 @@ async def test_a_backlog_goes_on_past_max_pages_without_waiting_for_its_commits(
     store = SlowStore()
     engine = env.make_engine(env.make_poller(limit=2, max_pages=1), store=store)
 
-    await _run_until(engine, lambda: len(committed(store)[tenant]) == 10)
+    await run_until(engine, lambda: len(committed(store)[tenant]) == 10)
 
     # A poll is one page, and the next one began while the pages before it were committing.
     assert store.most_waiting[f"invoices/{tenant}"] > 1
@@ -216,7 +197,7 @@ async def test_a_backlog_at_max_pages_gives_a_key_waiting_for_a_slot_its_turn(en
     store = SlowStore()
     engine = env.make_engine(poller, store=store, max_concurrency=1)
 
-    await _run_until(engine, lambda: all(len(committed(store)[t]) == 10 for t in (first, second)))
+    await run_until(engine, lambda: all(len(committed(store)[t]) == 10 for t in (first, second)))
 
     # One slot: each poll of one page gives the slot to the other key, which was waiting.
     assert order[:6] in ([first, second] * 3, [second, first] * 3)
@@ -230,7 +211,7 @@ async def test_a_backlog_at_max_pages_gives_way_to_an_operation_on_its_key() -> 
         engine = env.make_engine(env.make_poller(limit=2, max_pages=1), store=store)
         running = asyncio.create_task(engine.run())
         try:
-            await _until(lambda: bool(committed(store)[tenant]))
+            await wait_for(lambda: bool(committed(store)[tenant]))
             await asyncio.wait_for(engine.pause("invoices", partition=tenant), timeout=5)
             paused_at = len(committed(store)[tenant])
             await asyncio.sleep(0.3)
