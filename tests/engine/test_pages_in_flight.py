@@ -222,3 +222,26 @@ async def test_a_backlog_at_max_pages_gives_way_to_an_operation_on_its_key() -> 
     # The pause came between two polls, not after the whole backlog, and nothing after it.
     assert paused_at < 80
     assert len(committed(store)[tenant]) == paused_at
+
+
+async def test_a_cancelled_tick_leaves_every_key_due_polled_or_not() -> None:
+    async with simulated(tenants=8, items=4, seed=5) as env:
+        release = asyncio.Event()
+        fetch = env.token_fetch(2)
+
+        async def stuck(ctx: Any) -> Any:
+            await release.wait()
+            return await fetch(ctx)
+
+        engine = env.make_engine(env.make_poller(limit=2, fetch=stuck))
+        ticking = asyncio.create_task(engine.tick())
+        await asyncio.sleep(0.1)  # four keys fetch, the other four wait for a slot
+        ticking.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ticking
+
+        # None was polled, and each is still due: the next tick polls all eight.
+        assert [i.next_due for i in engine.inspect() if i.next_due is None] == []
+        release.set()
+        await asyncio.wait_for(engine.tick(), timeout=10)
+        assert [len(env.sim.log(t.id)) for t in env.tenants] == [2] * 8  # two pages each

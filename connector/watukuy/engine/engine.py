@@ -254,8 +254,16 @@ class Engine:
         await self.close()
 
     async def _poll_limited(self, runtime: KeyRuntime, limit: asyncio.Semaphore) -> None:
-        async with limit:
-            await self._poller.poll(runtime)
+        try:
+            async with limit:
+                await self._poller.poll(runtime)
+        except asyncio.CancelledError:
+            # Popped from the due queue and cancelled before its poll began (waiting for a
+            # slot or for the key): due again as it was. A poll that began rescheduled it.
+            roster = self._roster
+            if roster.still_holds(runtime) and roster.due.at(runtime.key) is None:
+                roster.reschedule(runtime)
+            raise
 
     async def _poll_tracked(
         self, runtime: KeyRuntime, limit: asyncio.Semaphore, in_flight: set[str]
