@@ -192,14 +192,11 @@ class Overlay(Mapping[str, V]):
         return other
 
     def change(self, upserts: Mapping[str, V], removed: Iterable[str], serial: int) -> None:
-        self._changes.update(upserts)
-        for name in removed:
-            self._changes[name] = None
-        by = self._by
-        for name in upserts:
-            by[name] = serial
-        for name in removed:
-            by[name] = serial
+        changes, by = self._changes, self._by
+        for name, value in upserts.items():
+            changes[name], by[name] = value, serial
+        for name in removed:  # iterated once: it may be any iterable
+            changes[name], by[name] = None, serial
 
     @property
     def pending(self) -> int:
