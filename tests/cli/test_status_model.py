@@ -321,6 +321,33 @@ def test_the_outbox_writes_changes_and_every_key_every_30s() -> None:
     assert publish([_status("b", parked={"poison": 1})], NOW + 39) == ["b"]
 
 
+def test_the_outbox_names_each_key_due_again_once_per_write() -> None:
+    outbox = Outbox(full_every=30)
+    outbox.written(_status("a"), NOW)
+    outbox.written(_status("b"), NOW + 10)
+    outbox.written(_status("c"), NOW + 10)
+    outbox.forget("invoices", "c")  # removed: never due again
+
+    assert outbox.due_again(NOW + 29.9) == []
+    assert outbox.due_again(NOW + 30) == ["invoices/a"]
+    assert outbox.due_again(NOW + 30) == []  # named once
+    outbox.written(_status("a"), NOW + 31)
+    assert outbox.due_again(NOW + 45) == ["invoices/b"]
+    outbox.written(_status("b"), NOW + 46)  # written again before it came up: no longer due
+    assert outbox.due_again(NOW + 61) == ["invoices/a"]
+    assert outbox.due_again(NOW + 100) == ["invoices/b"]
+
+
+def test_the_outbox_gives_back_what_it_wrote_of_keys_let_go() -> None:
+    outbox = Outbox(full_every=30)
+    outbox.written(_status("a"), NOW)
+    outbox.written(_status("b"), NOW)
+
+    assert [s.partition for s in outbox.released(["invoices/a", "invoices/z"])] == ["a"]
+    assert outbox.released(["invoices/a"]) == []  # forgotten as it was given back
+    assert outbox.stale("invoices/a", NOW + 1) and not outbox.stale("invoices/b", NOW + 1)
+
+
 def test_utc_times_in_cursors_with_offsets_agree() -> None:
     lanes: dict[str, object] = {
         "backfill": {

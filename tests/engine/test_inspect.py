@@ -97,18 +97,26 @@ async def test_a_failing_tenant_opens_only_its_own_circuit_and_delays_no_one(env
     assert [e.sequence for e in recorder.of(sick)] == list(range(1, 11))
 
 
-async def test_an_inspection_moves_only_with_its_mark(env: Env, engine: Engine) -> None:
-    """What a runner's status round relies on to look at only some keys each second: while a
-    key's mark is equal, so is its inspection (but for the lag), whatever the engine did."""
+async def test_a_status_round_misses_nothing_that_changed(env: Env, engine: Engine) -> None:
+    """What a runner's status round relies on to look at only some keys each second: a key
+    not touched since the watcher's last look shows the same inspection (but for the time),
+    and while a key's status mark is equal, so is its status, whatever the engine did."""
+    watcher = engine.watch_keys()
 
-    def seen() -> dict[str, tuple[Hashable, tuple[PollerInspect, KeyStatus]]]:
-        """Each key's mark; its inspection with no lag, and the status a runner publishes."""
+    def timeless(entry: PollerInspect) -> PollerInspect:
+        return replace(entry, lag=None if entry.lag is None else 0.0, throttled_until=None)
+
+    def seen() -> dict[str, tuple[PollerInspect, Hashable, KeyStatus]]:
+        """Each key's inspection without the time, its status mark, and its status."""
         shown = {}
         for entry in engine.inspect():
-            entry = replace(entry, lag=None if entry.lag is None else 0.0)
-            status = key_status(entry, now=0.0, target=Target(engine.target(entry.poller)))
-            shown[f"{entry.poller}/{entry.partition}"] = (entry, status)
-        return {key: (mark, shown[key]) for key, mark in engine.inspect_marks().items()}
+            key = f"{entry.poller}/{entry.partition}"
+            (mark,) = engine.status_marks([key]).values()
+            status = key_status(
+                timeless(entry), now=0.0, target=Target(engine.target(entry.poller))
+            )
+            shown[key] = (timeless(entry), mark, status)
+        return shown
 
     async def tick_later(seconds: float) -> None:
         env.clock.advance(seconds)
@@ -142,17 +150,25 @@ async def test_an_inspection_moves_only_with_its_mark(env: Env, engine: Engine) 
         lambda: engine.set_target("invoices", "STOPPED"),
     ]
     before = seen()
-    moved = 0
+    assert watcher.take() == set(before)  # every key held when it began watching
+    touched_at_all: set[str] = set()
+    marks_moved = 0
     for step in steps:
         await step()
         after = seen()
-        for key, (mark, shown) in after.items():
-            if key in before and before[key][0] == mark:
-                assert before[key][1] == shown, (step, key)
-            else:
-                moved += 1
+        touched = watcher.take()
+        touched_at_all |= touched
+        for key, (shown, mark, status) in after.items():
+            if key in before and key not in touched:
+                assert before[key][0] == shown, (step, key)
+            if key in before and before[key][1] == mark:
+                assert before[key][2] == status, (step, key)
+            elif key in before:
+                marks_moved += 1
+        assert set(before) - set(after) <= touched  # a key let go is touched too
         before = after
-    assert moved >= 10  # the marks did move with what the steps changed
+    assert marks_moved >= 8  # the marks did move with what the steps changed
+    assert touched_at_all == {f"invoices/{t.id}" for t in env.tenants}
 
-    await tick_later(0.5)  # nothing happens: every mark stays, no key is looked at again
-    assert all(before[key][0] == mark for key, (mark, _) in seen().items())
+    await tick_later(0.5)  # nothing happens: no key is touched, so none is looked at again
+    assert watcher.take() == set()

@@ -375,7 +375,10 @@ async def test_a_key_an_instance_let_go_of_leaves_the_view_unless_it_moved(
 
     # r1 holds only t1 now: t2 was removed (still r1's partition), t3 moved to a runner that
     # has not written yet, t4 moved to r2, which has.
-    await first.publish([_status("t1")], owns=lambda poller, key: key in ("t1", "t2"))
+    let_go = ["invoices/t2", "invoices/t3", "invoices/t4"]
+    await first.publish(
+        [_status("t1")], owns=lambda poller, key: key in ("t1", "t2"), released=let_go
+    )
     await second.caught_up()
     shown = [(s.partition, s.owner) for s in second.view("invoices")]
     assert shown == [("t1", "r1"), ("t3", "r1"), ("t4", "r2")]

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Set
+from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -393,10 +394,20 @@ class StatusTable:
 # -- what a publish writes --------------------------------------------------------------------
 
 
-def _significant(status: KeyStatus) -> KeyStatus:
+def _significant(status: KeyStatus) -> tuple[Any, ...]:
     """What counts as a change: not the time, and not the lag's growth (only whether there
     is one); lag and time are refreshed by the periodic full write."""
-    return replace(status, updated_at=0.0, lag=None if status.lag is None else 0.0)
+    return (
+        status.poller,
+        status.partition,
+        status.state,
+        status.owner,
+        status.lag is None,
+        status.circuit,
+        status.parked,
+        status.backfill,
+        status.last_error,
+    )
 
 
 class Outbox:
@@ -406,6 +417,8 @@ class Outbox:
     def __init__(self, full_every: float = 30.0) -> None:
         self.full_every = full_every
         self._written: dict[str, tuple[KeyStatus, float]] = {}
+        # (when, key) of each write in the order made: the keys due again are at its head.
+        self._order: deque[tuple[float, str]] = deque()
 
     def due(self, statuses: Iterable[KeyStatus], now: float) -> list[KeyStatus]:
         return [
@@ -419,16 +432,26 @@ class Outbox:
         last = self._written.get(key)
         return last is None or now - last[1] >= self.full_every
 
+    def due_again(self, now: float) -> list[str]:
+        """The keys last written ``full_every`` seconds before ``now`` or earlier, each once
+        (then no longer, until written again): what a round must look at whatever changed."""
+        order, written, limit = self._order, self._written, now - self.full_every
+        found = []
+        while order and order[0][0] <= limit:
+            at, key = order.popleft()
+            last = written.get(key)
+            if last is not None and last[1] == at:  # not written again since
+                found.append(key)
+        return found
+
     def written(self, status: KeyStatus, now: float) -> None:
         self._written[status.key] = (status, now)
+        self._order.append((now, status.key))
 
     def forget(self, poller: str, partition: str) -> None:
         self._written.pop(key_text(poller, partition), None)
 
-    def gone(self, keys: Set[str]) -> list[KeyStatus]:
-        """The statuses written of keys not among ``keys`` (this runner no longer holds them:
-        removed, expired, moved away), forgotten as they are returned."""
-        left = [status for key, (status, _) in self._written.items() if key not in keys]
-        for status in left:
-            del self._written[status.key]
-        return left
+    def released(self, keys: Iterable[str]) -> list[KeyStatus]:
+        """The statuses written of ``keys``, which this runner no longer holds (removed,
+        expired, moved away), forgotten as they are returned."""
+        return [found[0] for key in keys if (found := self._written.pop(key, None)) is not None]

@@ -22,7 +22,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import Any
 
@@ -222,17 +221,16 @@ class StatusTopic:
         self,
         statuses: Iterable[KeyStatus],
         owns: Callable[[str, str], bool] | None = None,
-        held: AbstractSet[str] | None = None,
+        released: Iterable[str] = (),
     ) -> int:
         """Write the statuses that changed since their last write, every one at least every
         ``full_every`` seconds, and a heartbeat if one is due; return how many statuses were
         written. Each is stamped with this runner as owner and the clock's time.
 
-        ``held``: every key this runner holds, when ``statuses`` are only some of them (those
-        that may have changed, and the :meth:`stale` ones); by default, the keys of
-        ``statuses``. A key written before and not held now is tombstoned if this runner still
-        ``owns`` it (poller, partition key): it was removed, or a child key expired. One that
-        moved to another runner is left for its new owner to overwrite."""
+        ``released``: keys (``poller/partition``) this runner let go since it last published.
+        One whose status it wrote is tombstoned if this runner still ``owns`` it (poller,
+        partition key): it was removed, or a child key expired. One that moved to another
+        runner is left for its new owner to overwrite."""
         async with self._write:
             now = self._clock()
             stamped = [replace(s, owner=self.runner_id, updated_at=now) for s in statuses]
@@ -240,7 +238,7 @@ class StatusTopic:
             records: list[tuple[bytes, bytes | None]] = [
                 (status_key(s.poller, s.partition), encode_status(s)) for s in due
             ]
-            for left in self._outbox.gone({s.key for s in stamped} if held is None else held):
+            for left in self._outbox.released(released):
                 owned = owns is None or owns(left.poller, left.partition)
                 if owned and self._table.owner(left.key) == self.runner_id:
                     records.append((status_key(left.poller, left.partition), None))
@@ -291,6 +289,11 @@ class StatusTopic:
         """Whether ``key``'s status is due to be written again whatever changed (never
         written, or last written ``full_every`` seconds before ``now``)."""
         return self._outbox.stale(key, now)
+
+    def due_again(self, now: float) -> list[str]:
+        """The keys whose status was last written ``full_every`` seconds before ``now``,
+        each named once: a round looks at them whatever changed."""
+        return self._outbox.due_again(now)
 
     async def list_topics(
         self,

@@ -29,6 +29,8 @@ class Roster(Protocol):
 
     def reschedule(self, runtime: KeyRuntime) -> None: ...
 
+    def touch(self, key: str) -> None: ...
+
 
 async def send(roster: Roster, runtime: KeyRuntime, commit: KeyCommit) -> None:
     """Have the store commit ``commit``; a key another owner fenced off is let go here."""
@@ -58,3 +60,5 @@ def take_in(
         runtime.move(held_phase(runtime.state))  # pause and resume move it
         if reschedule:
             roster.reschedule(runtime)
+        else:
+            roster.touch(runtime.key)

@@ -23,11 +23,12 @@ from watukuy.core.state import ParkedItem
 from watukuy.core.validation import positive_int
 from watukuy.engine import children
 from watukuy.engine.budgets import BudgetGate, build_budgets, split_budgets
+from watukuy.engine.changes import KeyChanges
 from watukuy.engine.children import check_parents
 from watukuy.engine.connectors import Connectors, OffsetsApi
 from watukuy.engine.handlers import Dispatcher, Handler, Subscription
 from watukuy.engine.inflight import PageLimits
-from watukuy.engine.inspection import inspection, mark
+from watukuy.engine.inspection import inspection, status_mark
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.operations import Operations, ParkedApi
 from watukuy.engine.polling import KeyPoller
@@ -420,11 +421,23 @@ class Engine:
             runtimes = [rt for key in keys if (rt := roster.runtime_of(key)) is not None]
         return [inspection(rt, roster, self._progress, self.owner, now) for rt in runtimes]
 
-    def inspect_marks(self) -> dict[str, Hashable]:
-        """Each held key's :func:`~watukuy.engine.inspection.mark`: as long as it is equal,
-        so is the key's :meth:`inspect` entry (but for its lag)."""
-        now, roster, progress = self.clock.now(), self._roster, self._progress
-        return {rt.key: mark(rt, roster, progress, now) for rt in roster.held()}
+    def watch_keys(self) -> KeyChanges:
+        """The held keys touched from now on (:mod:`~watukuy.engine.changes`): whatever
+        :meth:`inspect` shows of a key not touched since the watcher's last ``take()`` is
+        the same but for the time (its lag, whether a throttle still holds). The watcher
+        holds every key held now to begin with."""
+        return self._roster.watch()
+
+    def status_marks(self, keys: Iterable[str]) -> dict[str, Hashable]:
+        """Each of ``keys`` held here, with its
+        :func:`~watukuy.engine.inspection.status_mark`: as long as it is equal, so is what
+        a status shows of the key's :meth:`inspect` entry."""
+        roster, progress = self._roster, self._progress
+        return {
+            key: status_mark(runtime, roster, progress)
+            for key in keys
+            if (runtime := roster.runtime_of(key)) is not None
+        }
 
     def on(self, poller: str, handler: Handler) -> None:
         self._roster.poller(poller)

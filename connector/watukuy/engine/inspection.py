@@ -1,12 +1,9 @@
 """What :meth:`Engine.inspect` shows of a held key, and a mark that moves whenever that may.
 
-A runner's status round looks at every held key each second. Rebuilding the same inspections
-of 10,000 idle keys took 40% of the runner's CPU (a py-spy profile, stop 33), so the round
-inspects only the keys whose mark moved (and those whose status is due to be written again).
-An inspection is built from the key's state (a new object at every commit, its parked items
-with it), its due time, phase, connector target and backfill run's counts, and the time: of
-the time it shows only the lag (which a status compares only as there or not) and whether a
-throttle still holds, which the mark carries.
+A runner's status round looks only at the keys touched since its last look
+(:mod:`.changes`), and of those it inspects only the keys whose :func:`status_mark` moved
+(and those whose status is due to be written again): rebuilding the same inspections of
+10,000 idle keys every second took 40% of the runner's CPU (a py-spy profile, stop 33).
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.progress import LaneProgress
 from watukuy.engine.roster import Roster
 
-__all__ = ["inspection", "mark"]
+__all__ = ["inspection", "status_mark"]
 
 
 def inspection(
@@ -42,17 +39,30 @@ def inspection(
     return entry
 
 
-def mark(runtime: KeyRuntime, roster: Roster, progress: LaneProgress, now: float) -> Hashable:
-    """Equal (the same objects, mostly) for as long as :func:`inspection` of the key gives
-    the same but for its lag."""
-    key = runtime.key
+def status_mark(runtime: KeyRuntime, roster: Roster, progress: LaneProgress) -> Hashable:
+    """Equal for as long as what a key's status shows of :func:`inspection` is: whether it is
+    paused, its circuit, its last error, whether it ever succeeded, what it published and
+    parked, its backfill run, its phase and its connector's target. Not its due time, interval
+    or cursors, nor its lag beyond whether there is one: an idle poll moves those, and a
+    status does not show them (its lag is refreshed by the periodic write)."""
     state = runtime.state
-    run = progress.backfill(key)
+    backfill = state.backfill if state.backfill.active else None
+    run = None if backfill is None else progress.backfill(runtime.key)
     return (
-        state,
-        roster.due.at(key),
+        state.paused,
+        state.circuit.state,
+        state.last_error,
+        state.last_success is None,
+        state.sequence,
+        _parked_kinds(runtime),
+        backfill,
+        None if run is None else (run.pages, run.items),
         runtime.phase,
         roster.target(runtime.poller.name),
-        None if run is None else (run.pages, run.items),
-        state.schedule.throttle_until > now,
     )
+
+
+def _parked_kinds(runtime: KeyRuntime) -> tuple[str, ...]:
+    if not runtime.parked:
+        return ()
+    return tuple(sorted(item.kind for item in runtime.parked.values()))

@@ -33,6 +33,7 @@ from watukuy.core.poll import due_at, fresh_state
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.redaction import failure_text
 from watukuy.engine import commits
+from watukuy.engine.changes import KeyChanges
 from watukuy.engine.due_times import KeyTimes
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.listings import Listings
@@ -89,6 +90,7 @@ class Roster:
         self._waiting_unlogged = 0
         self.snapshots = Snapshots(store, snapshot_budget)
         """Which held keys keep their snapshot in memory."""
+        self._watchers: list[KeyChanges] = []
 
     # -- partitions ---------------------------------------------------------------------
 
@@ -267,6 +269,7 @@ class Roster:
         runtime = KeyRuntime(poller, partition, shown)
         runtime.move(KeyPhase.WAITING_NEWER)
         self._keys[runtime.key] = runtime
+        self.touch(runtime.key)
         self.observer.key_gained(poller.name, partition.key)
         last = self._waiting_logged_at
         if last is None or now - last >= WAITING_LOG_EVERY:
@@ -354,6 +357,7 @@ class Roster:
         if self._keys.get(runtime.key) is runtime:
             del self._keys[runtime.key]
             self.due.discard(runtime.key)
+            self.touch(runtime.key)
             self.observer.key_released(runtime.poller.name, runtime.partition.key, phase.value)
         if phase is KeyPhase.FENCED and retry:
             self._activation_pending = True
@@ -481,6 +485,21 @@ class Roster:
         if not self.target(runtime.poller.name).polls or runtime.phase is KeyPhase.WAITING_NEWER:
             at = None  # a paused connector keeps its keys but polls none
         self.due.schedule(runtime.key, at)
+        self.touch(runtime.key)
+
+    # -- watching -------------------------------------------------------------------------
+
+    def watch(self) -> KeyChanges:
+        """A watcher of the keys touched from now on (see :mod:`.changes`), holding every key
+        held now to begin with."""
+        watcher = KeyChanges(self._keys)
+        self._watchers.append(watcher)
+        return watcher
+
+    def touch(self, key: str) -> None:
+        """What ``inspect()`` shows of ``key`` may have changed (or the key was let go)."""
+        for watcher in self._watchers:
+            watcher.touch(key)
 
 
 def _sample(keys: Iterable[str], limit: int = 20) -> str:
