@@ -191,9 +191,10 @@ def test_token_poll_across_two_pages() -> None:
     assert [(e.subject, e.sequence) for e in second.events] == [("c", 3)]
     assert second.state.live.cursor == "c2"
     assert second.state.sequence == 3
-    # AIMD: a poll with changes halves the interval.
+    # AIMD: a poll with changes halves the interval; the next one is that long after this
+    # one was due, not after it ended (a fixed rate).
     assert second.state.schedule.interval == 60.0
-    assert second.state.schedule.next_due == NOW + 2 + 60
+    assert second.state.schedule.next_due == NOW + 60
     assert second.state.last_success == NOW + 2
 
 
@@ -244,7 +245,7 @@ def test_a_poll_started_late_comes_back_at_its_keys_point() -> None:
         sched.next_due - point
     ) % 207.0 == pytest.approx(207.0, abs=1e-6)
     punctual = emit(decide(POLLER, begin(state, NOW), snapshot, on_time, page([item("a")]), NOW))
-    assert punctual.state.schedule.next_due == NOW + 207.0
+    assert punctual.state.schedule.next_due == NOW - 40 + 207.0  # from when it was due
     # Every page of the poll carries it: the page that ends the poll decides the next one.
     second = next_page(
         POLLER, late, emit(decide(POLLER, state, {}, late, page([], "c", True), NOW))

@@ -15,6 +15,7 @@ from watukuy.core.schedule import (
     initial,
     is_due,
     phase_of,
+    resumed,
     throttle,
     trigger,
 )
@@ -127,6 +128,58 @@ def test_a_late_poll_comes_back_between_half_and_one_and_a_half_intervals_later(
     assert after_poll(SPEC, throttled, 100.0, changed=True, late=5.0, phase=0.5).next_due == (
         90_000.0
     )
+
+
+def test_the_next_poll_is_one_interval_after_this_one_was_due_not_after_it_ended() -> None:
+    fixed = ScheduleSpec(min=30.0, max=30.0)
+    sched = KeySchedule(interval=30.0, next_due=100.0)
+    # Started 0.1 s late, ended 0.9 s after that: the grid 100, 130, 160, ... holds.
+    for n in range(1, 50):
+        sched = after_poll(fixed, sched, sched.next_due + 1.0, changed=False, late=0.1)
+        assert sched.next_due == pytest.approx(100.0 + 30.0 * n)
+
+
+def test_a_poll_that_outlasted_its_interval_comes_back_one_interval_after_it_ended() -> None:
+    sched = KeySchedule(interval=30.0, next_due=100.0)
+    assert after_poll(SPEC, sched, 160.0, changed=True).next_due == 190.0
+
+
+def test_a_restored_key_moves_on_along_its_grid_to_the_first_due_time_not_served() -> None:
+    sched = KeySchedule(interval=30.0, next_due=100.0)
+    assert resumed(sched, 100.0) == sched  # nothing served past it
+    assert resumed(sched, 50.0) == sched
+    assert resumed(sched, 100.5).next_due == 130.0
+    assert resumed(sched, 130.0).next_due == 130.0  # due at 130: not served yet
+    assert resumed(sched, 10_010.0).next_due == 10_030.0
+    throttled = KeySchedule(interval=30.0, next_due=100.0, throttle_until=170.0)
+    assert resumed(throttled, 120.0).next_due == 170.0  # the window still wins
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    start=st.floats(min_value=0.0, max_value=2e9),
+    interval=st.floats(min_value=2.0, max_value=3600.0),
+    polls=st.integers(min_value=0, max_value=500),
+    lateness=st.lists(st.floats(min_value=0.0, max_value=BEHIND), min_size=500, max_size=500),
+    served=st.floats(min_value=0.0, max_value=0.999),
+)
+def test_resuming_from_what_was_served_skips_no_poll_and_repeats_none(
+    start: float, interval: float, polls: int, lateness: list[float], served: float
+) -> None:
+    """Idle polls on time leave the key on its grid, so a store that wrote only the first
+    schedule finds the one the owner held in memory again: the first poll not made."""
+    fixed = ScheduleSpec(min=interval, max=interval)
+    written = KeySchedule(interval=interval, next_due=start)
+    held = written
+    for late in lateness[:polls]:
+        # Ended within its interval: one that outlasts it comes back one interval after it
+        # ended, off the grid, and is written.
+        ended = held.next_due + late + 0.4
+        held = after_poll(fixed, held, ended, changed=False, late=late)
+    # The owner made every poll due before served_until, and not the one it holds now.
+    served_until = held.next_due - served * interval
+    again = resumed(written, served_until)
+    assert again.next_due == pytest.approx(held.next_due, rel=1e-9, abs=1e-6)
 
 
 def test_key_phases_are_fixed_and_cover_the_interval() -> None:

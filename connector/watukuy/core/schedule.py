@@ -27,6 +27,7 @@ __all__ = [
     "initial",
     "is_due",
     "phase_of",
+    "resumed",
     "throttle",
     "trigger",
 ]
@@ -36,6 +37,12 @@ DEFAULT_STEPS = 10
 
 BEHIND = 1.0
 """Seconds after its due time from which a poll counts as late: the runner was behind."""
+
+ON_GRID = 1e-3
+"""How far (in seconds) a due time may lie from a key's grid and count as on it: at today's
+epoch seconds a float sum of intervals drifts from their product by up to a tenth of a
+microsecond a poll, so a thousandth of a second holds for some ten thousand polls (then the
+key's state is written, and its grid starts from there)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +116,15 @@ def after_poll(
     late: float = 0.0,
     phase: float = 0.0,
 ) -> KeySchedule:
-    """The schedule after a successful poll at ``now``.
+    """The schedule after a successful poll that ended at ``now``.
 
     Idle: ``interval + step`` capped at ``max``. Changed: ``interval * decrease_factor``
-    floored at ``min``. The next poll is one interval away, but not inside a throttle window.
+    floored at ``min``. The next poll is one interval after the time this one was due (at a
+    fixed rate, like Kafka Connect's ``poll.interval``: the poll's own duration does not push
+    the next one back), or one interval from ``now`` if that time is past already; never
+    inside a throttle window. At a fixed rate, a key's due times stay on one grid for as long
+    as its interval holds, which is what lets a store leave an idle poll unwritten
+    (:func:`resumed` finds the key's place on it again).
 
     A poll that started more than :data:`BEHIND` ``late`` (the engine had more keys due than
     it could poll at once, or was down) comes back instead at the key's own point of the interval:
@@ -129,11 +141,31 @@ def after_poll(
     current = spec.clamp(sched.interval)
     interval = current * spec.decrease_factor if changed else current + spec.step
     interval = spec.clamp(interval)
-    due = now + interval
+    slot = sched.next_due if sched.next_due <= now else now
+    due = slot + interval
+    if due <= now:  # the poll outlasted its interval
+        due = now + interval
     if late > BEHIND:
         offset = phase * interval
         due = offset + math.ceil((now + interval / 2 - offset) / interval) * interval
     return replace(sched, interval=interval, next_due=max(due, sched.throttle_until))
+
+
+def resumed(sched: KeySchedule, served_until: float) -> KeySchedule:
+    """A restored key's schedule, when its previous owner said it had made every poll due
+    before ``served_until`` (of all its keys): a poll that changed nothing but the key's due
+    time may have been left unwritten (:func:`~watukuy.core.state.only_rescheduled`), so the
+    stored due time can be polls behind. It moves on by whole intervals, along the grid
+    :func:`after_poll` keeps, to the first one at or after ``served_until``: none of the
+    polls the owner made is made again, and none it did not make is skipped. A due time at
+    or after ``served_until`` is kept as it is."""
+    due, interval = sched.next_due, sched.interval
+    if due >= served_until or not interval > 0:
+        return sched
+    # A due time a float's rounding away from ``served_until`` counts as not served: the
+    # owner's sums of intervals and this product differ in their last digits.
+    steps = math.ceil((served_until - ON_GRID - due) / interval)
+    return replace(sched, next_due=max(due + steps * interval, sched.throttle_until))
 
 
 def phase_of(key: str) -> float:
