@@ -48,6 +48,9 @@ come due meanwhile start together. Keys spread evenly over their interval (see
 ``core.schedule.after_poll``) would otherwise each get a pass of the loop, and a request of
 its own at the vendor, at twice the CPU per poll on both sides (10,000 idle keys: 32.8% of a
 core against 14.5% for the same polls bunched)."""
+SERVED_EVERY = 2.0
+"""Seconds between two words to the store on what was served (:meth:`Engine._tell_served`):
+after a crash, the next owner polls again at most the idle polls of this many seconds."""
 COMMAND_RETRY = 1.0
 """Seconds before a command from another instance whose key is not held yet is tried again."""
 COMMAND_PATIENCE = 60.0
@@ -102,6 +105,7 @@ class Engine:
         self._wake = asyncio.Event()
         self._deadline = float("-inf")  # when run() wakes up by itself next
         self._in_flight: set[str] | None = None  # run()'s keys polling or waiting for a slot
+        self._served_at = float("-inf")  # when the store was last told what was served
         self.store.bind(by_name)
         self._ownership_changed = True
         # Commands from other instances tried again later: (when, first seen, command).
@@ -162,6 +166,7 @@ class Engine:
                 runtime = self._roster.runtime_of(key)
                 if runtime is not None:
                     group.create_task(self._poll_limited(runtime, limit))
+        self._tell_served(set(), every=0.0)
         await self._dispatcher.drain()
 
     async def run(self) -> None:
@@ -171,13 +176,15 @@ class Engine:
         counts: the stop request is consumed when ``run()`` returns, not when it starts.
         """
         limit = asyncio.Semaphore(self._max_concurrency)
-        self._in_flight = in_flight = set()
+        in_flight: set[str] = set()
+        self._in_flight = in_flight
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._dispatcher.run(self._stopping))
                 while not self._stopping.is_set():
                     await self._roster.refresh_due()
                     await self._follow_store()
+                    self._tell_served(in_flight)
                     for key in self._roster.due.pop_due(self.clock.now()):
                         runtime = self._roster.runtime_of(key)
                         if runtime is None or key in in_flight:
@@ -188,6 +195,18 @@ class Engine:
         finally:
             self._in_flight = None
             self._stopping.clear()
+
+    def _tell_served(self, polling: set[str], every: float = SERVED_EVERY) -> None:
+        """At most ``every`` seconds apart, tell the store the time before which every poll
+        due was made (:meth:`Store.served_until`), once the keys it owns are the keys held:
+        while ownership moves, what this instance holds does not speak for them."""
+        now = self.clock.now()
+        if now - self._served_at < every:
+            return
+        if self._ownership_changed or self._roster.activation_pending:
+            return
+        self._served_at = now
+        self.store.served_until(self._roster.served_until(polling, now))
 
     def _turn_wanted(self) -> bool:
         """Whether another key waits for its turn: due now, or for a slot of ``run()``. Out

@@ -487,6 +487,20 @@ class Roster:
         self.due.schedule(runtime.key, at)
         self.touch(runtime.key)
 
+    def served_until(self, polling: Iterable[str], now: float) -> float:
+        """The time before which every poll due of every held key was made: the earliest
+        due time of the keys on the queue (a key's time there is never before its state's
+        due time, but where a hold moved it: then the time before the hold counts) and of
+        those ``polling`` (taken off the queue for a poll that has not ended); ``now`` when
+        no key has a poll due (paused, its connector paused: off the queue)."""
+        until = self.due.earliest()
+        for key in polling:
+            runtime = self._keys.get(key)
+            if runtime is not None:
+                due = runtime.state.schedule.next_due
+                until = due if until is None or due < until else until
+        return now if until is None else until
+
     # -- watching -------------------------------------------------------------------------
 
     def watch(self) -> KeyChanges:

@@ -152,7 +152,19 @@ class KeyStates(Protocol):
         ``NewerRelease`` if one of the entries was written by a newer release."""
 
     async def commit(self, batch: Sequence[KeyCommit]) -> None:
-        """Commit every entry of ``batch`` atomically, or raise and commit nothing."""
+        """Commit every entry of ``batch`` atomically, or raise and commit nothing.
+
+        A store may leave unwritten an entry that changes nothing but what idle polls move
+        (:func:`~watukuy.core.state.only_rescheduled`: the key's due time whole intervals
+        later, its last success): it is committed all the same for this instance, and
+        whoever restores the key next moves its due time on from what :meth:`served_until`
+        last said (:func:`~watukuy.core.schedule.resumed`)."""
+
+    def served_until(self, until: float) -> None:
+        """Every poll due before ``until`` (seconds since the epoch) of every key this
+        instance holds was made. A store that leaves idle polls unwritten keeps it with its
+        commits, for whoever restores the keys next; one that writes every commit need not
+        keep it. A running engine says it every few seconds."""
 
     def unpublishable(self, event: Event) -> str | None:
         """Why ``event`` could not be published (too large for its topic), or ``None``.

@@ -98,6 +98,9 @@ class MemoryStore:
     def unpublishable(self, event: Event) -> str | None:
         return None  # no topic, no size limit
 
+    def served_until(self, until: float) -> None:
+        """Nothing to keep: every commit is written whole, due times included."""
+
     def _apply(self, entry: KeyCommit) -> None:
         key = entry.key
         self.states[key] = commit_rule.apply(entry, self.snapshots[key], self.parked[key])

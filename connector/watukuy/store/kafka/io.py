@@ -52,6 +52,7 @@ from watukuy.store.kafka.notifications import (
     Transacted,
 )
 from watukuy.store.kafka.rebalance import Membership
+from watukuy.store.kafka.served import Served, served_of
 from watukuy.store.kafka.settings import KafkaSettings
 from watukuy.store.kafka.standby import Roster, Standbys
 from watukuy.store.kafka.tail import Restores, watermarks
@@ -115,6 +116,7 @@ class KafkaIO:
         self._thread = threading.Thread(target=self._run, name="watukuy-kafka", daemon=True)
         self._parts: _Parts | None = None
         self._consumers: list[Consumer] = []
+        self._served: Served | None = None  # replaced whole: the thread reads it
 
     # -- called from the event loop ---------------------------------------------------------
 
@@ -127,6 +129,11 @@ class KafkaIO:
 
     def submit(self, request: CommitRequest) -> None:
         self._requests.submit(request)
+
+    def served(self, until: float, owned: dict[int, int]) -> None:
+        """The engine made every poll due before ``until`` of the keys of ``owned`` (Kafka
+        partition -> lease generation): said with the next transactions (:mod:`.served`)."""
+        self._served = Served(until, owned)
 
     def send_plain(self, record: Record, done: Done) -> None:
         """A record outside any transaction (commands written for another owner)."""
@@ -166,6 +173,7 @@ class KafkaIO:
             while not self._stopping.is_set():
                 self._pump(parts)
             parts.transactions.flush()
+            parts.transactions.mark(now=True)  # for the next owner of every partition
         except WatukuyError as exc:  # one line the operator can act on, no traceback
             log.error("%s", exc)
             self._crashed(exc)
@@ -210,7 +218,12 @@ class KafkaIO:
             tail=tail,
             on_fatal=rejoin,
             disk=self._disk,
+            served=lambda: self._served,
         )
+
+        def finish() -> None:  # a revocation's: the partitions are still ours meanwhile
+            transactions.flush()
+            transactions.mark(now=True)
 
         def rebuild(dead: Consumer) -> Consumer:
             fresh = group_consumer(settings, clients)
@@ -225,7 +238,7 @@ class KafkaIO:
             group=group,
             restores=restores,
             requests=self._requests,
-            flush=transactions.flush,
+            flush=finish,
             rebuild=rebuild,
             clock=clock,
             # Two fencings this close together are two processes with one runner.id.
@@ -259,11 +272,17 @@ class KafkaIO:
                 roster=roster,
                 member=self._in_group,
             )
+
+        def served(kafka_partition: int) -> float | None:
+            group = None if self._parts is None else self._parts.membership.group
+            return served_of(group, settings.layout.state, kafka_partition)
+
         return Restores(
             settings.layout,
             self._leases,
             self._notify,
             clock,
+            served=served,
             tail=tail,
             stable=stable,
             written=written,
@@ -297,6 +316,7 @@ class KafkaIO:
         transactions.send_plain()
         if transactions.due:
             transactions.flush()
+        transactions.mark()
         disk = self._disk
         if disk is not None and disk.failed:
             # What the restores read from it is gone with it: restore every partition again,

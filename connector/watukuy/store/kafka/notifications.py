@@ -51,6 +51,8 @@ class Restored:
     records: int = 0  # read from the co-partitioned topics
     seconds: float = 0.0  # from the start of the restore to its end
     from_disk: int = 0  # records the local state store gave before the topics were read
+    served_until: float | None = None
+    """The previous owner made every poll due before it (``None``: it did not say)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +106,7 @@ class _Restoring:
     from_disk: int = 0  # given by the local state store
     starts: dict[str, int] = field(default_factory=dict)  # where the store had each topic
     catching_up: bool = False  # its topics are read; its events are being read
+    served_until: float | None = None  # what the partition's last owner said it served
     read_to: tuple[int, ...] = ()  # the positions last seen
     moved_at: float = 0.0  # when they last moved (or the restore began)
 
@@ -120,6 +121,7 @@ class Restores:
         notify: Notify,
         clock: Clock,
         *,
+        served: Callable[[int], float | None] = lambda kafka_partition: None,
         tail: Consumer,
         stable: Consumer,
         written: Consumer,
@@ -130,8 +132,10 @@ class Restores:
         standbys: Standbys | None = None,
     ) -> None:
         """``disk``: the local state store's copy; a restore starts from it and the records
-        read are kept there."""
+        read are kept there. ``served``: what a partition's last owner said it served, asked
+        once its transactions are over (:mod:`.served`)."""
         self._layout = layout
+        self._served = served
         self._disk = disk
         self.standbys = standbys
         # Past this, an open transaction is not one the coordinator will end (it aborts after
@@ -276,6 +280,7 @@ class Restores:
         kafka_partition = lease.kafka_partition
         ends = {topic: end for topic, (_, end) in bounds.items()}
         restoring = _Restoring(lease, ends, self._clock.monotonic())
+        restoring.served_until = self._served(kafka_partition)
         starts = dict.fromkeys(ends, OFFSET_BEGINNING)
         resumed = None
         if self.standbys is not None:
@@ -421,7 +426,16 @@ class Restores:
             f" after {restoring.from_disk} from the local state store" if restoring.starts else "",
         )
         took = self._clock.monotonic() - restoring.started
-        self._notify(Restored(lease, restoring.keys, restoring.records, took, restoring.from_disk))
+        self._notify(
+            Restored(
+                lease,
+                restoring.keys,
+                restoring.records,
+                took,
+                restoring.from_disk,
+                restoring.served_until,
+            )
+        )
 
     def _unassign(self, kafka_partitions: Sequence[int], topics: Sequence[str]) -> None:
         assigned = {(tp.topic, tp.partition) for tp in self.tail.assignment()}

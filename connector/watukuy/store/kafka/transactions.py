@@ -24,6 +24,7 @@ from watukuy.store.kafka.disk import DiskCopy
 from watukuy.store.kafka.factory import ClientFactory, Clock, new_producer
 from watukuy.store.kafka.lease import Leases
 from watukuy.store.kafka.notifications import CommitRequest, Notify, Record, Transacted
+from watukuy.store.kafka.served import MARK_EVERY, Served, encode
 from watukuy.store.kafka.settings import KafkaSettings
 
 __all__ = ["Requests", "Transactions", "holds_all"]
@@ -128,9 +129,15 @@ class Transactions:
         tail: Consumer,
         on_fatal: Callable[[], None],
         disk: DiskCopy | None = None,
+        served: Callable[[], Served | None] = lambda: None,
     ) -> None:
-        """``disk``: the local state store's copy, given each committed transaction."""
+        """``disk``: the local state store's copy, given each committed transaction.
+        ``served``: what the engine last said it served (:mod:`.served`), which every
+        transaction's offsets carry."""
         self.settings = settings
+        self._served = served
+        self._marked: float | None = None  # the ``until`` the last transaction's offsets said
+        self._marked_at = float("-inf")
         self._disk = disk
         self._leases = leases
         self._requests = requests
@@ -183,7 +190,7 @@ class Transactions:
                 for record in request.records:
                     where = reported.get(id(record)) if reported else None
                     _produce(producer, record, None if where is None else _report(delivered))
-            self._send_offsets(producer, batch)
+            said = self._send_offsets(producer, batch)
             producer.commit_transaction(timeout * 3)
         except KafkaException as exc:
             outcome = self._failed(exc, batch, producer)
@@ -193,16 +200,56 @@ class Transactions:
             # Before the store hears of it: a key the store lets go of is read back from disk.
             producer.poll(0)  # the delivery reports, if the commit's flush did not serve them
             disk.committed(_records_of(batch), delivered)
+        self._said(said)
         for request in batch:
             request.done(None)
         self._notify(Transacted(count, self._clock.monotonic() - started))
 
-    def _send_offsets(self, producer: Producer, batch: list[CommitRequest]) -> None:
-        if self._group is None:
+    def _said(self, until: float | None) -> None:
+        if until is not None:
+            self._marked, self._marked_at = until, self._clock.monotonic()
+
+    def mark(self, *, now: bool = False) -> None:
+        """Say what was served in a transaction of offsets alone, when no transaction said it
+        for :data:`~.served.MARK_EVERY` seconds and it moved on (``now``: whenever it moved
+        on: the partitions are about to go)."""
+        if self._group is None or self._requests.pending:
+            return  # the next flush carries it
+        served = self._served()
+        if served is None or (self._marked is not None and served.until <= self._marked):
             return
+        if not now and self._clock.monotonic() - self._marked_at < MARK_EVERY:
+            return
+        if not self._marked_partitions(served):
+            return
+        try:
+            producer = self._current()
+            producer.begin_transaction()
+            said = self._send_offsets(producer, [])
+            producer.commit_transaction(self.settings.transaction_timeout * 3)
+        except Retriable as exc:
+            log.info("saying what was served: %s", exc)
+            return
+        except KafkaException as exc:
+            self._failed(exc, [], producer)
+            return
+        self._said(said)
+
+    def _marked_partitions(self, served: Served) -> list[int]:
+        """The partitions whose keys ``served`` speaks of and that are still held as then."""
+        return [p for p, generation in served.owned.items() if self._leases.holds(p, generation)]
+
+    def _send_offsets(self, producer: Producer, batch: list[CommitRequest]) -> float | None:
+        """Send the offsets of the batch's partitions and of those the engine's word on what
+        was served covers, that word with them; return what it said (``None``: nothing)."""
+        if self._group is None:
+            return None
+        said_until = None
         state = self.settings.layout.state
+        served = self._served()
+        marked = set() if served is None else set(self._marked_partitions(served))
         kafka_partitions = sorted(
-            {kafka_partition for request in batch for kafka_partition in request.leases}
+            {kafka_partition for request in batch for kafka_partition in request.leases} | marked
         )
         positions = self._tail.position(
             [TopicPartition(state, kafka_partition) for kafka_partition in kafka_partitions]
@@ -212,6 +259,18 @@ class Transactions:
             offsets = [
                 TopicPartition(state, kafka_partition, 0) for kafka_partition in kafka_partitions
             ]
+        if served is not None and marked:
+            # Each offset commit replaces its partition's metadata: a partition the engine's
+            # word does not cover (restored since) says nothing, which a restore reads as
+            # "every stored due time stands".
+            said = encode(served.until)
+            offsets = [
+                TopicPartition(tp.topic, tp.partition, tp.offset, said)
+                if tp.partition in marked
+                else tp
+                for tp in offsets
+            ]
+            said_until = served.until
         timeout = self.settings.transaction_timeout
         # librdkafka's send_offsets_to_transaction can block past its timeout, for good, when
         # the group coordinator it cached went away (librdkafka #5456, #5511; the broker-outage
@@ -230,6 +289,7 @@ class Transactions:
                     f" {SEND_OFFSETS_GRACE:g}s more (librdkafka #5456)",
                 )
             )
+        return said_until
 
     def _failed(
         self, exc: KafkaException, batch: list[CommitRequest], producer: Producer

@@ -13,13 +13,14 @@ refuses it with ``NewerRelease`` until its partition moves (see :mod:`watukuy.co
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from watukuy.core.commands import Command
 from watukuy.core.errors import Fenced, NewerRelease
 from watukuy.core.keys import key_text
-from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
+from watukuy.core.schedule import resumed
+from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry, only_rescheduled
 from watukuy.store import apply as commit_rule
 from watukuy.store.base import KeyCommit, StoredKey
 from watukuy.store.kafka import records
@@ -47,6 +48,11 @@ class OwnedKeys:
         self._kafka_partitions = kafka_partitions
         self.owned: dict[int, int] = {}  # Kafka partition -> lease generation
         self._states: dict[str, PartitionState] = {}
+        # Each key's state as last written (restored, or committed since): an idle poll's
+        # state that differs from it only as idle polls move a key is not written (see
+        # :meth:`hold_back`), so the two part until the key's next write.
+        self._written: dict[str, PartitionState] = {}
+        self._unloaded: set[str] = set()  # restored, not loaded by the engine since
         self._snapshots: dict[str, dict[str, SnapshotEntry]] = {}
         self._parked: dict[str, dict[str, ParkedItem]] = {}
         self._raw: dict[int, RestoredKeys] = {}  # Kafka partition -> what it restored
@@ -70,9 +76,20 @@ class OwnedKeys:
 
     # -- partitions coming and going ----------------------------------------------------------
 
-    def take_in(self, kafka_partition: int, generation: int, keys: RestoredKeys) -> None:
+    def take_in(
+        self,
+        kafka_partition: int,
+        generation: int,
+        keys: RestoredKeys,
+        served_until: float | None = None,
+    ) -> None:
         """A restored partition becomes the picture of its keys: each key's state is decoded
         now (one per key), its snapshot and parked items when the key is taken.
+
+        ``served_until``: the previous owner made every poll due before it (what it last
+        said with its commits): the keys' due times move on past the idle polls it did not
+        write (:func:`~watukuy.core.schedule.resumed`). ``None``: it did not say (a release
+        before this one, or no owner yet); the due times are kept as written.
 
         ``StateCorrupted`` if a state cannot be read (the store must stop, not guess).
         """
@@ -84,8 +101,13 @@ class OwnedKeys:
                 # Told by the engine when it loads the key (rate-limited): it waits there.
                 self._newer[key] = str(exc)
                 continue
+            self._written[key] = state
             # A takeover: whatever still holds the previous epoch can no longer commit.
-            self._states[key] = replace(state, epoch=state.epoch + 1)
+            taken = replace(state, epoch=state.epoch + 1)
+            if served_until is not None and state.schedule.next_due < served_until:
+                taken = replace(taken, schedule=resumed(state.schedule, served_until))
+            self._states[key] = taken
+            self._unloaded.add(key)
         self._raw[kafka_partition] = keys
         self.owned[kafka_partition] = generation
         for record_key, command in keys.commands.items():
@@ -116,6 +138,8 @@ class OwnedKeys:
     def _drop(self, key: str) -> None:
         self._read.discard(key)
         self._states.pop(key, None)
+        self._written.pop(key, None)
+        self._unloaded.discard(key)
         self._snapshots.pop(key, None)
         self._parked.pop(key, None)
         self._newer.pop(key, None)
@@ -126,6 +150,7 @@ class OwnedKeys:
         return self._states.get(key)
 
     def load(self, key: str, *, snapshot: bool = True) -> StoredKey | None:
+        self._unloaded.discard(key)
         state = self._states.get(key)
         if state is None:
             self._refuse_newer(key)
@@ -207,6 +232,7 @@ class OwnedKeys:
         or written here, and says why when asked."""
         self._newer[key] = str(exc)
         self._states.pop(key, None)
+        self._written.pop(key, None)
 
     def _refuse_newer(self, key: str) -> None:
         reason = self._newer.get(key)
@@ -219,6 +245,26 @@ class OwnedKeys:
             return list(self._snapshots[key]), list(self._parked.get(key, {}))
         raw = self._raw.get(self.kafka_partition_of(key))
         return ([], []) if raw is None else raw.record_ids(key)
+
+    def unloaded_due(self, pollers: Container[str]) -> float | None:
+        """The earliest due time of the keys of ``pollers`` restored and not loaded since
+        (not paused): the engine does not hold them yet, so what it says it served does not
+        speak of them."""
+        dues = [
+            state.schedule.next_due
+            for key in self._unloaded
+            if (state := self._states.get(key)) is not None
+            and state.paused is None
+            and state.poller in pollers
+        ]
+        return min(dues, default=None)
+
+    def speaks_for(self) -> dict[int, int]:
+        """The owned partitions (-> lease generation) whose every key this instance can read:
+        a key a newer release wrote is not polled here, and its due time is not known, so
+        nothing is said of its partition's polls."""
+        unread = {self.kafka_partition_of(key) for key in self._newer}
+        return {p: generation for p, generation in self.owned.items() if p not in unread}
 
     def states_of(self, poller: str) -> list[PartitionState]:
         return [s for s in self._states.values() if s.poller == poller]
@@ -261,6 +307,32 @@ class OwnedKeys:
         commands = [self.command_key(state.poller, state.partition, i) for i in entry.commands]
         return Checked(kafka_partition, generation, written, commands)
 
+    def idle(self, entry: KeyCommit) -> bool:
+        """Whether ``entry`` need not be written: an idle poll's page that builds on the key's
+        committed state and changes nothing but what idle polls move of its state since it
+        was last written (:func:`~watukuy.core.state.only_rescheduled`). Whoever restores the
+        key next finds its due time again from the time this instance says it made every
+        poll due before (:meth:`take_in`)."""
+        written = self._written.get(entry.key)
+        return (
+            written is not None
+            and entry.fenced
+            and (entry.run is None or entry.run.after is None)
+            and not (entry.events or entry.upserts or entry.forget or entry.parked)
+            and not (entry.unpark or entry.commands or entry.sends)
+            and entry.key not in self._rolled
+            and only_rescheduled(written, entry.state)
+        )
+
+    def hold_back(self, entry: KeyCommit) -> None:
+        """Take in an :meth:`idle` ``entry`` without writing it: ``Fenced`` if the key is not
+        owned here, or under another epoch, as a write would be."""
+        key = entry.key
+        if self.kafka_partition_of(key) not in self.owned:
+            raise Fenced(f"{key}: owned by another instance")
+        commit_rule.check_epoch(entry, self._states.get(key))
+        self._states[key] = entry.state
+
     def applied(self, entry: KeyCommit) -> None:
         """Kafka accepted ``entry``: the view moves on with it."""
         key = entry.key
@@ -269,6 +341,7 @@ class OwnedKeys:
             self._command_records.pop(command_id, None)
         if self.kafka_partition_of(key) not in self.owned:
             return
+        self._written[key] = entry.state
         if self._on_disk(key):  # the thread wrote its records there before telling us
             self._states[key] = entry.state
             return
