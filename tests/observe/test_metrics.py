@@ -266,6 +266,23 @@ def test_the_series_of_a_key_that_leaves_are_removed() -> None:
     )
 
 
+def test_a_key_that_comes_back_counts_from_zero_in_the_series_it_had() -> None:
+    """Its series are found again by name after the first use (not through labels()): the
+    ones a key had before it left are made anew when it comes back, not left unexported."""
+    observer = PrometheusObserver(process=False)
+    poller = define_poller(name="invoices", fetch=lambda ctx: None, identity=lambda i: i["id"])
+    observer.watch(lambda: [], lambda: {"invoices": poller})
+    for _ in range(3):
+        observer.poll_decided("invoices", "t_1", "live", OutcomeKind.NOT_MODIFIED, 0.1)
+    observer.key_released("invoices", "t_1", "fenced")
+    observer.poll_decided("invoices", "t_1", "live", OutcomeKind.NOT_MODIFIED, 0.1)
+    polls = values(scrape(observer), "watukuy_polls_total")
+    assert list(polls.values()) == [1]
+    assert values(scrape(observer), "watukuy_poll_duration_seconds_count") == {
+        (("poller", "invoices"),): 4
+    }
+
+
 def test_two_observers_do_not_share_series() -> None:
     one, two = PrometheusObserver(process=False), PrometheusObserver(process=False)
     one.events_committed("invoices", "t_1", "live", {"created": 3})
