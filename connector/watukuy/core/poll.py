@@ -264,18 +264,23 @@ def _emitted(
     if scan is None and state.reconcile.active:
         # A pass is under way: what other lanes see now must not look missed when it ends.
         scan = state.reconcile.scan
-    detected = detect(
-        poller,
-        state.partition,
-        list(result.items),
-        snapshot,
-        lane=step.lane.value,
-        sequence=state.sequence,
-        now=now,
-        scan=scan,
-        replaying=step.replaying,
-        parked=parked,
-        publishable=publishable,
+    # An idle poll's page has nothing to read (most pages of an idle runner).
+    detected = (
+        Detected(state.sequence)
+        if not result.items
+        else detect(
+            poller,
+            state.partition,
+            list(result.items),
+            snapshot,
+            lane=step.lane.value,
+            sequence=state.sequence,
+            now=now,
+            scan=scan,
+            replaying=step.replaying,
+            parked=parked,
+            publishable=publishable,
+        )
     )
     # A 304 stands for "the same page again": each strategy moves on from it as from that page.
     more, new_cursor = _progress(poller, state, step, result)
@@ -355,7 +360,9 @@ def _after_page(
     lane = state.lane(step.lane)
     finished = not more
     if step.lane is Lane.LIVE:
-        lane = replace(lane, cursor=new_cursor, replaying=lane.replaying and not finished)
+        replaying = lane.replaying and not finished
+        if lane.cursor != new_cursor or lane.replaying != replaying:  # else as it was (a 304)
+            lane = replace(lane, cursor=new_cursor, replaying=replaying)
     elif step.lane is Lane.BACKFILL:
         lane = replace(lane, cursor=new_cursor, active=not finished)
     else:
@@ -367,7 +374,7 @@ def _after_page(
         )
     # One replace of the whole state: an idle poll is mostly this.
     changes: dict[str, Any] = {
-        _LANE_FIELDS[step.lane]: lane,
+        _lane_field(step.lane): lane,
         "sequence": detected.sequence,
         "circuit": state.circuit.on_success(now),
         "last_success": now,
@@ -398,4 +405,5 @@ def _after_page(
     return replace(state, **changes)
 
 
-_LANE_FIELDS = {Lane.LIVE: "live", Lane.BACKFILL: "backfill", Lane.RECONCILE: "reconcile"}
+def _lane_field(lane: Lane) -> str:
+    return "live" if lane is Lane.LIVE else "backfill" if lane is Lane.BACKFILL else "reconcile"

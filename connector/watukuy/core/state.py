@@ -82,9 +82,13 @@ class PartitionState:
         return key_text(self.poller, self.partition)
 
     def lane(self, lane: Lane) -> LaneState:
-        return {Lane.LIVE: self.live, Lane.BACKFILL: self.backfill, Lane.RECONCILE: self.reconcile}[
-            lane
-        ]
+        # Compared by identity: hashing an Enum member runs Python code, and a poll asks this
+        # a few times.
+        if lane is Lane.LIVE:
+            return self.live
+        if lane is Lane.BACKFILL:
+            return self.backfill
+        return self.reconcile
 
     def with_lane(self, lane: Lane, value: LaneState) -> PartitionState:
         if lane is Lane.LIVE:

@@ -126,17 +126,19 @@ class InFlight:
         return PageRun(self._serial, None if last is None else last.serial)
 
     def sent(self, page: SentPage) -> None:
+        commit = page.commit
+        self.pages.append(page)
+        if not (commit.upserts or commit.forget or commit.parked or commit.unpark):
+            return  # the picture it leaves is the one before it (an idle poll's page)
         # An overlay, not a copy: a tenant with a million entries and a backlog would copy
         # them whenever its pipeline drained and filled again.
         if self._snapshot is None or self._parked is None:
             held = self.runtime.snapshot
             self._snapshot = Overlay(NOT_LOADED if held is None else held)
             self._parked = Overlay(self.runtime.parked)
-        commit = page.commit
         serial = _serial_of(commit)
         self._snapshot.change(commit.upserts, commit.forget, serial)
         self._parked.change({item.id: item for item in commit.parked}, commit.unpark, serial)
-        self.pages.append(page)
 
     def land(self) -> SentPage:
         """The oldest page, now answered, out of the run. The caller takes a committed page

@@ -213,18 +213,31 @@ class KeyPoller:
         )
         if flight.broken or not roster.still_holds(runtime):
             return None
-        commit = replace(self._commit_of(runtime, decision, flight), run=flight.run_of())
+        commit = self._commit_of(runtime, decision, flight)
         page = SentPage(
             commit, step, got.outcome, decision, got.seconds, got.responses,
             flight.state.circuit.state, begun,
         )  # fmt: skip
         await self._slots.acquire()
+        if not flight.pages and _ends_the_lane(decision):
+            await self._commit_here(runtime, page, flight)
+            return decision
         page.answer = answers.create_task(self._answer(runtime, commit))
         # Given back however the task ends: one cancelled before it ran never reaches a
         # ``finally`` of its own.
         page.answer.add_done_callback(self._give_back_slot)
         flight.sent(page)
         return decision
+
+    async def _commit_here(self, runtime: KeyRuntime, page: SentPage, flight: InFlight) -> None:
+        """Commit ``page`` in this task, a slot taken for it: nothing is fetched while it
+        commits, so it needs no task of its own (most polls of an idle runner are one page)."""
+        flight.sent(page)
+        try:
+            error = await self._answer(runtime, page.commit)
+        finally:
+            self._slots.release()
+        self._took(runtime, flight, error)
 
     async def _fetched(
         self,
@@ -294,24 +307,26 @@ class KeyPoller:
     async def _land(self, runtime: KeyRuntime, flight: InFlight, *, keep: int) -> bool:
         """Wait for the oldest pages until ``keep`` are in flight, taking each one in as it is
         answered; ``False`` once one was refused."""
-        roster = self._roster
         while len(flight.pages) > keep:
             page = flight.pages[0]
             if page.answer is None:
                 raise RuntimeError(f"{runtime.key}: a page in flight was never sent")
-            error = await page.answer
-            flight.land()
-            if error is None and not flight.broken:
-                # Not queued again yet: a key polling is no other key waiting for its turn.
-                commits.take_in(roster, runtime, page.commit, reschedule=False)
-                self._landed(runtime, page)
-                continue
-            if error is None:  # committed after one before it was refused: the rule broke
-                flight.error = StateCorrupted(f"{runtime.key}: a page committed out of order")
-            elif not flight.broken:
-                self._refused(runtime, error, flight)
-            flight.broken = True
+            self._took(runtime, flight, await page.answer)
         return not flight.broken
+
+    def _took(self, runtime: KeyRuntime, flight: InFlight, error: BaseException | None) -> None:
+        """The oldest page in flight was answered with ``error`` (``None``: committed)."""
+        page = flight.land()
+        if error is None and not flight.broken:
+            # Not queued again yet: a key polling is no other key waiting for its turn.
+            commits.take_in(self._roster, runtime, page.commit, reschedule=False)
+            self._landed(runtime, page)
+            return
+        if error is None:  # committed after one before it was refused: the rule broke
+            flight.error = StateCorrupted(f"{runtime.key}: a page committed out of order")
+        elif not flight.broken:
+            self._refused(runtime, error, flight)
+        flight.broken = True
 
     def _refused(self, runtime: KeyRuntime, error: BaseException, flight: InFlight) -> None:
         if isinstance(error, Fenced):
@@ -336,8 +351,10 @@ class KeyPoller:
             log.info("%s: backing off: %s", runtime.key, decision.reason)
 
     def _commit_of(self, runtime: KeyRuntime, decision: Decision, flight: InFlight) -> KeyCommit:
+        """What committing ``decision`` writes, as the next page of ``flight``'s run."""
+        run = flight.run_of()
         if not isinstance(decision, Emit):
-            return KeyCommit(state=decision.state)
+            return KeyCommit(state=decision.state, run=run)
         parked, sent = decision.parked, []
         children = children_of(self._roster.definitions(), runtime.poller.name)
         if children and decision.events:
@@ -357,6 +374,7 @@ class KeyPoller:
             forget=decision.forget,
             parked=parked,
             sends=sent,
+            run=run,
         )
 
     def _observed(
@@ -429,6 +447,11 @@ class KeyPoller:
             await gate.acquire(runtime.key, lane, weight)
 
         return acquire
+
+
+def _ends_the_lane(decision: Decision) -> bool:
+    """Whether no page of the lane follows ``decision``'s (a failure, or the last page)."""
+    return not isinstance(decision, Emit) or not (decision.more or decision.at_limit)
 
 
 def _collect(into: list[Answer]) -> Callable[[str, int | None, float], None]:
