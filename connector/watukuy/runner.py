@@ -288,7 +288,7 @@ async def _publish_statuses(engine: Engine, status: StatusTopic, layout: TopicLa
         targets = {name: Target(engine.target(name)) for name in engine.pollers}
         keys = changes.take()
         keys.update(status.due_again(now))
-        marks = engine.status_marks(keys)
+        marks = changes.marks(keys)
         released = [key for key in keys if key not in marks]
         wanted = [k for k, m in marks.items() if looked.get(k) != m or status.stale(k, now)]
         inspections = engine.inspect(wanted)

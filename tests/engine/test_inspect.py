@@ -111,7 +111,7 @@ async def test_a_status_round_misses_nothing_that_changed(env: Env, engine: Engi
         shown = {}
         for entry in engine.inspect():
             key = f"{entry.poller}/{entry.partition}"
-            (mark,) = engine.status_marks([key]).values()
+            (mark,) = watcher.marks([key]).values()
             status = key_status(
                 timeless(entry), now=0.0, target=Target(engine.target(entry.poller))
             )

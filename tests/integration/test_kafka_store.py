@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from tests.engine.support import Env, simulated
 from tests.integration.kafka_support import (
@@ -21,8 +22,11 @@ from tests.integration.kafka_support import (
     wait_owned,
 )
 from watukuy import Engine
+from watukuy.core.schedule import ON_GRID
 from watukuy.serde import framing
 from watukuy.serde.events import dlq_schema
+from watukuy.store.kafka import served
+from watukuy.store.kafka.served import MARK_EVERY
 
 
 @pytest.fixture
@@ -210,6 +214,17 @@ async def test_removing_a_partition_tombstones_every_record_of_the_key(
         assert others or topic == "parked"  # other tenants keep their records
 
 
+def _served_said(bootstrap: str, store: Any, partitions: int) -> list[float | None]:
+    """What the group's offsets of each partition of the state topic say was served."""
+    group = Consumer({"bootstrap.servers": bootstrap, "group.id": store.settings.group})
+    try:
+        state = store.layout.state
+        found = group.committed([TopicPartition(state, p) for p in range(partitions)], 30)
+        return [served.decode(tp.metadata) for tp in found]
+    finally:
+        group.close()
+
+
 def _polls(env: Env) -> int:
     return sum(env.sim.request_count(tenant.id) for tenant in env.tenants)
 
@@ -235,6 +250,11 @@ async def test_idle_polls_write_nothing_and_the_next_instance_keeps_their_schedu
     due = {entry.partition: entry.next_due for entry in engine.inspect()}
     idle = await asyncio.to_thread(read_to_end, kafka_bootstrap, [f"{prefix}.state"])
     assert len(idle) == len(written)  # five idle polls of each key: not one record
+    # With nothing else to commit, what was served goes with offsets alone: a runner killed
+    # now leaves its partitions' next owner that word (not a stored due time five polls old).
+    await asyncio.sleep(MARK_EVERY + 1)
+    said = await asyncio.to_thread(_served_said, kafka_bootstrap, store, 4)
+    assert said == [env.clock.now() + 2 * ON_GRID] * 4
     await engine.close()  # its last word on what was served goes with its last offsets
 
     # The next instance polls each key when it was due next: not at once (its stored due

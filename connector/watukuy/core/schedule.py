@@ -148,7 +148,9 @@ def after_poll(
     if late > BEHIND:
         offset = phase * interval
         due = offset + math.ceil((now + interval / 2 - offset) / interval) * interval
-    return replace(sched, interval=interval, next_due=max(due, sched.throttle_until))
+    # Made, not replaced: this runs once a poll.
+    throttled = sched.throttle_until
+    return KeySchedule(interval, due if due > throttled else throttled, throttled)
 
 
 def resumed(sched: KeySchedule, served_until: float) -> KeySchedule:

@@ -9,18 +9,22 @@ held: looking at each of 10,000 idle keys every second was most of an idle runne
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 
-__all__ = ["KeyChanges"]
+__all__ = ["KeyChanges", "Watchers"]
+
+Marks = Callable[[Iterable[str]], dict[str, Hashable]]
 
 
 class KeyChanges:
-    """The keys touched since the last :meth:`take` (their text form, ``poller/partition``)."""
+    """The keys touched since the last :meth:`take` (their text form, ``poller/partition``),
+    and what their statuses show (:meth:`marks`)."""
 
-    __slots__ = ("_keys",)
+    __slots__ = ("_keys", "_marks")
 
-    def __init__(self, keys: Iterable[str] = ()) -> None:
+    def __init__(self, keys: Iterable[str] = (), marks: Marks = lambda keys: {}) -> None:
         self._keys = set(keys)
+        self._marks = marks
 
     def touch(self, key: str) -> None:
         self._keys.add(key)
@@ -34,5 +38,31 @@ class KeyChanges:
         taken, self._keys = self._keys, set()
         return taken
 
+    def marks(self, keys: Iterable[str]) -> dict[str, Hashable]:
+        """Each of ``keys`` still held, with its
+        :func:`~watukuy.engine.inspection.status_mark`: as long as it is equal, so is what a
+        status shows of the key's inspection. A key not among them was let go."""
+        return self._marks(keys)
+
     def __len__(self) -> int:
         return len(self._keys)
+
+
+class Watchers:
+    """Every watcher of one engine's keys: the roster touches a key here as it changes."""
+
+    __slots__ = ("_watching",)
+
+    def __init__(self) -> None:
+        self._watching: list[KeyChanges] = []
+
+    def watch(self, held: Iterable[str], marks: Marks) -> KeyChanges:
+        """A watcher of the keys touched from now on, holding ``held`` to begin with."""
+        watcher = KeyChanges(held, marks)
+        self._watching.append(watcher)
+        return watcher
+
+    def touch(self, key: str) -> None:
+        """What ``inspect()`` shows of ``key`` may have changed (or the key was let go)."""
+        for watcher in self._watching:
+            watcher.touch(key)

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from watukuy.core.errors import Conflict, Fenced
 from watukuy.core.lifecycle import KeyPhase, held_phase
+from watukuy.engine.changes import Watchers
 from watukuy.engine.keys import KeyRuntime
 from watukuy.store.base import KeyCommit, Store
 
@@ -27,9 +28,9 @@ class Roster(Protocol):
 
     def still_holds(self, runtime: KeyRuntime) -> bool: ...
 
-    def reschedule(self, runtime: KeyRuntime) -> None: ...
+    changes: Watchers
 
-    def touch(self, key: str) -> None: ...
+    def reschedule(self, runtime: KeyRuntime) -> None: ...
 
 
 async def send(roster: Roster, runtime: KeyRuntime, commit: KeyCommit) -> None:
@@ -61,4 +62,4 @@ def take_in(
         if reschedule:
             roster.reschedule(runtime)
         else:
-            roster.touch(runtime.key)
+            roster.changes.touch(runtime.key)

@@ -6,7 +6,10 @@ time, whatever the schedule says, is not earlier. The hold is spent by that next
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from watukuy.core.due import DueQueue
+from watukuy.core.schedule import ON_GRID
 
 
 class KeyTimes:
@@ -35,13 +38,21 @@ class KeyTimes:
         self._held_until.pop(key, None)
         self._unheld.pop(key, None)
 
-    def earliest(self) -> float | None:
-        """The earliest time a key on the queue was due, holds aside (``None``: none is)."""
+    def served_until(self, polling: Iterable[float], now: float) -> float:
+        """The time before which every poll due was made, ``polling`` being the due times of
+        the keys taken off the queue for a poll that has not ended: the earliest of them and
+        of the times on the queue (a key's time there is never before its state's due time,
+        but where a hold moved it: then the time before the hold counts); at most just past
+        ``now`` (past the grid's tolerance, so that a poll made at ``now`` counts as made),
+        so that a key written later (a trigger, by any writer) is not due before it."""
+        until = now + 2 * ON_GRID
         queued = self._queue.next_at()
-        held = min(self._unheld.values(), default=None)
-        if queued is None or held is None:
-            return held if queued is None else queued
-        return min(queued, held)
+        if queued is not None and queued < until:
+            until = queued
+        for due in (*polling, *self._unheld.values()):
+            if due < until:
+                until = due
+        return until
 
     def pop_due(self, now: float) -> list[str]:
         """The keys due by ``now``, earliest first; they leave the queue until rescheduled."""

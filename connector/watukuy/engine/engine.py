@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from watukuy.core.clock import Clock, SystemClock
@@ -22,10 +21,10 @@ from watukuy.core.poller import Partition, Poller
 from watukuy.core.state import ParkedItem
 from watukuy.core.validation import positive_int
 from watukuy.engine import children
-from watukuy.engine.budgets import BudgetGate, build_budgets, split_budgets
+from watukuy.engine.budgets import split_budgets
 from watukuy.engine.changes import KeyChanges
-from watukuy.engine.children import check_parents
 from watukuy.engine.connectors import Connectors, OffsetsApi
+from watukuy.engine.definitions import budget_gates, checked_pollers, with_data_schema
 from watukuy.engine.handlers import Dispatcher, Handler, Subscription
 from watukuy.engine.inflight import PageLimits
 from watukuy.engine.inspection import inspection, status_mark
@@ -88,7 +87,7 @@ class Engine:
         owner: str | None = None,
         observers: Observer | Iterable[Observer] | None = None,
     ) -> None:
-        by_name = _checked_pollers(pollers)
+        by_name = checked_pollers(pollers)
         positive_int(max_concurrency, "max_concurrency", repr(max_concurrency))
         self.clock: Clock = clock or SystemClock()
         self.store: Store = store if store is not None else MemoryStore()
@@ -97,15 +96,14 @@ class Engine:
         self._progress = LaneProgress()
         extra = [observers] if isinstance(observers, Observer) else list(observers or ())
         self.observer: Observer = Fanout([self._progress, *extra], on_error=_observer_failed)
-        self._gates = _gates(by_name, budgets, self.clock, self.observer)
+        self._gates = budget_gates(by_name, budgets, self.clock, self.observer)
         self._http = http or HttpClient()
         self._owns_http = http is None
         self._max_concurrency = max_concurrency
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
-        self._deadline = float("-inf")  # when run() wakes up by itself next
+        self._deadline = self._served_at = float("-inf")  # run()'s own wake; _tell_served's
         self._in_flight: set[str] | None = None  # run()'s keys polling or waiting for a slot
-        self._served_at = float("-inf")  # when the store was last told what was served
         self.store.bind(by_name)
         self._ownership_changed = True
         # Commands from other instances tried again later: (when, first seen, command).
@@ -146,7 +144,7 @@ class Engine:
             raise ConfigError("must be made with define_poller()", path)
         if poller.budget is not None and poller.budget not in self._gates:
             raise ConfigError(f"unknown budget '{poller.budget}'", f"poller '{poller.name}'.budget")
-        return _with_data_schema(poller, f"{path}.schema")
+        return with_data_schema(poller, f"{path}.schema")
 
     def _split_budgets(self) -> None:
         """Each budget's share for this instance: the part of its keys the store gives us."""
@@ -200,13 +198,14 @@ class Engine:
         """At most ``every`` seconds apart, tell the store the time before which every poll
         due was made (:meth:`Store.served_until`), once the keys it owns are the keys held:
         while ownership moves, what this instance holds does not speak for them."""
-        now = self.clock.now()
+        now, roster = self.clock.now(), self._roster
         if now - self._served_at < every:
             return
-        if self._ownership_changed or self._roster.activation_pending:
+        if self._ownership_changed or roster.activation_pending:
             return
         self._served_at = now
-        self.store.served_until(self._roster.served_until(polling, now))
+        dues = [rt.state.schedule.next_due for k in polling if (rt := roster.runtime_of(k))]
+        self.store.served_until(roster.due.served_until(dues, now))
 
     def _turn_wanted(self) -> bool:
         """Whether another key waits for its turn: due now, or for a slot of ``run()``. Out
@@ -444,19 +443,17 @@ class Engine:
         """The held keys touched from now on (:mod:`~watukuy.engine.changes`): whatever
         :meth:`inspect` shows of a key not touched since the watcher's last ``take()`` is
         the same but for the time (its lag, whether a throttle still holds). The watcher
-        holds every key held now to begin with."""
-        return self._roster.watch()
-
-    def status_marks(self, keys: Iterable[str]) -> dict[str, Hashable]:
-        """Each of ``keys`` held here, with its
-        :func:`~watukuy.engine.inspection.status_mark`: as long as it is equal, so is what
-        a status shows of the key's :meth:`inspect` entry."""
+        holds every key held now to begin with, and tells their status marks."""
         roster, progress = self._roster, self._progress
-        return {
-            key: status_mark(runtime, roster, progress)
-            for key in keys
-            if (runtime := roster.runtime_of(key)) is not None
-        }
+
+        def marks(keys: Iterable[str]) -> dict[str, Hashable]:
+            return {
+                key: status_mark(runtime, roster, progress)
+                for key in keys
+                if (runtime := roster.runtime_of(key)) is not None
+            }
+
+        return roster.changes.watch([runtime.key for runtime in roster.held()], marks)
 
     def on(self, poller: str, handler: Handler) -> None:
         self._roster.poller(poller)
@@ -476,47 +473,6 @@ class Engine:
 def _observer_failed(observer: Observer, hook: str, error: Exception) -> None:
     # An observer's bug costs its own numbers, never a poll or a commit.
     log.error("observer %s failed in %s: %r", type(observer).__name__, hook, error)
-
-
-def _checked_pollers(pollers: Iterable[Poller]) -> dict[str, Poller]:
-    """The constructor's pollers by name: each made with ``define_poller()`` and named once;
-    one with a ``schema`` checks its items against it."""
-    by_name: dict[str, Poller] = {}
-    for index, poller in enumerate(pollers):
-        if not isinstance(poller, Poller):
-            raise ConfigError("must be made with define_poller()", f"pollers[{index}]")
-        if poller.name in by_name:
-            raise ConfigError(f"duplicate poller name '{poller.name}'", f"pollers[{index}]")
-        by_name[poller.name] = _with_data_schema(poller, f"pollers[{index}].schema")
-    check_parents(by_name)
-    return by_name
-
-
-def _gates(
-    pollers: Mapping[str, Poller],
-    budgets: Mapping[str, Any] | None,
-    clock: Clock,
-    observer: Observer,
-) -> dict[str, BudgetGate]:
-    """A gate per budget, once every poller's budget is known to be one of them."""
-    specs = build_budgets(budgets)
-    _check_budgets_named(pollers, specs)
-    return {name: BudgetGate(spec, clock, observer) for name, spec in specs.items()}
-
-
-def _check_budgets_named(pollers: Mapping[str, Poller], budgets: Mapping[str, Any]) -> None:
-    for name, poller in pollers.items():
-        if poller.budget is not None and poller.budget not in budgets:
-            raise ConfigError(f"unknown budget '{poller.budget}'", f"poller '{name}'.budget")
-
-
-def _with_data_schema(poller: Poller, path: str) -> Poller:
-    """A poller with a ``schema`` checks each item against it: non-conforming ones are parked."""
-    if poller.schema is None or poller.validate is not None:
-        return poller
-    from watukuy.serde.data import DataSchema  # fastavro only when a poller declares a schema
-
-    return replace(poller, validate=DataSchema.load(poller.schema, path).validate)
 
 
 __all__ = ["Engine", "PartitionsApi"]

@@ -33,7 +33,7 @@ from watukuy.core.poll import due_at, fresh_state
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.redaction import failure_text
 from watukuy.engine import commits
-from watukuy.engine.changes import KeyChanges
+from watukuy.engine.changes import Watchers
 from watukuy.engine.due_times import KeyTimes
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.listings import Listings
@@ -90,7 +90,8 @@ class Roster:
         self._waiting_unlogged = 0
         self.snapshots = Snapshots(store, snapshot_budget)
         """Which held keys keep their snapshot in memory."""
-        self._watchers: list[KeyChanges] = []
+        self.changes = Watchers()
+        """Who watches the keys change (:mod:`.changes`): the roster touches them there."""
 
     # -- partitions ---------------------------------------------------------------------
 
@@ -269,7 +270,7 @@ class Roster:
         runtime = KeyRuntime(poller, partition, shown)
         runtime.move(KeyPhase.WAITING_NEWER)
         self._keys[runtime.key] = runtime
-        self.touch(runtime.key)
+        self.changes.touch(runtime.key)
         self.observer.key_gained(poller.name, partition.key)
         last = self._waiting_logged_at
         if last is None or now - last >= WAITING_LOG_EVERY:
@@ -357,7 +358,7 @@ class Roster:
         if self._keys.get(runtime.key) is runtime:
             del self._keys[runtime.key]
             self.due.discard(runtime.key)
-            self.touch(runtime.key)
+            self.changes.touch(runtime.key)
             self.observer.key_released(runtime.poller.name, runtime.partition.key, phase.value)
         if phase is KeyPhase.FENCED and retry:
             self._activation_pending = True
@@ -485,35 +486,7 @@ class Roster:
         if not self.target(runtime.poller.name).polls or runtime.phase is KeyPhase.WAITING_NEWER:
             at = None  # a paused connector keeps its keys but polls none
         self.due.schedule(runtime.key, at)
-        self.touch(runtime.key)
-
-    def served_until(self, polling: Iterable[str], now: float) -> float:
-        """The time before which every poll due of every held key was made: the earliest
-        due time of the keys on the queue (a key's time there is never before its state's
-        due time, but where a hold moved it: then the time before the hold counts) and of
-        those ``polling`` (taken off the queue for a poll that has not ended); ``now`` when
-        no key has a poll due (paused, its connector paused: off the queue)."""
-        until = self.due.earliest()
-        for key in polling:
-            runtime = self._keys.get(key)
-            if runtime is not None:
-                due = runtime.state.schedule.next_due
-                until = due if until is None or due < until else until
-        return now if until is None else until
-
-    # -- watching -------------------------------------------------------------------------
-
-    def watch(self) -> KeyChanges:
-        """A watcher of the keys touched from now on (see :mod:`.changes`), holding every key
-        held now to begin with."""
-        watcher = KeyChanges(self._keys)
-        self._watchers.append(watcher)
-        return watcher
-
-    def touch(self, key: str) -> None:
-        """What ``inspect()`` shows of ``key`` may have changed (or the key was let go)."""
-        for watcher in self._watchers:
-            watcher.touch(key)
+        self.changes.touch(runtime.key)
 
 
 def _sample(keys: Iterable[str], limit: int = 20) -> str:

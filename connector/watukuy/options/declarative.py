@@ -345,10 +345,12 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
         "mapping",
         None,
         "Polling interval bounds, adaptive in between: a poll that finds nothing lengthens the "
-        "interval by a tenth of the range, one that finds a change halves it. A poll that "
-        "started over a second late (the runner was behind) comes back at the key's own point "
-        "of the interval (fixed per key, like Jenkins' `H`), half to one and a half intervals "
-        "later, so that many keys on one schedule are polled evenly rather than in waves.",
+        "interval by a tenth of the range, one that finds a change halves it. The next poll is "
+        "due one interval after this one was due (a fixed rate: how long a poll takes does not "
+        "push the next one back). A poll that started over a second late (the runner was "
+        "behind) comes back at the key's own point of the interval (fixed per key, like "
+        "Jenkins' `H`), half to one and a half intervals later, so that many keys on one "
+        "schedule are polled evenly rather than in waves.",
     ),
     KeyDoc("schedule.min", "duration", "30s", "Shortest interval."),
     KeyDoc("schedule.max", "duration", "15m", "Longest interval."),

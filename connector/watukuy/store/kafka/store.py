@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 
 from watukuy.core.commands import Command
-from watukuy.core.errors import ConfigError, Fenced, NewerRelease, Retriable, StateCorrupted
+from watukuy.core.errors import ConfigError, Fenced, Retriable, StateCorrupted
 from watukuy.core.events import Event
 from watukuy.core.keys import key_text
 from watukuy.core.observe import Observer, fanout, outcome_kind
@@ -34,6 +34,7 @@ from watukuy.store.kafka.codec import EventCodec
 from watukuy.store.kafka.disk import open_disk
 from watukuy.store.kafka.factory import ClientFactory, Clock
 from watukuy.store.kafka.feed import KafkaEventFeed, handlers_feed
+from watukuy.store.kafka.idle import IdlePolls
 from watukuy.store.kafka.io import (
     Assigned,
     CommandReceived,
@@ -47,7 +48,7 @@ from watukuy.store.kafka.io import (
     Transacted,
 )
 from watukuy.store.kafka.outgoing import Outgoing
-from watukuy.store.kafka.restore import RestoredKeys
+from watukuy.store.kafka.rolled import Done, write_rolled
 from watukuy.store.kafka.settings import KafkaSettings
 from watukuy.store.kafka.standby import Roster
 from watukuy.store.kafka.topics import BrokerUnavailable, TopicInfo, ensure_topics
@@ -87,7 +88,7 @@ class KafkaStore:
         self._outgoing: Outgoing | None = None
         self.crashed: BaseException | None = None
         self.restored_from_disk = 0  # records restores took from the local state store
-        self._served: float | None = None  # what the engine last said was served, or less
+        self._idle = IdlePolls(self._view, self._runs, self._say_served)
         self.roster: Roster | None = None
         """Who owns what in the group (the status topic's heartbeats), which the standby
         replicas are chosen from; none are kept while it is unset."""
@@ -255,54 +256,23 @@ class KafkaStore:
         except StateCorrupted as exc:
             self.crashed = exc  # as when the thread could not read it: the store stops
             return
-        self._catch_up(keys, kafka_partition, generation)
+        view, observer, write = self._view, self.observer, self._write_alone
+        write_rolled(keys, kafka_partition, generation, view=view, observer=observer, write=write)
         self._commands.extend(keys.pending_commands())
         self.observer.restore_done(
             kafka_partition, len(keys.states), restored.records, restored.seconds
         )
         self.restored_from_disk += restored.from_disk
 
-    def _catch_up(self, keys: RestoredKeys, kafka_partition: int, generation: int) -> None:
-        """Write at once the picture of each key whose restored state was rolled forward over
-        events it had published (see :mod:`.catchup_rule`): ahead of anything the engine
-        commits on the partition, so the events stay accounted for after the next restore."""
+    def _write_alone(
+        self, commit: KeyCommit, kafka_partition: int, generation: int, done: Done
+    ) -> bool:
         io = self._io
-        for key in keys.names():
-            missed = keys.missed(key)
-            state = self._view.state(key)
-            if not missed or state is None or io is None:  # None: closing; the next owner will
-                continue
-            try:
-                snapshot, _ = self._view.taken(key)  # rolled forward as it is taken
-            except (NewerRelease, StateCorrupted) as exc:
-                log.warning("%s: cannot roll its snapshot forward: %s", key, exc)
-                continue
-            log.warning(
-                "%s: its stored state missed %d event(s) it had published (sequence %d to %d):"
-                " a transaction's state records were lost while its events were committed (as"
-                " when a hanging transaction is aborted); its sequence and snapshot are rolled"
-                " forward over them, so they are not published again",
-                key,
-                len(missed),
-                missed[0].sequence,
-                missed[-1].sequence,
-            )
-            self.observer.state_caught_up(state.poller, state.partition, len(missed))
-            upserts = {event.subject: snapshot[event.subject] for event in missed}
-            self._view.rolling(key, upserts)
-            commit = KeyCommit(state=state, upserts=upserts)
-            out = self._require_outgoing().of(commit, kafka_partition)
-            done = partial(self._caught_up, key, upserts)
-            io.submit(CommitRequest(out, {kafka_partition: generation}, self._hop(done)))
-
-    def _caught_up(
-        self, key: str, upserts: dict[str, SnapshotEntry], error: BaseException | None
-    ) -> None:
-        if error is None:
-            self._view.rolled(key, upserts)
-        elif self._view.roll_later(key, upserts):
-            why = "writing its rolled-forward snapshot failed (%s); its next commit carries it"
-            log.warning("%s: " + why, key, error)
+        if io is None:  # closing: the next owner writes it
+            return False
+        out = self._require_outgoing().of(commit, kafka_partition)
+        io.submit(CommitRequest(out, {kafka_partition: generation}, self._hop(done)))
+        return True
 
     def _transacted(self, done: Transacted) -> None:
         kind = None if done.error is None else outcome_kind(done.error)
@@ -323,61 +293,24 @@ class KafkaStore:
         return self._view.entries(key_text(poller, partition), identities)
 
     async def commit(self, batch: Sequence[KeyCommit]) -> None:
-        if self._held_back(batch):
+        if self._idle.held_back(batch):  # an idle poll's: not written (.idle)
             return
         runs = [(entry.key, entry.run) for entry in batch if entry.run is not None]
         try:
             request, future = self._commit_request(batch, runs)
-            if batch:
-                self._written_due(batch)
+            self._idle.written(batch)
         except BaseException:
             for key, run in runs:  # refused here: the thread never hears of these pages
                 self._runs.refused(key, run)
             raise
         await self._send(request, future)
 
-    def _held_back(self, batch: Sequence[KeyCommit]) -> bool:
-        """Take ``batch`` in without writing it when every entry is an idle poll's
-        (:meth:`OwnedKeys.idle`): its key's due time moved on whole intervals, nothing else.
-        Writing 330 of them a second (10,000 keys polled every 30 s and answered 304) cost a
-        runner 9% of a core in records, transactions and the local state store; a restore
-        finds the due times again from :meth:`served_until`. ``Fenced`` as a write would be."""
-        view = self._view
-        if not batch or not all(view.idle(entry) for entry in batch):
-            return False
-        for entry in batch:
-            view.hold_back(entry)
-        for entry in batch:
-            self._runs.admits(entry.key, entry.run)  # a run begun: nothing before it broke
-        return True
-
     def served_until(self, until: float) -> None:
         """Kept with the next transactions' offsets of the partitions owned now (their
         metadata, which the group's coordinator keeps with them and the next owner of each
         partition reads when it restores it): only a transaction of an owner of the
-        partition, fenced as every one is, can say it."""
-        unloaded = self._view.unloaded_due(self._pollers)
-        if unloaded is not None:
-            until = min(until, unloaded)  # restored keys the engine does not hold yet
-        self._served = until
-        self._say_served()
-
-    def _say_served(self) -> None:
-        io, until = self._io, self._served
-        if io is not None and until is not None:
-            io.served(until, self._view.speaks_for())
-
-    def _written_due(self, batch: Sequence[KeyCommit]) -> None:
-        """A key written due before what was last said served (a trigger since): said no
-        later than its due time from this write's transaction on, or a restore after it
-        would move the key past the poll it asks for."""
-        until = self._served
-        if until is None:
-            return
-        due = min(entry.state.schedule.next_due for entry in batch)
-        if due < until:
-            self._served = due
-            self._say_served()
+        partition, fenced as every one is, can say it (:mod:`.idle`)."""
+        self._idle.served_until(until, self._pollers)
 
     def _commit_request(
         self, batch: Sequence[KeyCommit], runs: list[tuple[str, PageRun]]
@@ -501,6 +434,10 @@ class KafkaStore:
         self._running().submit(request)
         # Shielded: once submitted, the outcome is applied to the cache whatever the caller does.
         await asyncio.shield(future)
+
+    def _say_served(self, until: float, owned: dict[int, int]) -> None:
+        if self._io is not None:
+            self._io.served(until, owned)
 
     def _hop(
         self, done: Callable[[BaseException | None], None]

@@ -254,7 +254,14 @@ class Transactions:
         positions = self._tail.position(
             [TopicPartition(state, kafka_partition) for kafka_partition in kafka_partitions]
         )
-        offsets = [tp for tp in positions if tp.offset >= 0]
+        # A partition the tail has read nothing of yet (an empty one) has no position: the
+        # group never reads from these offsets (they fence, and carry what was served), so
+        # its start stands in where the word on what was served must go with it.
+        offsets = [
+            tp if tp.offset >= 0 else TopicPartition(state, tp.partition, 0)
+            for tp in positions
+            if tp.offset >= 0 or tp.partition in marked
+        ]
         if not offsets:  # still fenced by the coordinator: the generation travels with it
             offsets = [
                 TopicPartition(state, kafka_partition, 0) for kafka_partition in kafka_partitions
