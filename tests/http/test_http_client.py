@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -34,6 +34,7 @@ from watukuy.http import (
     validator_key,
 )
 from watukuy.http.client import TargetCache, build_url
+from watukuy.http.http11 import Http11Transport
 from watukuy.http.transport import AiohttpTransport, TransportError
 
 pytestmark = pytest.mark.unit
@@ -159,9 +160,26 @@ async def vendor() -> AsyncIterator[Vendor]:
     await server.close()
 
 
+TRANSPORTS: dict[str, type[Http11Transport] | type[AiohttpTransport]] = {
+    "http11": Http11Transport,
+    "aiohttp": AiohttpTransport,
+}
+
+
+@pytest.fixture(params=sorted(TRANSPORTS))
+def make_client(request: pytest.FixtureRequest) -> Callable[..., HttpClient]:
+    """An ``HttpClient`` over each production transport, made as the engine makes it."""
+
+    def make(*, timeout: float = 30.0, user_agent: str = "watukuy/0.1") -> HttpClient:
+        transport = TRANSPORTS[request.param](user_agent=user_agent, timeout=timeout)
+        return HttpClient(timeout=timeout, user_agent=user_agent, transport=transport)
+
+    return make
+
+
 @pytest.fixture
-async def client() -> AsyncIterator[HttpClient]:
-    client = HttpClient(timeout=5.0)
+async def client(make_client: Callable[..., HttpClient]) -> AsyncIterator[HttpClient]:
+    client = make_client(timeout=5.0)
     await client.start()
     yield client
     await client.close()
@@ -381,9 +399,11 @@ async def test_connection_refused_is_unavailable(client: HttpClient) -> None:
     with pytest.raises(VendorUnavailable) as caught:
         await key_http(client).get(url, query={"token": SECRET})
 
-    # The transport translated aiohttp's error at its edge and kept it as the cause.
+    # The transport translated the socket's (or aiohttp's) error at its edge, kept as the cause.
     assert isinstance(caught.value.__cause__, TransportError)
-    assert isinstance(caught.value.__cause__.__cause__, aiohttp.ClientConnectionError)
+    cause = caught.value.__cause__.__cause__
+    assert isinstance(cause, aiohttp.ClientConnectionError | ConnectionRefusedError)
+    assert "connection failed" in str(caught.value)
     assert isinstance(caught.value, Retriable)
     assert_no_secret(caught.value)
 
@@ -505,8 +525,10 @@ async def test_query_drops_none_and_stringifies(vendor: Vendor, client: HttpClie
     assert response.url == vendor.url("/echo?fixed=1&limit=50&deleted=True&q=a+b")
 
 
-async def test_headers_and_user_agent(vendor: Vendor) -> None:
-    async with HttpClient(user_agent="watukuy-test/1") as client:
+async def test_headers_and_user_agent(
+    vendor: Vendor, make_client: Callable[..., HttpClient]
+) -> None:
+    async with make_client(user_agent="watukuy-test/1") as client:
         response = await key_http(client).get(vendor.url("/echo"), headers={"X-Tenant": "t_42"})
 
         sent = (await response.json())["headers"]
@@ -515,8 +537,10 @@ async def test_headers_and_user_agent(vendor: Vendor) -> None:
         assert response.headers["etag"] == ETAG  # case-insensitive
 
 
-async def test_session_opens_lazily_and_refuses_after_close(vendor: Vendor) -> None:
-    client = HttpClient()
+async def test_session_opens_lazily_and_refuses_after_close(
+    vendor: Vendor, make_client: Callable[..., HttpClient]
+) -> None:
+    client = make_client()
     key = key_http(client)
 
     assert (await key.get(vendor.url("/echo"))).status == 200

@@ -9,12 +9,14 @@ from watukuy.http.errors import (
     VendorUnavailable,
     redact_url,
 )
+from watukuy.http.http11 import Http11Transport
 from watukuy.http.response import Response
 from watukuy.http.scripted import ScriptedTransport, reply
 from watukuy.http.transport import AiohttpTransport, RawResponse, Request, Transport, TransportError
 
 __all__ = [
     "AiohttpTransport",
+    "Http11Transport",
     "HttpClient",
     "InvalidResponse",
     "KeyHttp",

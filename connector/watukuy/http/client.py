@@ -19,6 +19,7 @@ Responses are sorted here so that every ``fetch`` gets the same semantics for fr
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json as jsonlib
 from collections import OrderedDict
@@ -39,8 +40,9 @@ from watukuy.http.errors import (
     VendorUnavailable,
     redact_url,
 )
+from watukuy.http.http11 import Http11Transport
 from watukuy.http.response import Response
-from watukuy.http.transport import AiohttpTransport, Request, Transport, TransportError
+from watukuy.http.transport import Request, Transport, TransportError
 
 __all__ = ["HttpClient", "KeyHttp", "Target", "TargetCache", "build_url"]
 
@@ -170,7 +172,7 @@ class HttpClient:
         self.user_agent = user_agent
         self.targets = TargetCache(url_cache)
         """Parsed request URLs, shared by every key (see :class:`TargetCache`)."""
-        self.transport: Transport = transport or AiohttpTransport(
+        self.transport: Transport = transport or Http11Transport(
             limit=limit, user_agent=user_agent, timeout=timeout
         )
 
@@ -297,7 +299,9 @@ class KeyHttp:
             response = await self._send(
                 method, target, send_headers, json=json, data=data, template=template
             )
-        except VendorUnavailable:
+        except (VendorUnavailable, asyncio.CancelledError):
+            # No answer came: the request failed, or was cut off from outside (the fetch's own
+            # timeout, which has the same length and may fire first, or the engine stopping).
             if self._on_response is not None:
                 self._on_response(method, None, self._now() - started)
             raise

@@ -1,9 +1,11 @@
 """The transport seam under :class:`~watukuy.http.HttpClient`: one request out, one answer in.
 
 Everything the client adds (validators, budgets, rate-limit reading, sorting 304/429/5xx)
-sits above this line; below it is only moving bytes. :class:`AiohttpTransport` is the one
-production transport; :class:`~watukuy.http.scripted.ScriptedTransport` answers from a
-script, so pollers, auth and paging are tested without sockets.
+sits above this line; below it is only moving bytes. The client's default is
+:class:`~watukuy.http.http11.Http11Transport`; :class:`AiohttpTransport` does the same over
+aiohttp's client (both pass ``tests/http/test_transport_contract.py``);
+:class:`~watukuy.http.scripted.ScriptedTransport` answers from a script, so pollers, auth and
+paging are tested without sockets.
 
 A transport raises ``TimeoutError`` when the request took longer than ``request.timeout`` and
 :class:`TransportError` when there was no usable answer (refused, reset, broken body). Both are
@@ -80,7 +82,7 @@ _EMPTY_HEADERS: Mapping[str, str] = CIMultiDictProxy(CIMultiDict())
 
 
 class AiohttpTransport:
-    """The production transport: one ``aiohttp.ClientSession`` (pool, limits, User-Agent).
+    """A transport over one ``aiohttp.ClientSession`` (pool, limits, User-Agent).
 
     The session opens on first use; :meth:`close` refuses later requests instead of silently
     reopening, which catches a ``fetch`` still running after the engine shut down.
