@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 
 from integration.processes import free_port
+from watukuy.core.state import Validators
 from watukuy.http import AiohttpTransport, Http11Transport, HttpClient, NotModified, Transport
 
 TRANSPORTS: dict[str, Callable[[], Transport]] = {
@@ -55,7 +56,7 @@ async def measure(kind: str, url: str, requests: int, concurrency: int) -> tuple
     """(user + sys, sys) µs of CPU per request over ``requests`` 304 polls."""
     client = HttpClient(timeout=10.0, transport=TRANSPORTS[kind]())
     await client.start()
-    validators: dict = {}
+    validators: dict[str, Validators] = {}
     key = client.for_key(validators=validators, acquire=None, now=time.time)
     per_worker = requests // concurrency
 
