@@ -154,6 +154,19 @@ async def read_request(reader: asyncio.StreamReader) -> bytes:
     return await reader.readuntil(b"\r\n\r\n")
 
 
+def written_then_closed(*parts: bytes) -> Answer:
+    """An answer that reads the request, writes ``parts`` one write each, then closes."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        for part in parts:
+            writer.write(part)
+            await writer.drain()
+        writer.close()
+
+    return answer
+
+
 def get(url: URL, **headers: str) -> Request:
     return Request("GET", url, headers, timeout=5.0)
 
@@ -251,14 +264,11 @@ async def test_connections_are_kept_alive_between_requests(
 async def test_a_body_read_to_the_close_arrives_whole(
     transport: Transport, raw_server: Callable[[Answer], Awaitable[URL]]
 ) -> None:
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nno length, ")
-        await writer.drain()
-        writer.write(b"ends at the close")
-        writer.close()
-
-    base = await raw_server(answer)
+    base = await raw_server(
+        written_then_closed(
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nno length, ", b"ends at the close"
+        )
+    )
 
     assert (await transport.send(get(base / "x"))).body == b"no length, ends at the close"
 
@@ -266,13 +276,9 @@ async def test_a_body_read_to_the_close_arrives_whole(
 async def test_a_close_in_the_middle_of_a_body_is_a_transport_error(
     transport: Transport, raw_server: Callable[[Answer], Awaitable[URL]]
 ) -> None:
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part")
-        await writer.drain()
-        writer.close()
-
-    base = await raw_server(answer)
+    base = await raw_server(
+        written_then_closed(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part")
+    )
 
     with pytest.raises(TransportError) as caught:
         await transport.send(get(base / "x"))
@@ -282,13 +288,7 @@ async def test_a_close_in_the_middle_of_a_body_is_a_transport_error(
 async def test_an_answer_that_is_not_http_is_a_transport_error(
     transport: Transport, raw_server: Callable[[Answer], Awaitable[URL]]
 ) -> None:
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(b"SSH-2.0-OpenSSH_9.2\r\n\r\n")
-        await writer.drain()
-        writer.close()
-
-    base = await raw_server(answer)
+    base = await raw_server(written_then_closed(b"SSH-2.0-OpenSSH_9.2\r\n\r\n"))
 
     with pytest.raises(TransportError):
         await transport.send(get(base / "x"))
