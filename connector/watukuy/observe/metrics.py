@@ -24,8 +24,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import suppress
-from typing import Any, Generic, TypeVar, overload
+from typing import Generic, TypeVar, overload
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -38,12 +37,12 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from watukuy.core.inspect import PollerInspect
 from watukuy.core.observe import Observer, OutcomeKind, StateFigures, status_class
 from watukuy.core.poller import Poller, StreamOf
+from watukuy.observe.series import KeyCounter, PollerHistogram
 from watukuy.observe.statemetrics import StateCollector
 
 __all__ = ["CIRCUIT_STATES", "PrometheusObserver"]
@@ -67,7 +66,7 @@ KEY = "<key>"
 """In a declaration's labels: the key's labels, :data:`POLLER_LABELS` and ``partition`` (or
 the poller's alone when the observer drops ``partition``)."""
 
-M = TypeVar("M", Counter, Gauge, Histogram)
+M = TypeVar("M", Counter, Gauge, Histogram, KeyCounter, PollerHistogram)
 
 
 Build = Callable[[list[str], CollectorRegistry], M]
@@ -109,6 +108,20 @@ def _counter(name: str, documentation: str, *labels: str) -> _Declared[Counter]:
     return _Declared(lambda names, r: Counter(name, documentation, names, registry=r), labels)
 
 
+def _key_counter(name: str, documentation: str, *labels: str) -> _Declared[KeyCounter]:
+    """A counter bumped on every poll (:mod:`.series`): ``name`` without ``_total``."""
+    return _Declared(lambda names, r: KeyCounter(name, documentation, names, r), labels)
+
+
+def _poller_histogram(
+    name: str, documentation: str, *labels: str, buckets: tuple[float, ...]
+) -> _Declared[PollerHistogram]:
+    """A histogram observed on every poll (:mod:`.series`)."""
+    return _Declared(
+        lambda names, r: PollerHistogram(name, documentation, names, r, buckets=buckets), labels
+    )
+
+
 def _gauge(name: str, documentation: str, *labels: str) -> _Declared[Gauge]:
     return _Declared(lambda names, r: Gauge(name, documentation, names, registry=r), labels)
 
@@ -125,50 +138,52 @@ def _histogram(
 class PrometheusObserver(Observer):
     """Counts what the engine and the Kafka store report; :meth:`render` is the scrape."""
 
-    polls = _counter(
+    polls = _key_counter(
         "watukuy_polls", "Page requests decided, by outcome kind.", KEY, "lane", "outcome"
     )
-    items = _counter("watukuy_items_fetched", "Items in the pages fetched.", KEY, "lane")
-    events = _counter("watukuy_events", "Events committed, by type and lane.", KEY, "lane", "type")
-    http_requests = _counter(
+    items = _key_counter("watukuy_items_fetched", "Items in the pages fetched.", KEY, "lane")
+    events = _key_counter(
+        "watukuy_events", "Events committed, by type and lane.", KEY, "lane", "type"
+    )
+    http_requests = _key_counter(
         "watukuy_http_requests",
         "HTTP round trips of ctx.http, by status class ('none': no answer came).",
         KEY,
         "method",
         "status_class",
     )
-    http_latency = _histogram(
+    http_latency = _poller_histogram(
         "watukuy_http_request_duration_seconds",
         "Time of one HTTP round trip.",
         POLLER,
         buckets=_REQUEST_BUCKETS,
     )
-    poll_latency = _histogram(
+    poll_latency = _poller_histogram(
         "watukuy_poll_duration_seconds",
         "Time fetch() took for one page, budget waits and retries included.",
         POLLER,
         buckets=_REQUEST_BUCKETS,
     )
-    throttle_waits = _counter(
+    throttle_waits = _key_counter(
         "watukuy_throttle_waits",
         "Polls the vendor paced (429, or 503 with Retry-After): the key waits.",
         KEY,
     )
-    circuit_moves = _counter(
+    circuit_moves = _key_counter(
         "watukuy_circuit_transitions",
         "Moves of a key's circuit breaker, by the state it moved to.",
         KEY,
         "to",
     )
-    parked = _counter(
+    parked = _key_counter(
         "watukuy_items_parked",
         "Items or events parked, by kind (invalid, poison) and reason.",
         KEY,
         "kind",
         "reason",
     )
-    dlq = _counter("watukuy_dlq_records", "Parked items copied to the DLQ topic.", KEY)
-    caught_up = _counter(
+    dlq = _key_counter("watukuy_dlq_records", "Parked items copied to the DLQ topic.", KEY)
+    caught_up = _key_counter(
         "watukuy_caught_up_events",
         "Published events a restored key's state had lost (Kafka dropped its transaction's"
         " state records after a broker restart), rolled forward over at restore.",
@@ -232,18 +247,18 @@ class PrometheusObserver(Observer):
         self.partition_label = partition_label
         self.registry = CollectorRegistry()
         self._inspect: Inspect | None = None
-        # Per key: each labelled series made for it, to remove them when the key leaves.
-        self._series: dict[tuple[str, str], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = (
-            defaultdict(set)
-        )
         self._pollers: Pollers | None = None
         self._names: dict[str, tuple[str, str, str]] = {}
-        self._children: dict[tuple[Any, ...], Any] = {}  # see _inc
-        self._named: dict[tuple[str, str], set[tuple[Any, ...]]] = defaultdict(set)
+        self._owners: dict[tuple[str, str], tuple[str, ...]] = {}  # see _owner
+        # Per key: the labels its series were made under, to remove them when it leaves.
+        self._left_behind: dict[tuple[str, str], set[tuple[str, ...]]] = defaultdict(set)
         key = (*POLLER_LABELS, "partition") if partition_label else POLLER_LABELS
         for declared in vars(PrometheusObserver).values():
             if isinstance(declared, _Declared):
                 self.__dict__[declared.attribute] = declared.make(key, self.registry)
+        self._key_counters = [
+            made for made in self.__dict__.values() if isinstance(made, KeyCounter)
+        ]
         self._held: set[int] = set()
         self.registry.register(_StateCollector(self))
         if process:
@@ -288,30 +303,25 @@ class PrometheusObserver(Observer):
         return known
 
     def _inc(
-        self, metric: Counter, poller: str, partition: str, *more: str, by: float = 1.0
+        self, metric: KeyCounter, poller: str, partition: str, *more: str, by: float = 1.0
     ) -> None:
-        # A labelled child is looked up once per series (prometheus_client's labels() took
-        # about 5 µs, five times per idle poll), then found here by what named it.
-        named = (metric, poller, partition if self.partition_label else "", *more)
-        child = self._children.get(named)
-        if child is None:
-            labels = (*self.key_labels(poller, partition), *more)
-            child = metric.labels(*labels)
-            if poller in self._names:  # its labels are final: it may be kept
-                self._children[named] = child
-            if self.partition_label:
-                self._series[(poller, partition)].add((metric, labels))
-                self._named[(poller, partition)].add(named)
-        child.inc(by)
+        metric.inc(self._owner(poller, partition), more, by)
 
-    def _observe(self, metric: Histogram, poller: str, seconds: float) -> None:
-        named = (metric, poller)
-        child = self._children.get(named)
-        if child is None:
-            child = metric.labels(*self.poller_labels(poller))
-            if poller in self._names:
-                self._children[named] = child
-        child.observe(seconds)
+    def _owner(self, poller: str, partition: str) -> tuple[str, ...]:
+        """The labels of a key's series (the poller's alone without ``partition``), kept
+        once the poller is known, and the key noted to remove its series when it leaves."""
+        owner = self._owners.get((poller, partition))
+        if owner is None:
+            owner = self.key_labels(poller, partition)
+            if self.partition_label:
+                self._left_behind[(poller, partition)].add(owner)
+            if poller in self._names:  # its labels are final: they may be kept
+                self._owners[(poller, partition)] = owner
+        return owner
+
+    def _observe(self, metric: PollerHistogram, poller: str, seconds: float) -> None:
+        owner = self._names.get(poller) or self.poller_labels(poller)
+        metric.observe(owner, seconds)
 
     # -- the engine ---------------------------------------------------------------------------
 
@@ -354,11 +364,10 @@ class PrometheusObserver(Observer):
         self.budget_tokens.labels(budget).set(tokens)
 
     def key_released(self, poller: str, partition: str, reason: str) -> None:
-        for named in self._named.pop((poller, partition), ()):
-            self._children.pop(named, None)
-        for metric, labels in self._series.pop((poller, partition), ()):
-            with suppress(KeyError):  # already gone
-                metric.remove(*labels)
+        self._owners.pop((poller, partition), None)
+        for owner in self._left_behind.pop((poller, partition), ()):
+            for counter in self._key_counters:
+                counter.remove(owner)
 
     # -- the Kafka store ----------------------------------------------------------------------
 
