@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
+import orjson
+
 from watukuy.control.jsonrecord import json_record
 from watukuy.core.errors import StateCorrupted
 from watukuy.core.events import canonical_json
@@ -206,9 +208,15 @@ def heartbeat_key(runner: str) -> bytes:
 
 
 def _json(value: Mapping[str, Any]) -> bytes:
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
-    ).encode("utf-8")
+    # orjson writes the same JSON (sorted keys, no spaces, UTF-8 as is) about five times faster
+    # than json.dumps: every key's status is written every 30 s. What it cannot write (an
+    # integer beyond 64 bits in a backfill cursor, a key that is not a string) json writes.
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+        ).encode("utf-8")
 
 
 def encode_status(status: KeyStatus) -> bytes:
@@ -346,6 +354,11 @@ class StatusTable:
             self._keys[record.name] = record.value
         else:
             self._keys.pop(record.name, None)
+
+    def put(self, status: KeyStatus) -> None:
+        """Take in a key's status read as a record whose value was ``encode_status(status)``
+        (the writer's own, known without decoding it)."""
+        self._keys[status.key] = status
 
     def pollers(self) -> list[str]:
         return sorted({status.poller for status in self._keys.values()})

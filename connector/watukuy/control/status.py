@@ -134,6 +134,9 @@ class StatusTopic:
             timeout=timeout,
         )
         self._outbox = Outbox(full_every)
+        # Key -> the value last written of its status, and that status: reading it back
+        # needs no decoding (about 20 µs of 10,000 keys' every 30 s).
+        self._sent: dict[bytes, tuple[bytes, KeyStatus]] = {}
         self._last_heartbeat: float | None = None
         self._producer: Producer | None = None
         self._write = asyncio.Lock()
@@ -197,7 +200,12 @@ class StatusTopic:
         return dict(self._transforms)
 
     def _apply(self, batch: list[Message]) -> None:
+        sent = self._sent
         for message in batch:
+            mine = sent.pop(message.key, None) if message.key is not None else None
+            if mine is not None and mine[0] == message.value:
+                self._table.put(mine[1])
+                continue
             try:
                 listing = None if message.key is None else decode_topic(message.key, message.value)
                 if listing is not None:
@@ -235,9 +243,8 @@ class StatusTopic:
             now = self._clock()
             stamped = [replace(s, owner=self.runner_id, updated_at=now) for s in statuses]
             due = self._outbox.due(stamped, now)
-            records: list[tuple[bytes, bytes | None]] = [
-                (status_key(s.poller, s.partition), encode_status(s)) for s in due
-            ]
+            encoded = [(status_key(s.poller, s.partition), encode_status(s), s) for s in due]
+            records: list[tuple[bytes, bytes | None]] = [(key, value) for key, value, _ in encoded]
             for left in self._outbox.released(released):
                 owned = owns is None or owns(left.poller, left.partition)
                 if owned and self._table.owner(left.key) == self.runner_id:
@@ -250,9 +257,10 @@ class StatusTopic:
             if beat:
                 records.append(self._heartbeat_record(now))
             failed = await self._send(records)
-            for status in due:
-                if status_key(status.poller, status.partition) not in failed:
+            for key, value, status in encoded:
+                if key not in failed:
                     self._outbox.written(status, now)
+                    self._sent[key] = (value, status)
             if beat and heartbeat_key(self.runner_id) not in failed:
                 self._last_heartbeat = now
             elif beat:
