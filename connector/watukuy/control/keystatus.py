@@ -427,7 +427,7 @@ class Outbox:
     """Remembers what was written of each key, to write only what changed, and every key at
     least every ``full_every`` seconds."""
 
-    def __init__(self, full_every: float = 30.0) -> None:
+    def __init__(self, full_every: float) -> None:
         self.full_every = full_every
         self._written: dict[str, tuple[KeyStatus, float]] = {}
         # (when, key) of each write in the order made: the keys due again are at its head.

@@ -7,7 +7,7 @@ rules live in :mod:`watukuy.control.keystatus`, pure).
 
 Writes are plain idempotent ones, outside transactions: a status is a report, not state, and
 losing one costs nothing but a refresh. :meth:`StatusTopic.publish` writes what changed since
-the last write of each key, and every key at least every ``full_every`` seconds (30 s), plus a
+the last write of each key, and every key at least every ``full_every`` seconds (5 minutes), plus a
 heartbeat when one is due (a third of the session timeout). A key whose owner's heartbeat is
 older than the session timeout shows UNASSIGNED; a clean :meth:`StatusTopic.stop` tombstones
 this runner's heartbeat so its keys show UNASSIGNED at once, until their next owner writes.
@@ -73,7 +73,11 @@ log = logging.getLogger("watukuy.control")
 
 TopicOf = Callable[[Published], str]
 
-FULL_EVERY = 30.0  # seconds: every key is written again at least this often
+# Seconds: every key is written again at least this often, which refreshes the ``lag`` its
+# status shows (as of ``updated_at``; the live lag is in /metrics and /healthz). At 30 s the
+# rewrites of 10,000 idle keys came due together and cost about a point of a core; Kafka
+# Connect writes a task's status only when its state changes.
+FULL_EVERY = 300.0
 
 
 def key_statuses(
@@ -256,11 +260,22 @@ class StatusTopic:
             )
             if beat:
                 records.append(self._heartbeat_record(now))
-            failed = await self._send(records)
+            # Registered before the send: the reader may take a record in before its
+            # delivery report arrives, and must then know it as this runner's own.
+            sent = self._sent
             for key, value, status in encoded:
-                if key not in failed:
+                sent[key] = (value, status)
+            try:
+                failed = await self._send(records)
+            except BaseException:
+                for key, _, _ in encoded:
+                    sent.pop(key, None)
+                raise
+            for key, _, status in encoded:
+                if key in failed:
+                    sent.pop(key, None)
+                else:
                     self._outbox.written(status, now)
-                    self._sent[key] = (value, status)
             if beat and heartbeat_key(self.runner_id) not in failed:
                 self._last_heartbeat = now
             elif beat:
