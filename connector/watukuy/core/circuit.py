@@ -140,8 +140,10 @@ class Circuit:
 
     def on_success(self, now: float) -> Circuit:
         """The request succeeded: closed, failures and cooldown forgotten."""
-        if self == _CLOSED:
-            return self  # the usual poll: nothing to forget
+        if self is _CLOSED or self == _CLOSED:
+            # The usual poll: nothing to forget. The shared closed circuit is kept from here
+            # on, so the next poll's test is by identity (the dataclass __eq__ builds tuples).
+            return _CLOSED
         self._require_verdict_allowed(CircuitEvent.SUCCESS)
         return Circuit(state=_move(self.state, CircuitEvent.SUCCESS))
 
