@@ -16,7 +16,7 @@ from tests.integration.kafka_support import delete_prefix, latest_values, read_t
 from watukuy.control.activetopics import Published
 from watukuy.control.configs import ConfigTopic, Conflict, encode_connector, encode_target
 from watukuy.control.keystatus import BackfillProgress, KeyStatus
-from watukuy.control.status import StatusTopic
+from watukuy.control.status import FULL_EVERY, StatusTopic
 from watukuy.core.inspect import PollerInspect
 from watukuy.store.kafka.clients import admin_client
 from watukuy.store.kafka.topics import TopicLayout, ensure_topics
@@ -340,7 +340,7 @@ async def test_what_one_instance_publishes_another_shows(
     assert viewer.view("other") == [] and viewer.pollers() == ["invoices"]
 
 
-async def test_only_changes_are_written_and_every_key_again_every_30s(
+async def test_only_changes_are_written_and_every_key_again_every_full_every(
     statuses: list[StatusTopic], kafka: dict[str, Any], kafka_bootstrap: str, layout: TopicLayout
 ) -> None:
     clock = Clock()
@@ -355,7 +355,7 @@ async def test_only_changes_are_written_and_every_key_again_every_30s(
     records = await asyncio.to_thread(_key_records, kafka_bootstrap, layout.status)
     assert records.count(b"key/invoices/t1") == 2 and records.count(b"key/invoices/t2") == 1
 
-    clock.now += 20  # 30 s after t2's last write, 20 s after t1's
+    clock.now += FULL_EVERY - 10  # FULL_EVERY after t2's last write, 10 s short of it for t1
     assert await writer.publish([_status("t1", "PAUSED"), _status("t2")]) == 1
     clock.now += 10
     assert await writer.publish([_status("t1", "PAUSED"), _status("t2")]) == 1
