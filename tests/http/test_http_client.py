@@ -35,6 +35,7 @@ from watukuy.http import (
 )
 from watukuy.http.client import TargetCache, build_url
 from watukuy.http.http11 import Http11Transport
+from watukuy.http.scripted import ScriptedTransport
 from watukuy.http.transport import AiohttpTransport, TransportError
 
 pytestmark = pytest.mark.unit
@@ -417,6 +418,22 @@ async def test_timeout_is_unavailable(vendor: Vendor, client: HttpClient) -> Non
     assert isinstance(caught.value.__cause__, TimeoutError)
     assert "timed out" in str(caught.value)
     assert_no_secret(caught.value)
+
+
+async def test_a_request_the_fetchs_deadline_ends_first_has_no_timer_of_its_own() -> None:
+    transport = ScriptedTransport()
+    transport.add("GET", "https://api.test/items", json={"data": []})
+    client = HttpClient(timeout=5.0, transport=transport)
+    key = key_http(client, timeout=5.0)
+    loop = asyncio.get_running_loop()
+
+    await key.get("https://api.test/items")  # no deadline: its own timeout
+    key.deadline = loop.time() + 60.0  # ends later than the request would time out
+    await key.get("https://api.test/items")
+    key.deadline = loop.time() + 4.0  # ends first: the request needs no timer
+    await key.get("https://api.test/items")
+
+    assert [request.timeout for request in transport.requests] == [5.0, 5.0, None]
 
 
 async def test_cancellation_is_not_swallowed(vendor: Vendor, client: HttpClient) -> None:

@@ -335,6 +335,28 @@ async def test_the_timeout_is_a_timeout_error(
         await transport.send(Request("GET", base / "x", {}, timeout=0.2))
 
 
+@pytest.mark.parametrize("kind", [Http11Transport, AiohttpTransport])
+async def test_a_request_without_a_timeout_of_its_own_waits_for_its_answer(
+    raw_server: Callable[[Answer], Awaitable[URL]], kind: type[Transport]
+) -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        await asyncio.sleep(0.4)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        writer.close()
+
+    base = await raw_server(answer)
+    # A default far shorter than the answer takes, which ``None`` must not fall back to.
+    transport = kind(timeout=0.1)  # type: ignore[call-arg]
+    try:
+        answered = await transport.send(Request("GET", base / "x", {}, timeout=None))
+    finally:
+        await transport.close()
+
+    assert (answered.status, answered.body) == (200, b"ok")
+
+
 async def test_send_after_close_is_refused(transport: Transport, vendor: Vendor) -> None:
     await transport.send(get(vendor.url("/echo")))
 

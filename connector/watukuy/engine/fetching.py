@@ -69,7 +69,8 @@ async def execute(
         signal=signal,
     )
     try:
-        async with asyncio.timeout(poller.fetch_timeout):
+        async with asyncio.timeout(poller.fetch_timeout) as bound:
+            key_http.deadline = bound.when()
             returned = poller.fetch(ctx)
             if inspect.isawaitable(returned):
                 returned = await returned

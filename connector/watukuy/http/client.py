@@ -249,6 +249,10 @@ class KeyHttp:
         """Latest time the vendor said the quota is exhausted until (epoch seconds), if any."""
         self.requests = 0
         """Requests sent (attempted) during this poll, failed ones included."""
+        self.deadline: float | None = None
+        """The event loop's time at which a timeout around the whole ``fetch`` ends it (set by
+        the engine): a request it ends before its own ``timeout`` would needs no timer of its
+        own, and two timers per idle poll were 4% of an idle runner's interpreter time."""
 
     def now(self) -> float:
         """The engine's clock (epoch seconds): what a ``fetch`` judges expiries and waits by."""
@@ -340,7 +344,12 @@ class KeyHttp:
         ``CancelledError`` is a ``BaseException`` and passes through untouched.
         """
         body = _body_of(headers, json=json, data=data)
-        request = Request(method, target.url, headers, body, self._timeout)
+        deadline = self.deadline
+        bounded = (
+            deadline is not None and asyncio.get_running_loop().time() + self._timeout >= deadline
+        )
+        # The fetch's own timeout ends it first: no timer of its own.
+        request = Request(method, target.url, headers, body, None if bounded else self._timeout)
         try:
             raw = await self._client.transport.send(request)
         except TimeoutError as exc:

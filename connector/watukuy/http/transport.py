@@ -7,7 +7,8 @@ aiohttp's client (both pass ``tests/http/test_transport_contract.py``);
 :class:`~watukuy.http.scripted.ScriptedTransport` answers from a script, so pollers, auth and
 paging are tested without sockets.
 
-A transport raises ``TimeoutError`` when the request took longer than ``request.timeout`` and
+A transport raises ``TimeoutError`` when the request took longer than ``request.timeout`` (no
+limit of its own when ``None``: its caller bounds it, as a poll's fetch timeout does) and
 :class:`TransportError` when there was no usable answer (refused, reset, broken body). Both are
 translated into ``VendorUnavailable`` by the client, which knows the redacted URL to report.
 """
@@ -51,7 +52,8 @@ class Request:
     url: URL
     headers: Mapping[str, str]
     body: bytes | None = None
-    timeout: float = 30.0
+    timeout: float | None = 30.0
+    """Seconds the whole round trip may take; ``None``: the caller's own timeout bounds it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +96,7 @@ class AiohttpTransport:
         self.limit = limit
         self.user_agent = user_agent
         self.timeout = timeout
-        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+        self._timeouts: dict[float | None, aiohttp.ClientTimeout] = {}
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
 
@@ -153,8 +155,9 @@ class AiohttpTransport:
             )
         return self._session
 
-    def client_timeout(self, total: float) -> aiohttp.ClientTimeout:
-        """The (immutable, shareable) ``ClientTimeout`` for ``total`` seconds, made once."""
+    def client_timeout(self, total: float | None) -> aiohttp.ClientTimeout:
+        """The (immutable, shareable) ``ClientTimeout`` for ``total`` seconds (``None``: no
+        limit), made once."""
         found = self._timeouts.get(total)
         if found is None:
             if len(self._timeouts) >= 64:  # timeouts come from config: a handful at most
