@@ -41,12 +41,14 @@ from watukuy.store.memory import MemoryStore
 log = logging.getLogger("watukuy.engine")
 
 TICK_CONCURRENCY = 4
-GATHER = 0.1
+GATHER = 0.25
 """Seconds ``run()`` waits at least between two passes that start due keys: the keys that
 come due meanwhile start together. Keys spread evenly over their interval (see
 ``core.schedule.after_poll``) would otherwise each get a pass of the loop, and a request of
 its own at the vendor, at twice the CPU per poll on both sides (10,000 idle keys: 32.8% of a
-core against 14.5% for the same polls bunched)."""
+core against 14.5% for the same polls bunched). A key starts at most this late (a trigger
+wakes ``run()`` at once); 0.1 s cost a whole idle runner about 15% more CPU than 0.25 s, and
+0.5 s saved nothing more (``integration/bench/RESULTS.md``, stop 40)."""
 SERVED_EVERY = 2.0
 """Seconds between two words to the store on what was served (:meth:`Engine._tell_served`):
 after a crash, the next owner polls again at most the idle polls of this many seconds."""
@@ -103,6 +105,7 @@ class Engine:
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._deadline = self._served_at = float("-inf")  # run()'s own wake; _tell_served's
+        self._gathered = float("-inf")  # run()'s next pass starts no earlier (GATHER)
         self._in_flight: set[str] | None = None  # run()'s keys polling or waiting for a slot
         self.store.bind(by_name)
         self._ownership_changed = True
@@ -292,9 +295,10 @@ class Engine:
         finally:
             in_flight.discard(runtime.key)
             # Wake run() only if the key is now due before run() wakes anyway: at 10k keys a
-            # wake per poll was a loop pass per poll.
+            # wake per poll was a loop pass per poll. A key due within the pass's GATHER waits
+            # for the pass it was gathered for (waking for it made 9 passes where 1 was due).
             next_at = self._roster.due.next_at()
-            if next_at is not None and next_at < self._deadline:
+            if next_at is not None and max(next_at, self._gathered) < self._deadline:
                 self._wake.set()
 
     async def _sleep_until_due(self) -> None:
@@ -303,8 +307,9 @@ class Engine:
         refresh_at = self._roster.next_refresh_at(now)
         if refresh_at is None:
             refresh_at = now + 1.0
+        self._gathered = now + GATHER
         if wake_at is not None:
-            wake_at = max(wake_at, now + GATHER)
+            wake_at = max(wake_at, self._gathered)
         deadline = min(wake_at if wake_at is not None else now + 1.0, refresh_at, now + 1.0)
         self._wake.clear()
         self._deadline = deadline
