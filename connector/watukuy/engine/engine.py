@@ -104,8 +104,8 @@ class Engine:
         self._max_concurrency = max_concurrency
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
-        self._deadline = self._served_at = float("-inf")  # run()'s own wake; _tell_served's
-        self._gathered = float("-inf")  # run()'s next pass starts no earlier (GATHER)
+        # run()'s own wake and its next pass's earliest start (GATHER); _tell_served's last.
+        self._deadline = self._gathered = self._served_at = float("-inf")
         self._in_flight: set[str] | None = None  # run()'s keys polling or waiting for a slot
         self.store.bind(by_name)
         self._ownership_changed = True
@@ -122,12 +122,9 @@ class Engine:
         )  # fmt: skip
         feeds = {name: self.store.events(name) for name in by_name}
         self._dispatcher = Dispatcher(
-            by_name,
-            feeds,
-            partition_of=self._partition_of,
-            park=self._park_poison,
+            by_name, feeds, partition_of=self._partition_of, park=self._park_poison,
             clock=self.clock,
-        )
+        )  # fmt: skip
         self._ops = Operations(self._roster, self._dispatcher, self._wake.set)
         self.parked = ParkedApi(self._roster, self._ops)
         self.partitions = PartitionsApi(self._roster)
