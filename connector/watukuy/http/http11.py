@@ -198,9 +198,7 @@ class Http11Transport:
             raise RuntimeError("HttpClient is closed")
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.limit)
-        if request.timeout is None:  # bounded by the caller: a timer here would never fire
-            async with self._slots:
-                return await self._follow(request)
+        # A ``None`` timeout arms no timer: the caller's own bounds the request.
         async with asyncio.timeout(request.timeout), self._slots:
             return await self._follow(request)
 
