@@ -52,7 +52,14 @@ class Seen(Observer):
 class Store:
     """A started KafkaStore in a group of its own, on the injecting factory."""
 
-    def __init__(self, bootstrap: str, prefix: str, faults: Sequence[Fault], **options: Any):
+    def __init__(
+        self,
+        bootstrap: str,
+        prefix: str,
+        faults: Sequence[Fault],
+        runner_id: str = "r1",
+        **options: Any,
+    ):
         self.bootstrap = bootstrap
         self.topic = f"{prefix}.events.{POLLER.name}"
         self.clients = FaultyClients(faults, prefix=prefix)
@@ -60,7 +67,7 @@ class Store:
         settings = KafkaSettings(
             kafka={"bootstrap.servers": bootstrap},
             layout=TopicLayout(prefix, PARTITIONS, 1),
-            runner_id="r1",
+            runner_id=runner_id,
             session_timeout=6.0,
             transaction_timeout=6.0,
             **options,
@@ -123,11 +130,11 @@ async def started(kafka_bootstrap: str) -> AsyncIterator[Any]:
     prefix = unique_prefix()
     made: list[Store] = []
 
-    async def start(faults: Sequence[Fault], **options: Any) -> Store:
+    async def start(faults: Sequence[Fault], owned: int = PARTITIONS, **options: Any) -> Store:
         store = Store(kafka_bootstrap, prefix, faults, **options)
         made.append(store)
         await store.store.start()
-        await wait_owned(store.store, PARTITIONS)
+        await wait_owned(store.store, owned)
         return store
 
     try:
@@ -197,6 +204,36 @@ async def test_a_fatal_error_fences_the_commit_replaces_the_producer_and_restore
 
     second = await store.commit("t1", 2)
     assert await asyncio.to_thread(store.ids, committed=True) == [first, second]
+
+
+async def test_a_fatal_error_met_by_a_revocation_leaves_no_partition_without_an_owner(
+    started: Any,
+) -> None:
+    # A second runner joins while the first has a commit pending: the first's revocation
+    # flushes it, the commit is fenced inside the group's callback, and the first gives up
+    # every lease. It must hold again whatever the group still assigns it: before, it left
+    # and rejoined the group from inside the callback, librdkafka kept the partition it was
+    # not giving back assigned to it, and no one held that partition again.
+    first: Store = await started([Fault("fatal", "commit", after=1)], commit_interval=30.0)
+    await first.commit("t1", 1)
+    pending = asyncio.create_task(first.commit("t1", 2))
+    await asyncio.sleep(0.5)
+    second: Store = await started([], owned=1, runner_id="r2")
+    with pytest.raises(Fenced, match="the producer was fenced"):
+        async with asyncio.timeout(30):
+            await pending
+    assert first.clients.struck == ["fatal@commit in transaction 2"]
+
+    async def shared() -> tuple[list[int], list[int]]:
+        while True:
+            held = first.store.owned_kafka_partitions(), second.store.owned_kafka_partitions()
+            if sorted([*held[0], *held[1]]) == list(range(PARTITIONS)):
+                return held
+            await asyncio.sleep(0.1)
+
+    async with asyncio.timeout(6.0 * 2):  # well within two session timeouts
+        mine, theirs = await shared()
+    assert len(mine) == len(theirs) == 1
 
 
 async def test_a_lost_assignment_drops_pending_work_and_the_store_owns_its_keys_again(

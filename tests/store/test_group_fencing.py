@@ -43,6 +43,9 @@ class FakeGroup:
     def close(self) -> None:
         self.closed = True
 
+    def assignment(self) -> list[Any]:
+        return []
+
 
 class Nothing:
     def drop(self, partitions: list[int]) -> None: ...
@@ -126,21 +129,19 @@ def test_a_non_fatal_error_is_left_to_librdkafka() -> None:
     assert cast(Any, member.group) is group and len(leases.all()) == 2
 
 
-class DeadGroup(FakeGroup):
-    """A consumer whose fencing was not polled yet: unsubscribing is refused."""
-
-    def unsubscribe(self) -> None:
-        raise KafkaException(KafkaError(KafkaError._FATAL, "Failed to remove subscription"))
-
-
 def test_a_rejoin_on_a_consumer_fenced_meanwhile_goes_the_same_way() -> None:
-    # The producer was fenced first (its rejoin comes before the consumer's error is polled).
-    first, rebuilt, clock = DeadGroup(fenced()), list[FakeGroup](), ManualClock()
-    member, _ = membership(first, rebuilt, clock)
+    # The producer was fenced first (its rejoin comes before the consumer's error is polled):
+    # the poll that carries the rejoin out meets the fencing and replaces the consumer.
+    first, rebuilt, clock = FakeGroup(fenced()), list[FakeGroup](), ManualClock()
+    member, leases = membership(first, rebuilt, clock)
     member.rejoin()
+    assert leases.all() == []
+    member.poll(0)
+    member.settle()
     assert cast(Any, member.group) is rebuilt[0] and first.closed
-    second = DeadGroup(fenced())
+    second = FakeGroup(fenced())
     member.group = cast(Any, second)
+    member.rejoin()
     with pytest.raises(GroupFailed) as raised:
-        member.rejoin()
+        member.poll(0)
     assert str(raised.value) == DUPLICATE_RUNNER

@@ -109,6 +109,7 @@ class KafkaIO:
         self._leases = Leases()
         self._requests = Requests()
         self._acquire: deque[int] = deque()
+        self._replace = False  # replace_member() was asked for
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.ready = threading.Event()
@@ -155,6 +156,20 @@ class KafkaIO:
         """Without a group: take these partitions as if assigned (the CLI, group empty)."""
         with self._lock:
             self._acquire.extend(kafka_partitions)
+
+    def replace_member(self) -> None:
+        """Join the group again with a new consumer (the liveness guard's remedy)."""
+        with self._lock:
+            self._replace = True
+
+    def member_id(self) -> str | None:
+        """This instance's member id in the group now (``None``: not a member). librdkafka
+        reads it under its own lock, so any thread may ask."""
+        group = None if self._parts is None else self._parts.membership.group
+        try:
+            return (group.memberid() or None) if group is not None else None
+        except RuntimeError:  # closed meanwhile: being replaced
+            return None
 
     # -- the thread -------------------------------------------------------------------------
 
@@ -308,7 +323,11 @@ class KafkaIO:
         with self._lock:
             acquire = list(self._acquire)
             self._acquire.clear()
+            replace, self._replace = self._replace, False
         membership.acquire(acquire)
+        if replace:
+            membership.replace_member()
+        membership.settle()
         restores.start_settled()
         if restores.standbys is not None:
             restores.standbys.refresh()

@@ -9,8 +9,9 @@ their keys, since someone else may already be writing them.
 
 from __future__ import annotations
 
+import enum
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -25,6 +26,14 @@ from watukuy.store.kafka.transactions import Requests
 __all__ = ["GroupFailed", "Membership"]
 
 log = logging.getLogger("watukuy.kafka")
+
+
+class Rejoin(enum.Enum):
+    """How :meth:`Membership.poll` starts over: restore afresh what the group assigns this
+    instance, or join with a new consumer first."""
+
+    RESTORE = "restore"
+    NEW_MEMBER = "new member"
 
 
 class GroupFailed(WatukuyError):
@@ -70,17 +79,29 @@ class Membership:
         self._clock = clock
         self._fence_window = fence_window
         self._fenced_at: float | None = None
+        self._acquired: set[int] = set()  # without a group: what acquire() took
+        self._wanted: Rejoin | None = None  # a rejoin to carry out at the next poll
 
     def poll(self, timeout: float) -> None:
         """Serve the group's callbacks. Its partitions are paused, so a poll returns nothing
         but errors; a fatal one (code ``_FATAL``, its ``fatal()`` flag unset) kills the
         consumer: see :meth:`_dead`."""
-        if self.group is None:
+        group = self.group
+        if group is None:
             return
-        message = self.group.poll(timeout)
+        message = group.poll(timeout)
         error = None if message is None else message.error()
         if error is not None and (error.fatal() or error.code() == KafkaError._FATAL):
-            self._dead(self.group, error)
+            self._dead(group, error)
+
+    def settle(self) -> None:
+        """Carry out a rejoin asked for since the last call, out of the group's callbacks
+        (see :meth:`rejoin`). The pump calls it after each :meth:`poll`."""
+        wanted, self._wanted = self._wanted, None
+        if wanted is Rejoin.RESTORE:
+            self._grant(self._assigned())
+        elif wanted is Rejoin.NEW_MEMBER and self.group is not None:
+            self._replace_member(self.group)
 
     def _dead(self, group: Consumer, error: KafkaError) -> None:
         """A static member fenced by a member with its ``group.instance.id`` rejoins with a new
@@ -101,11 +122,20 @@ class Membership:
             "fenced by a group member with this runner.id; rejoining with a new consumer "
             "(were another instance running with it, one of the two would stop now)"
         )
+        self._replace_member(group)
+
+    def _replace_member(self, group: Consumer) -> None:
+        """Give up every lease, close ``group`` and join with a new consumer: a static member
+        gets its assignment back at once, and every partition of it is assigned (and restored)
+        afresh, whatever the old consumer believed it held."""
+        self._wanted = None
         self.release([lease.kafka_partition for lease in self._leases.all()], lost=True)
         try:
             group.close()
         except (KafkaException, RuntimeError) as exc:  # dead already: nothing to leave
-            log.debug("closing the fenced group consumer: %s", exc)
+            log.debug("closing the group consumer: %s", exc)
+        if self._rebuild is None:
+            raise GroupFailed("the group consumer cannot be replaced")
         self.group = self._rebuild(group)
         self.subscribe()
 
@@ -120,21 +150,30 @@ class Membership:
 
     def acquire(self, kafka_partitions: Sequence[int]) -> None:
         """Without a group: take these Kafka partitions as if assigned."""
-        for kafka_partition in kafka_partitions:
-            self._restores.queue(self._leases.grant(kafka_partition))
+        self._acquired.update(kafka_partitions)
+        self._grant(kafka_partitions)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         consumer.incremental_assign(partitions)
         consumer.pause(partitions)  # the group consumer only holds leases; the tail reads
-        for tp in partitions:  # restores start from the pump, outside the callback
-            self._restores.queue(self._leases.grant(tp.partition))
-        if partitions:
-            log.info(
-                "assigned %s partition(s) %s; restoring",
-                self._layout.state,
-                sorted(tp.partition for tp in partitions),
-            )
-            self._notify(Assigned(tuple(sorted(tp.partition for tp in partitions))))
+        self._grant([tp.partition for tp in partitions])
+
+    def _grant(self, kafka_partitions: Iterable[int]) -> None:
+        """A lease and a restore (started from the pump, outside any callback) for each of
+        these partitions not held yet."""
+        granted = sorted(p for p in set(kafka_partitions) if self._leases.get(p) is None)
+        for kafka_partition in granted:
+            self._restores.queue(self._leases.grant(kafka_partition))
+        if granted:
+            log.info("assigned %s partition(s) %s; restoring", self._layout.state, granted)
+            self._notify(Assigned(tuple(granted)))
+
+    def _assigned(self) -> list[int]:
+        """What the group assigned this instance, as its consumer knows it (without a group:
+        what was acquired)."""
+        if self.group is None:
+            return sorted(self._acquired)
+        return [tp.partition for tp in self.group.assignment() if tp.topic == self._layout.state]
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Still ours during the callback: finish what is pending so the next owner sees it.
@@ -160,23 +199,21 @@ class Membership:
             self._notify(Revoked(tuple(sorted(kafka_partitions)), lost))
 
     def rejoin(self) -> None:
-        """Give up every lease and join the group again (a fresh restore follows)."""
-        self.release([lease.kafka_partition for lease in self._leases.all()], lost=True)
-        if self.group is None:
-            return
-        try:
-            self.group.unsubscribe()
-        except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            if not isinstance(error, KafkaError) or error.code() != KafkaError._FATAL:
-                raise
-            # The consumer died before its error was polled: the poll tells why.
-            self._dead(self.group, self._fatal_reason(self.group, error))
-            return
-        self.subscribe()
+        """Give up every lease now, and restore afresh what the group still assigns this
+        instance (a fatal producer error: whatever was pending may be stale).
 
-    @staticmethod
-    def _fatal_reason(group: Consumer, fallback: KafkaError) -> KafkaError:
-        message = group.poll(0)
-        error = None if message is None else message.error()
-        return error if error is not None and error.code() == KafkaError._FATAL else fallback
+        It is called from inside the group's callbacks too (a revocation's flush can meet the
+        fatal error), so the new leases are granted at the next :meth:`poll`, once the group's
+        assignment has settled. It used to unsubscribe and subscribe again: inside a callback,
+        or while a cooperative rebalance was under way, librdkafka kept the partitions that
+        were not being revoked assigned to this member and never offered them again, so no one
+        polled their keys (the cluster-bounces fault scenario met it)."""
+        self.release([lease.kafka_partition for lease in self._leases.all()], lost=True)
+        if self._wanted is None:
+            self._wanted = Rejoin.RESTORE
+
+    def replace_member(self) -> None:
+        """Rejoin with a new group consumer at the next :meth:`poll` (see
+        :meth:`_replace_member`): the liveness guard found a partition the group assigns this
+        instance that it does not hold."""
+        self._wanted = Rejoin.NEW_MEMBER if self.group is not None else Rejoin.RESTORE
