@@ -23,6 +23,7 @@ from watukuy.control.activetopics import Published
 from watukuy.control.applier import ConfigApplier
 from watukuy.control.configs import ConfigTopic
 from watukuy.control.loggers import LoggerLevels, follow_cluster_levels
+from watukuy.control.ownership import OwnershipGuard
 from watukuy.control.service import RunnerControl
 from watukuy.control.status import StatusTopic, key_statuses
 from watukuy.control.transformrecords import fingerprint_of
@@ -147,9 +148,7 @@ async def _serve(
     file_pollers = config.file_pollers()
     configs, status = _control_topics(config, store)
     applier = ConfigApplier(engine, list(file_pollers), config.base_dir)
-    hanging = HangingTransactions(
-        config.kafka, store.written_topics, metrics, transaction_timeout=runner.session_timeout
-    )
+    hanging, guard = _watches(config, store, status, metrics)
     await configs.start()
     try:
         configs.listen(applier.changed)
@@ -170,6 +169,7 @@ async def _serve(
                 base_dir=config.base_dir,
                 started=polling.is_set,
                 broken=lambda: store.crashed,
+                adrift=lambda: guard.adrift,
                 metrics=partial(_scrape, metrics),
                 loggers=loggers,
             )
@@ -186,6 +186,7 @@ async def _serve(
                     _publish_statuses(engine, status, store.layout),
                     _tune_collector(),
                     hanging.run(),
+                    guard.run(),
                 ]
                 await _poll_until(stop, engine, helpers, polling, runner.id)
         finally:
@@ -213,9 +214,32 @@ def _control_topics(config: RunnerConfig, store: KafkaStore) -> tuple[ConfigTopi
         group=store.settings.group,
         timeout=runner.startup_timeout,
         owned=store.owned_kafka_partitions,
+        restoring=store.restoring_kafka_partitions,
     )
     store.roster = status.owners  # the heartbeats say who owns what: standbys are chosen by it
     return configs, status
+
+
+def _watches(
+    config: RunnerConfig, store: KafkaStore, status: StatusTopic, observer: Observer
+) -> tuple[HangingTransactions, OwnershipGuard]:
+    """What watches the cluster from this runner: hanging transactions, and the liveness
+    guard (:mod:`watukuy.control.ownership`)."""
+    hanging = HangingTransactions(
+        config.kafka,
+        store.written_topics,
+        observer,
+        transaction_timeout=config.runner.session_timeout,
+    )
+    guard = OwnershipGuard(
+        partitions=store.layout.partitions,
+        session_timeout=config.runner.session_timeout,
+        claimed=status.others_claim,
+        held=lambda: (*store.owned_kafka_partitions(), *store.restoring_kafka_partitions()),
+        member=store.member,
+        observer=observer,
+    )
+    return hanging, guard
 
 
 async def _poll_until(

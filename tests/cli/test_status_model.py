@@ -199,6 +199,20 @@ def test_a_heartbeat_round_trips_and_tombstones_decode_as_none() -> None:
     assert gone is not None and gone.kind == "worker" and gone.value is None
 
 
+def test_what_live_runners_hold_restored_or_restoring_is_claimed() -> None:
+    beat = Heartbeat("r1", NOW, partitions=(0, 2), restoring=(5,))
+    record = decode_record(heartbeat_key("r1"), encode_heartbeat(beat))
+    assert record is not None and record.value == beat
+    older = b'{"format_version": 1, "runner": "r3", "at": %d, "partitions": [7]}' % NOW
+    table = _table(
+        (heartbeat_key("r1"), encode_heartbeat(beat)),
+        (heartbeat_key("r2"), encode_heartbeat(Heartbeat("r2", NOW - 20, partitions=(1,)))),
+        (heartbeat_key("r3"), older),  # written before "restoring" was: owned only
+    )
+    assert table.claimed(now=NOW + 5, session_timeout=10) == {0, 2, 5, 7}
+    assert table.claimed(now=NOW + 5, session_timeout=10, but="r1") == {7}
+
+
 @pytest.mark.parametrize("key", [None, b"connector/x", b"key/no-partition", b"other"])
 def test_keys_of_no_status_are_ignored(key: bytes | None) -> None:
     assert decode_record(key, b"{}") is None

@@ -73,6 +73,7 @@ def exercise(observer: PrometheusObserver) -> None:
     observer.dlq_written("invoices", "t_2", 1)
     observer.state_caught_up("invoices", "t_1", 3)
     observer.transactions_hanging("w.events.invoices", (4, 7))
+    observer.partitions_unowned((3,))
     observer.circuit_moved("invoices", "t_2", "closed", "open")
     observer.budget_waited("vendor", "invoices", "t_1", "live", 0.25, 3.0)
     observer.transaction_done(True, 0.05, 12, None)
@@ -111,6 +112,7 @@ def test_names_follow_prometheus_rules() -> None:
         "watukuy_dlq_records",
         "watukuy_caught_up_events",
         "watukuy_hanging_transactions",
+        "watukuy_unowned_partitions",
         "process_cpu_seconds",
         "process_resident_memory_bytes",
     } <= names
@@ -171,6 +173,7 @@ def test_counters_carry_poller_and_partition() -> None:
     }
     assert values(samples, "watukuy_leases") == {(): 1}
     assert values(samples, "watukuy_hanging_transactions") == {(("topic", "w.events.invoices"),): 2}
+    assert values(samples, "watukuy_unowned_partitions") == {(): 1}
     assert values(samples, "watukuy_restore_records_total") == {(): 40}
     assert values(samples, "watukuy_budget_tokens") == {(("budget", "vendor"),): 3.0}
     assert values(samples, "watukuy_budget_wait_seconds_sum") == {

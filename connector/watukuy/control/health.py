@@ -18,8 +18,10 @@ __all__ = ["RunnerHealth"]
 
 class RunnerHealth:
     """``started`` says whether the engine polls; ``broken`` what stopped the Kafka store, if
-    anything did; ``metrics`` renders the Prometheus exposition (none: an empty one);
-    ``cluster_id`` asks Kafka for its cluster id (none: unknown)."""
+    anything did; ``adrift`` why this runner does not hold what the group assigns it, if it
+    does not (:mod:`watukuy.control.ownership`); ``metrics`` renders the Prometheus
+    exposition (none: an empty one); ``cluster_id`` asks Kafka for its cluster id (none:
+    unknown)."""
 
     def __init__(
         self,
@@ -28,6 +30,7 @@ class RunnerHealth:
         *,
         started: Callable[[], bool],
         broken: Callable[[], BaseException | None],
+        adrift: Callable[[], str | None] = lambda: None,
         metrics: Callable[[], Awaitable[Metrics]] | None = None,
         cluster_id: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
@@ -36,6 +39,7 @@ class RunnerHealth:
         self._runner_id = runner_id
         self._started = started
         self._broken = broken
+        self._adrift = adrift
         self._metrics = metrics
 
     async def cluster(self) -> ClusterInfo:
@@ -48,6 +52,9 @@ class RunnerHealth:
             return Health("unhealthy", f"the Kafka store failed: {type(broken).__name__}")
         if not self._started():
             return Health("starting", "the runner is starting")
+        adrift = self._adrift()
+        if adrift is not None:
+            return Health("unhealthy", adrift)
         return Health("healthy", "the runner is running")
 
     async def healthz(self) -> dict[str, Any]:

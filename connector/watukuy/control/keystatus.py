@@ -97,6 +97,8 @@ class Heartbeat:
     """The Kafka partitions of ``<prefix>.state`` the runner owned when it wrote this: the
     group's assignment as every runner can read it, which standby replicas are chosen from
     (records written before it was added have none)."""
+    restoring: tuple[int, ...] = ()
+    """The partitions assigned to it and still being restored: held, but not yet polled."""
 
 
 # -- from inspect -----------------------------------------------------------------------------
@@ -252,6 +254,7 @@ def encode_heartbeat(heartbeat: Heartbeat) -> bytes:
             "runner": heartbeat.runner,
             "at": heartbeat.at,
             "partitions": list(heartbeat.partitions),
+            "restoring": list(heartbeat.restoring),
         }
     )
 
@@ -322,7 +325,13 @@ def _heartbeat(name: str, raw: bytes) -> Heartbeat:
     value = _object(f"worker {name}", raw)
     try:
         partitions = tuple(sorted(int(p) for p in value.get("partitions", ())))
-        return Heartbeat(runner=str(value["runner"]), at=float(value["at"]), partitions=partitions)
+        restoring = tuple(sorted(int(p) for p in value.get("restoring", ())))
+        return Heartbeat(
+            runner=str(value["runner"]),
+            at=float(value["at"]),
+            partitions=partitions,
+            restoring=restoring,
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise StateCorrupted(f"unreadable heartbeat of worker {name}: {exc!r}") from exc
 
@@ -379,6 +388,16 @@ class StatusTable:
             runner: set(beat.partitions)
             for runner, beat in self._heartbeats.items()
             if now - beat.at <= session_timeout
+        }
+
+    def claimed(self, *, now: float, session_timeout: float, but: str | None = None) -> set[int]:
+        """Every Kafka partition a live runner (other than ``but``) said it held, restored or
+        restoring."""
+        return {
+            kafka_partition
+            for runner, beat in self._heartbeats.items()
+            if now - beat.at <= session_timeout and runner != but
+            for kafka_partition in (*beat.partitions, *beat.restoring)
         }
 
     def alive(self, owner: str | None, *, now: float, session_timeout: float) -> bool:

@@ -73,6 +73,7 @@ class RunnerControl:
         base_dir: Path,
         started: Callable[[], bool],
         broken: Callable[[], BaseException | None],
+        adrift: Callable[[], str | None] = lambda: None,
         metrics: Callable[[], Awaitable[Metrics]] | None = None,
         stored: StoredKeys | None = None,
         loggers: LoggerLevels | None = None,
@@ -90,6 +91,7 @@ class RunnerControl:
             runner_id,
             started=started,
             broken=broken,
+            adrift=adrift,
             metrics=metrics,
             cluster_id=ClusterId(kafka).get,
         )

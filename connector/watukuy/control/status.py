@@ -71,6 +71,8 @@ __all__ = [
 
 log = logging.getLogger("watukuy.control")
 
+Held = tuple[tuple[int, ...], tuple[int, ...]]  # the Kafka partitions owned, and restoring
+
 TopicOf = Callable[[Published], str]
 
 # Seconds: every key is written again at least this often, which refreshes the ``lag`` its
@@ -115,6 +117,7 @@ class StatusTopic:
         heartbeats: bool = True,
         timeout: float = 15.0,
         owned: Callable[[], Iterable[int]] = tuple,
+        restoring: Callable[[], Iterable[int]] = tuple,
     ) -> None:
         self.topic = layout.status
         self.runner_id = runner_id
@@ -125,7 +128,8 @@ class StatusTopic:
         self._timeout = timeout
         self._heartbeats = heartbeats
         self._owned = owned
-        self._said_owned: tuple[int, ...] | None = None  # in the last heartbeat written
+        self._restoring = restoring
+        self._said_held: Held | None = None  # in the last heartbeat written
         group = group or f"{layout.prefix}.runners"
         self._table = StatusTable()
         self._topics = ActiveTopics()
@@ -198,6 +202,13 @@ class StatusTopic:
         say: the group's assignment, for choosing standby replicas. Any thread may call it."""
         return self._table.owned(now=self._clock(), session_timeout=self.session_timeout)
 
+    def others_claim(self) -> set[int]:
+        """Every Kafka partition that another live runner's heartbeat says it holds (restored
+        or restoring). Any thread may call it."""
+        return self._table.claimed(
+            now=self._clock(), session_timeout=self.session_timeout, but=self.runner_id
+        )
+
     def transforms(self) -> dict[str, str | None]:
         """Each poller's transform fingerprint when it last published, as recorded
         (:mod:`.transformrecords`)."""
@@ -256,7 +267,7 @@ class StatusTopic:
             beat = (
                 self._last_heartbeat is None
                 or now - self._last_heartbeat >= self.heartbeat_interval
-                or tuple(sorted(self._owned())) != self._said_owned  # a rebalance: say it now
+                or self._held() != self._said_held  # a rebalance: say it now
             )
             if beat:
                 records.append(self._heartbeat_record(now))
@@ -279,7 +290,7 @@ class StatusTopic:
             if beat and heartbeat_key(self.runner_id) not in failed:
                 self._last_heartbeat = now
             elif beat:
-                self._said_owned = None  # the next publish says it again
+                self._said_held = None  # the next publish says it again
             if failed:
                 raise Retriable(
                     f"could not write {len(failed)} record(s) to {self.topic}: "
@@ -373,11 +384,14 @@ class StatusTopic:
         if failed:
             raise Retriable(f"could not record a transform in {self.topic}: {failed.popitem()[1]}")
 
+    def _held(self) -> Held:
+        return tuple(sorted(self._owned())), tuple(sorted(self._restoring()))
+
     def _heartbeat_record(self, now: float) -> tuple[bytes, bytes]:
-        owned = tuple(sorted(self._owned()))
-        self._said_owned = owned
+        held = self._said_held = self._held()
+        owned, restoring = held
         return heartbeat_key(self.runner_id), encode_heartbeat(
-            Heartbeat(self.runner_id, now, owned)
+            Heartbeat(self.runner_id, now, owned, restoring)
         )
 
     async def _beat(self) -> None:

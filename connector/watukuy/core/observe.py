@@ -208,6 +208,11 @@ class Observer:
         """The Kafka partitions of ``topic`` where a transaction hangs, as of now (none: an empty
         tuple); see :mod:`watukuy.store.kafka.hanging_rule`."""
 
+    def partitions_unowned(self, kafka_partitions: tuple[int, ...]) -> None:
+        """The Kafka partitions of ``<prefix>.state`` that no live runner has held for longer
+        than a session timeout, as of this instance's last look (none: an empty tuple); see
+        :mod:`watukuy.core.ownership`."""
+
 
 ErrorSink = Callable[[Observer, str, Exception], None]
 

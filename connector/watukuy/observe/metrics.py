@@ -239,6 +239,11 @@ class PrometheusObserver(Observer):
         " look.",
         "topic",
     )
+    unowned = _gauge(
+        "watukuy_unowned_partitions",
+        "Kafka partitions of <prefix>.state that no live runner has held (restored or"
+        " restoring) for longer than a session timeout: their keys are polled by no one.",
+    )
 
     def __init__(self, *, partition_label: bool = True, process: bool = True) -> None:
         # The ``_created`` series double every counter for what ``process_start_time_seconds``
@@ -403,6 +408,9 @@ class PrometheusObserver(Observer):
 
     def transactions_hanging(self, topic: str, kafka_partitions: tuple[int, ...]) -> None:
         self.hanging.labels(topic).set(len(kafka_partitions))
+
+    def partitions_unowned(self, kafka_partitions: tuple[int, ...]) -> None:
+        self.unowned.set(len(kafka_partitions))
 
 
 def _parts(stream: StreamOf) -> tuple[str, str]:

@@ -47,6 +47,7 @@ from watukuy.store.kafka.io import (
     Revoked,
     Transacted,
 )
+from watukuy.store.kafka.member import GroupMember
 from watukuy.store.kafka.outgoing import Outgoing
 from watukuy.store.kafka.rolled import Done, write_rolled
 from watukuy.store.kafka.settings import KafkaSettings
@@ -78,6 +79,7 @@ class KafkaStore:
         self.layout = settings.layout
         self._pollers: dict[str, Poller] = {}
         self._view = OwnedKeys(self.layout.partitions)
+        self._restoring: set[int] = set()  # Kafka partitions assigned, not restored yet
         self._runs = PageRuns()  # pages in flight refused before they reach the thread
         self._codec = EventCodec(settings)
         self._commands: list[Command] = []
@@ -214,6 +216,17 @@ class KafkaStore:
     def owned_kafka_partitions(self) -> list[int]:
         return sorted(self._view.owned)
 
+    def restoring_kafka_partitions(self) -> list[int]:
+        """Assigned to this instance and still being restored."""
+        return sorted(self._restoring)
+
+    @property
+    def member(self) -> GroupMember:
+        """This instance in the runners' group (once started), for the liveness guard."""
+        if self._io is None:
+            raise Retriable("the Kafka store is not started")
+        return GroupMember(self.settings, self._io)
+
     def watch(self, changed: Callable[[], None]) -> None:
         self._watchers.append(changed)
 
@@ -231,10 +244,13 @@ class KafkaStore:
             self._transacted(notification)
             return  # nothing moved: the engine need not look at ownership
         if isinstance(notification, Assigned):
+            self._restoring.update(notification.kafka_partitions)
             self.observer.leases_gained(notification.kafka_partitions)
         elif isinstance(notification, Restored):
+            self._restoring.discard(notification.lease.kafka_partition)
             self._restored(notification)
         elif isinstance(notification, Revoked):
+            self._restoring.difference_update(notification.kafka_partitions)
             self.observer.leases_lost(notification.kafka_partitions, notification.lost)
             self._view.revoke(notification.kafka_partitions)
         elif isinstance(notification, CommandReceived):
