@@ -279,16 +279,35 @@ class _FaultyProducer(Producer):
 class _FaultyConsumer(Consumer):
     """A real consumer that remembers its subscription, so its assignment can be lost."""
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: dict[str, Any], swallow: Callable[[], bool] = lambda: False):
         super().__init__(config)
         self._subscription: tuple[list[str], dict[str, Any]] | None = None
         self._lose = threading.Event()
+        self._swallow = swallow  # true once: hide a partition of the next assignment
 
     def subscribe(self, topics: list[str], *args: Any, **kwargs: Any) -> None:
         if args:
             raise TypeError("pass the rebalance callbacks by name")
-        super().subscribe(topics, **kwargs)
         self._subscription = (list(topics), dict(kwargs))
+        on_assign = kwargs.get("on_assign")
+        if on_assign is not None:
+            kwargs = kwargs | {"on_assign": self._hiding(on_assign)}
+        super().subscribe(topics, **kwargs)
+
+    def _hiding(self, on_assign: Callable[[Any, list[Any]], None]) -> Callable[..., None]:
+        """``on_assign`` for a group consumer that, once asked to, keeps the first partition
+        of an assignment to itself: assigned in librdkafka and in the group, never told to
+        the runner, which therefore never holds it (the liveness guard's case)."""
+
+        def assigned(consumer: Any, partitions: list[Any]) -> None:
+            if partitions and self._swallow():
+                hidden, partitions = partitions[:1], partitions[1:]
+                consumer.incremental_assign(hidden)
+                consumer.pause(hidden)
+                log.warning("injected fault: partition %d assigned, not told", hidden[0].partition)
+            on_assign(consumer, partitions)
+
+        return assigned
 
     def lose(self) -> None:
         """At the next poll (on the thread that polls): what librdkafka does when the
@@ -327,6 +346,7 @@ class FaultyClients:
     ) -> None:
         self._injector = _Injector(faults, prefix, exit, sleep)
         self._consumers: list[_FaultyConsumer] = []
+        self._swallow = threading.Event()
         self.producers = 0  # built so far (a fatal error makes the store build another)
 
     @property
@@ -343,9 +363,20 @@ class FaultyClients:
         return _FaultyProducer(config, self._injector)
 
     def consumer(self, config: dict[str, Any]) -> Consumer:
-        consumer = _FaultyConsumer(config)
+        consumer = _FaultyConsumer(config, self._swallowing)
         self._consumers.append(consumer)
         return consumer
+
+    def swallow_assignment(self) -> None:
+        """The next non-empty assignment of a group consumer keeps its first partition from
+        the runner (once): the group and librdkafka say the runner holds it, and it does not."""
+        self._swallow.set()
+
+    def _swallowing(self) -> bool:
+        if not self._swallow.is_set():
+            return False
+        self._swallow.clear()
+        return True
 
     def lose_assignment(self) -> None:
         """Every subscribed consumer loses its assignment at its next poll."""

@@ -5,6 +5,7 @@
         [--crash-at POINT --after N]
         [--fail-at POINT (--fatal | --abortable) --after N [--times N]]
         [--fault ACTION@POINT[,after=N][,times=N|every][,seconds=S] ...]
+        [--swallow-assignment]
 
 It runs exactly what ``watukuy-source run --config FILE`` runs (``watukuy.cli.main``, with its
 logs, exit codes and signal handling), with :class:`integration.faults.clients.FaultyClients`
@@ -17,7 +18,9 @@ as the store's client factory. Points and counting are described there; in short
   not committed), ``committed`` (after commit), ``dlq`` (during the commit of a transaction that
   writes a DLQ record), ``begin``, ``send_offsets``;
 - ``--fail-at POINT --fatal|--abortable --after N``: that transaction fails with a fatal
-  (fenced) or an abortable error at POINT.
+  (fenced) or an abortable error at POINT;
+- ``--swallow-assignment``: the first partition of the group consumer's first assignment is
+  assigned, and never told to the runner (:meth:`FaultyClients.swallow_assignment`).
 """
 
 from __future__ import annotations
@@ -50,6 +53,11 @@ def _parser() -> argparse.ArgumentParser:
         "--after", type=int, default=0, metavar="N", help="let N counted transactions through"
     )
     parser.add_argument("--times", type=int, default=1, metavar="N", help="for --fail-at (1)")
+    parser.add_argument(
+        "--swallow-assignment",
+        action="store_true",
+        help="keep the first partition of the first assignment from the runner",
+    )
     parser.add_argument(
         "--fault",
         action="append",
@@ -95,7 +103,9 @@ def _prefix(config: str) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    faults, cli = faults_of(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    faults, cli = faults_of(argv)
+    swallow = _parser().parse_args(argv).swallow_assignment  # not a transaction's fault
     from watukuy import cli as watukuy_cli
 
     shown = ", ".join(str(f) for f in faults) or "none"
@@ -103,7 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     prefix = _prefix(cli[1])
     if prefix is None:
         return watukuy_cli.main(cli)
-    return watukuy_cli.main(cli, clients=FaultyClients(faults, prefix=prefix))
+    clients = FaultyClients(faults, prefix=prefix)
+    if swallow:
+        clients.swallow_assignment()
+    return watukuy_cli.main(cli, clients=clients)
 
 
 if __name__ == "__main__":

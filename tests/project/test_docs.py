@@ -153,3 +153,16 @@ def test_concepts_name_every_topic_and_concept() -> None:
     headings = set(re.findall(r"^## (.+)$", text, re.M))
     concepts = {"Poller", "Partition", "Lane", "Budget", "Snapshot", "Parked item", "Owner"}
     assert concepts <= headings
+
+
+def test_the_fault_suite_docs_list_every_scenario_and_results_hold_a_row_of_each() -> None:
+    from integration.faults.scenarios import SCENARIOS
+
+    names = [module.NAME for module in SCENARIOS]
+    text = (DOCS / "testing.md").read_text(encoding="utf-8")
+    suite = text[text.index("## Fault suite") :]
+    listed = re.findall(r"^\| `([a-z-]+)` \|", suite, re.M)
+    assert listed == names  # every scenario, in the order the suite runs them
+    results = (REPO / "integration" / "faults" / "RESULTS.md").read_text(encoding="utf-8")
+    rows = set(re.findall(r"^\| ([a-z-]+) +\|", results, re.M))
+    assert set(names) <= rows, set(names) - rows

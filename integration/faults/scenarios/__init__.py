@@ -20,6 +20,7 @@ from integration.faults.scenarios import (
     s11_upgrade,
     s12_cluster,
     s13_local_state,
+    s14_unowned,
 )
 
 SCENARIOS: list[ModuleType] = [
@@ -36,4 +37,5 @@ SCENARIOS: list[ModuleType] = [
     s11_upgrade,
     s12_cluster,  # on a three-node cluster of its own
     s13_local_state,
+    s14_unowned,
 ]

@@ -23,7 +23,7 @@ from integration.faults.harness import POLLER_NAME, FaultContext, RunnerPool, re
 from integration.faults.report import Result
 from integration.faults.vendor import Mutator
 from integration.faults.watch import EventWatch
-from integration.runners import RunnerProcess
+from integration.runners import RunnerProcess, wait_for
 from watukuy.store.kafka.partitioner import partition_for
 
 NAME = "local-state"
@@ -84,4 +84,11 @@ def _bounce(
     runner.wait_started()
     held = pool.wait_sharing(2).get(runner.name, set())
     mine = {k for k in keys if partition_for(k, pool.partitions) in held}
-    return ctx.wait_event(watch, started_at, mine or None) - started_at
+    # Its keys' events count once it restored them: until the rebalance, the other runner
+    # still published them (and a check of its restore's log lines would come too early).
+    wait_for(
+        lambda: all(f"restored partition {p}:" in runner.since_start() for p in held),
+        60,
+        f"{runner.name} to restore {sorted(held)}",
+    )
+    return ctx.wait_event(watch, time.monotonic(), mine or None) - started_at
