@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError
 
 from tests.clock import ManualClock
 from watukuy.store.kafka.lease import Leases
