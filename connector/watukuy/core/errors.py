@@ -41,6 +41,10 @@ class ShowsConfigOnly:
     never a rendered request or partition data: their text may be stored and logged as is."""
 
 
+class PathMissing(WatukuyError, LookupError, ShowsConfigOnly):
+    """A configured path found nothing in a body or an item. Names the path, never values."""
+
+
 class IllegalTransition(WatukuyError):
     """A state machine was asked for a move its transition table does not allow."""
 

@@ -9,19 +9,20 @@ transforms")::
     {path: email, matches: ".*@acme\\.com"}  a string fully matching the regular expression
     {all: [f, ...]}  {any: [f, ...]}  {not: f}
 
-A path is dotted keys (``reporter.email``); a path that is not there matches nothing (except
-``exists: false``). Equality is JSON's: ``true`` is not ``1``. Everything is checked and
-compiled once, at load, into plain closures: a poll runs no parser and no ``re.compile``.
+A path is the one grammar of :mod:`watukuy.core.paths` (``reporter.email``,
+``errors[0].code``); a path that is not there matches nothing (except ``exists: false``).
+Equality is JSON's: ``true`` is not ``1``. Everything is checked and compiled once, at load,
+into plain closures: a poll runs no parser and no ``re.compile``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from watukuy.core.errors import ConfigError
+from watukuy.core.paths import MISSING, Path, parse_path
 from watukuy.core.validation import check_keys, kind
 
 __all__ = ["MISSING", "OPERATORS", "Filter", "ItemPath", "compile_filter", "parse_item_path"]
@@ -33,43 +34,14 @@ Filter = Callable[[Any], bool]
 """True when the item matches."""
 
 
-class _Missing:
-    def __repr__(self) -> str:
-        return "MISSING"
-
-
-MISSING: Any = _Missing()
-"""What :meth:`ItemPath.find` returns when nothing is there (``None`` is a value)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ItemPath:
-    """A dotted path into an item, split once at load."""
-
-    text: str
-    steps: tuple[str, ...]
-
-    def find(self, value: Any) -> Any:
-        for step in self.steps:
-            if type(value) is not dict and not isinstance(value, Mapping):  # dict: no ABC check
-                return MISSING
-            value = value.get(step, MISSING)
-            if value is MISSING:
-                return MISSING
-        return value
-
-    def __str__(self) -> str:
-        return self.text
+ItemPath = Path
+"""A path into an item (:mod:`watukuy.core.paths`)."""
 
 
 def parse_item_path(raw: object, where: str) -> ItemPath:
-    """``reporter.email`` -> its keys; a ``ConfigError`` at ``where`` when it is not one."""
-    if not isinstance(raw, str) or not raw:
-        raise ConfigError(f"must be a dotted path like 'reporter.email', got {kind(raw)}", where)
-    steps = tuple(raw.split("."))
-    if any(not step.strip() for step in steps):
-        raise ConfigError(f"invalid path {raw!r}: a name is missing between dots", where)
-    return ItemPath(raw, steps)
+    """``reporter.email`` (or ``errors[0].code``) -> its steps; a ``ConfigError`` at
+    ``where`` when it is not one."""
+    return parse_path(raw, where)
 
 
 def compile_filter(spec: object, where: str) -> Filter:

@@ -34,7 +34,8 @@ from typing import Any
 
 from watukuy.core.errors import ConfigError
 from watukuy.core.events import canonical_json
-from watukuy.core.filters import MISSING, Filter, ItemPath, compile_filter, parse_item_path
+from watukuy.core.filters import MISSING, Filter, compile_filter, parse_item_path
+from watukuy.core.paths import KeyPath, parse_key_path
 from watukuy.core.transformprint import transform_fingerprint
 from watukuy.core.validation import check_keys, kind
 
@@ -93,11 +94,11 @@ class Transform:
     """A compiled transform. Build it with :func:`compile_transform`."""
 
     filter: Filter | None
-    select: tuple[ItemPath, ...]
-    drop: tuple[ItemPath, ...]
-    rename: tuple[tuple[ItemPath, ItemPath], ...]
-    mask: tuple[tuple[ItemPath, Callable[[Any], Any]], ...]
-    set: tuple[tuple[ItemPath, Value], ...]
+    select: tuple[KeyPath, ...]
+    drop: tuple[KeyPath, ...]
+    rename: tuple[tuple[KeyPath, KeyPath], ...]
+    mask: tuple[tuple[KeyPath, Callable[[Any], Any]], ...]
+    set: tuple[tuple[KeyPath, Value], ...]
     parents: int = 0
     """How many ancestors' keys the partition key ends with (a child stream's depth)."""
     fingerprint: str | None = None
@@ -217,7 +218,7 @@ def _copy(value: Mapping[str, Any], fresh: set[int]) -> dict[str, Any]:
 
 
 def _selected(
-    item: Mapping[str, Any], paths: tuple[ItemPath, ...], fresh: set[int]
+    item: Mapping[str, Any], paths: tuple[KeyPath, ...], fresh: set[int]
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
     fresh.add(id(out))
@@ -229,7 +230,7 @@ def _selected(
 
 
 def _container(
-    out: dict[str, Any], path: ItemPath, fresh: set[int], *, create: bool
+    out: dict[str, Any], path: KeyPath, fresh: set[int], *, create: bool
 ) -> dict[str, Any] | None:
     """The mapping that holds the last step of ``path`` in ``out``, copied first when it is
     the vendor's; ``None`` when there is none (and ``create`` is false)."""
@@ -252,7 +253,7 @@ def _container(
     return current
 
 
-def _put(out: dict[str, Any], path: ItemPath, value: Any, fresh: set[int]) -> None:
+def _put(out: dict[str, Any], path: KeyPath, value: Any, fresh: set[int]) -> None:
     parent = _container(out, path, fresh, create=True)
     assert parent is not None  # create=True makes the way or raises
     parent[path.steps[-1]] = value
@@ -300,20 +301,20 @@ def _mapping(raw: object, where: str) -> Mapping[str, Any]:
     return raw
 
 
-def _paths(raw: object, where: str) -> tuple[ItemPath, ...]:
+def _paths(raw: object, where: str) -> tuple[KeyPath, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
         raise ConfigError(f"must be a list of paths, got {kind(raw)}", where)
-    return tuple(parse_item_path(text, f"{where}[{index}]") for index, text in enumerate(raw))
+    return tuple(parse_key_path(text, f"{where}[{index}]") for index, text in enumerate(raw))
 
 
-def _renames(raw: object, where: str, schema: object) -> tuple[tuple[ItemPath, ItemPath], ...]:
+def _renames(raw: object, where: str, schema: object) -> tuple[tuple[KeyPath, KeyPath], ...]:
     out = []
     for source, target in _mapping(raw, where).items():
         at = f"{where}.{source}"
-        source_path = parse_item_path(source, at)
-        target_path = parse_item_path(target, at)
+        source_path = parse_key_path(source, at)
+        target_path = parse_key_path(target, at)
         if not _schema_has(schema, target_path.steps):
             raise ConfigError(
                 f"the target {target_path.text!r} is not a field of the data schema", at
@@ -352,13 +353,13 @@ def _record_of(schema: object) -> Mapping[str, Any] | None:
 def _masks(
     raw: object,
     where: str,
-    rename: tuple[tuple[ItemPath, ItemPath], ...],
+    rename: tuple[tuple[KeyPath, KeyPath], ...],
     secret_at: Callable[[str], bool] | None,
-) -> tuple[tuple[ItemPath, Callable[[Any], Any]], ...]:
+) -> tuple[tuple[KeyPath, Callable[[Any], Any]], ...]:
     out = []
     for text, how in _mapping(raw, where).items():
         at = f"{where}.{text}"
-        path = _after_rename(parse_item_path(text, at), rename)
+        path = _after_rename(parse_key_path(text, at), rename)
         given = _mapping(how, at)
         check_keys(given, ("hmac", "redact"), at)
         if len(given) != 1:
@@ -398,18 +399,21 @@ def _hmac_key(raw: object, at: str, secret_at: Callable[[str], bool] | None) -> 
     return raw.encode()
 
 
-def _after_rename(path: ItemPath, rename: tuple[tuple[ItemPath, ItemPath], ...]) -> ItemPath:
+def _after_rename(path: KeyPath, rename: tuple[tuple[KeyPath, KeyPath], ...]) -> KeyPath:
     """A vendor path as it is after ``rename`` (mask runs after it but names vendor paths)."""
     for source, target in rename:
         if path.steps[: len(source.steps)] == source.steps:
             steps = target.steps + path.steps[len(source.steps) :]
-            return ItemPath(".".join(steps), steps)
+            return KeyPath(".".join(steps), steps)
     return path
 
 
-def _sets(raw: object, where: str, parents: int) -> tuple[tuple[ItemPath, Value], ...]:
+def _sets(raw: object, where: str, parents: int) -> tuple[tuple[KeyPath, Value], ...]:
     return tuple(
-        (parse_item_path(key, f"{where}.{key}"), _value(value, f"{where}.{key}", parents))
+        (
+            parse_key_path(key, f"{where}.{key}"),
+            _value(value, f"{where}.{key}", parents),
+        )
         for key, value in _mapping(raw, where).items()
     )
 

@@ -9,7 +9,7 @@ answers. A ``retry`` status raises :class:`watukuy.http.VendorError` and a ``rat
 
 from __future__ import annotations
 
-from watukuy.core.errors import Retriable, ShowsConfigOnly, WatukuyError
+from watukuy.core.errors import PathMissing, Retriable, ShowsConfigOnly, WatukuyError
 from watukuy.core.observe import OutcomeKind
 from watukuy.http.errors import request_line
 
@@ -22,10 +22,6 @@ __all__ = [
     "RenderError",
     "StatusFailed",
 ]
-
-
-class PathMissing(WatukuyError, LookupError, ShowsConfigOnly):
-    """A configured path found nothing in a body or an item. Names the path, never values."""
 
 
 class RenderError(WatukuyError, ShowsConfigOnly):
