@@ -37,10 +37,10 @@ from watukuy.core.errors import ConfigError
 from watukuy.core.validation import non_empty_string
 from watukuy.declarative.errors import OAuthError, OAuthUnavailable, RenderError
 from watukuy.declarative.templates import Scope, Template
-from watukuy.declarative.values import choice, one_of, section
-from watukuy.http import InvalidResponse, KeyHttp, VendorUnavailable
+from watukuy.declarative.values import choice, parse_kind, section
+from watukuy.http import InvalidResponse, KeyHttp, Response, VendorUnavailable
 
-__all__ = ["Auth", "Credentials", "TokenCache", "parse_auth"]
+__all__ = ["AUTH_KINDS", "Auth", "Credentials", "TokenCache", "parse_auth"]
 
 Compile = Callable[[object, str], Template]
 """Compiles one template value at a config path (the caller decides which names exist)."""
@@ -60,17 +60,37 @@ class Credentials:
     token: str | None = None
 
 
+Send = Callable[[Credentials], Awaitable[Response]]
+"""Sends the request with these credentials added."""
+
+
 class Auth(Protocol):
-    @property
-    def renewable(self) -> bool:
-        """Whether a 401 is worth one retry with fresh credentials (OAuth2)."""
+    """An auth kind: how a request is authorised, and renewed when the API refuses it."""
 
     @property
     def templates(self) -> tuple[Template, ...]: ...
 
-    async def credentials(
-        self, scope: Scope, http: KeyHttp, *, stale: str | None = None
-    ) -> Credentials: ...
+    @property
+    def secret_query(self) -> str | None:
+        """The query parameter that carries a secret (never stored with a page position)."""
+
+    async def send(self, scope: Scope, http: KeyHttp, send: Send) -> Response:
+        """Send the request authorised; a kind that can renew its credentials does so after a
+        401 and sends it once more (as an httpx auth flow would)."""
+
+
+class _Static:
+    """Credentials that do not change between requests: sent once, never renewed."""
+
+    @property
+    def secret_query(self) -> str | None:
+        return None
+
+    async def credentials(self, scope: Scope, http: KeyHttp) -> Credentials:
+        raise NotImplementedError
+
+    async def send(self, scope: Scope, http: KeyHttp, send: Send) -> Response:
+        return await send(await self.credentials(scope, http))
 
 
 def basic_header(user: str, password: str) -> str:
@@ -87,34 +107,28 @@ def _rendered(template: Template, scope: Scope) -> str:
     return text
 
 
-@dataclass(frozen=True, slots=True)
-class Bearer:
+@dataclass(frozen=True)
+class Bearer(_Static):
     token: Template
-    renewable: bool = False
 
     @property
     def templates(self) -> tuple[Template, ...]:
         return (self.token,)
 
-    async def credentials(
-        self, scope: Scope, http: KeyHttp, *, stale: str | None = None
-    ) -> Credentials:
+    async def credentials(self, scope: Scope, http: KeyHttp) -> Credentials:
         return Credentials(headers={"Authorization": f"Bearer {_rendered(self.token, scope)}"})
 
 
-@dataclass(frozen=True, slots=True)
-class Basic:
+@dataclass(frozen=True)
+class Basic(_Static):
     username: Template
     password: Template
-    renewable: bool = False
 
     @property
     def templates(self) -> tuple[Template, ...]:
         return (self.username, self.password)
 
-    async def credentials(
-        self, scope: Scope, http: KeyHttp, *, stale: str | None = None
-    ) -> Credentials:
+    async def credentials(self, scope: Scope, http: KeyHttp) -> Credentials:
         user = _rendered(self.username, scope)
         if ":" in user:
             raise RenderError(f"{self.username.where}: a user name must not contain ':'")
@@ -122,25 +136,25 @@ class Basic:
         return Credentials(headers={"Authorization": basic_header(user, password)})
 
 
-@dataclass(frozen=True, slots=True)
-class ApiKey:
+@dataclass(frozen=True)
+class ApiKey(_Static):
     value: Template
     header: str | None = None
     query: str | None = None
-    renewable: bool = False
+
+    @property
+    def secret_query(self) -> str | None:
+        return self.query
 
     @property
     def templates(self) -> tuple[Template, ...]:
         return (self.value,)
 
-    async def credentials(
-        self, scope: Scope, http: KeyHttp, *, stale: str | None = None
-    ) -> Credentials:
+    async def credentials(self, scope: Scope, http: KeyHttp) -> Credentials:
         key = _rendered(self.value, scope)
         if self.header is not None:
             return Credentials(headers={self.header: key})
-        assert self.query is not None
-        return Credentials(query={self.query: key})
+        return Credentials(query={str(self.query): key})
 
 
 @dataclass(slots=True)
@@ -198,12 +212,21 @@ class OAuth2:
     scope: Template | None
     client_auth: str
     cache: TokenCache
-    renewable: bool = True
+    secret_query: str | None = None
 
     @property
     def templates(self) -> tuple[Template, ...]:
         optional = () if self.scope is None else (self.scope,)
         return (self.token_url, self.client_id, self.client_secret, *optional)
+
+    async def send(self, scope: Scope, http: KeyHttp, send: Send) -> Response:
+        """With the cached token; after a 401, with a new one, once."""
+        credentials = await self.credentials(scope, http)
+        response = await send(credentials)
+        if response.status == 401:
+            credentials = await self.credentials(scope, http, stale=credentials.token)
+            response = await send(credentials)
+        return response
 
     async def credentials(
         self, scope: Scope, http: KeyHttp, *, stale: str | None = None
@@ -284,47 +307,74 @@ def _expires_in(value: object) -> float | None:
     return None
 
 
-def parse_auth(
-    raw: object, path: str, where: str, compile_value: Compile, tokens: TokenCache | None = None
-) -> Auth:
-    """The ``auth`` section at ``path`` in the key table (``request.auth`` or
-    ``partitions.http.auth``), reported at ``where``. ``tokens``: an OAuth2 token cache shared
-    with other pollers (the streams of one connector); without it, one of its own."""
-    kind, given = one_of(raw, path, where)
-    at, sub = f"{where}.{kind}", f"{path}.{kind}"
-    if kind == "bearer":
-        return Bearer(compile_value(given, at))
-    if kind == "basic":
-        values = section(given, sub, at)
-        return Basic(
-            compile_value(values["username"], f"{at}.username"),
-            compile_value(values.get("password", ""), f"{at}.password"),
-        )
-    if kind == "api_key":
-        values = section(given, sub, at)
-        places = [name for name in ("header", "query") if name in values]
-        if len(places) != 1:
-            found = f"; found {' and '.join(places)}" if places else ""
-            raise ConfigError(f"set exactly one of: header, query{found}", at)
-        place = places[0]
-        name = non_empty_string(
-            values[place], f"{at}.{place}", "X-Api-Key" if place == "header" else "key"
-        )
-        value = compile_value(values["value"], f"{at}.value")
-        return (
-            ApiKey(value, header=name, query=None)
-            if place == "header"
-            else ApiKey(value, header=None, query=name)
-        )
-    values = section(given, sub, at)
+@dataclass(frozen=True, slots=True)
+class _Context:
+    compile_value: Compile
+    tokens: TokenCache | None
+
+
+def _parse_bearer(given: object, path: str, at: str, context: _Context) -> Auth:
+    return Bearer(context.compile_value(given, at))
+
+
+def _parse_basic(given: object, path: str, at: str, context: _Context) -> Auth:
+    values = section(given, path, at)
+    return Basic(
+        context.compile_value(values["username"], f"{at}.username"),
+        context.compile_value(values.get("password", ""), f"{at}.password"),
+    )
+
+
+def _parse_api_key(given: object, path: str, at: str, context: _Context) -> Auth:
+    values = section(given, path, at)
+    places = [name for name in ("header", "query") if name in values]
+    if len(places) != 1:
+        found = f"; found {' and '.join(places)}" if places else ""
+        raise ConfigError(f"set exactly one of: header, query{found}", at)
+    place = places[0]
+    name = non_empty_string(
+        values[place], f"{at}.{place}", "X-Api-Key" if place == "header" else "key"
+    )
+    value = context.compile_value(values["value"], f"{at}.value")
+    if place == "header":
+        return ApiKey(value, header=name, query=None)
+    return ApiKey(value, header=None, query=name)
+
+
+def _parse_oauth2(given: object, path: str, at: str, context: _Context) -> Auth:
+    values = section(given, path, at)
     scope = values.get("scope")
+    compile_value = context.compile_value
     return OAuth2(
         token_url=compile_value(values["token_url"], f"{at}.token_url"),
         client_id=compile_value(values["client_id"], f"{at}.client_id"),
         client_secret=compile_value(values["client_secret"], f"{at}.client_secret"),
         scope=None if scope is None else compile_value(scope, f"{at}.scope"),
         client_auth=choice(
-            values.get("client_auth"), f"{at}.client_auth", f"{sub}.client_auth", ("basic", "body")
+            values.get("client_auth"), f"{at}.client_auth", f"{path}.client_auth", ("basic", "body")
         ),
-        cache=TokenCache() if tokens is None else tokens,
+        cache=TokenCache() if context.tokens is None else context.tokens,
     )
+
+
+AUTH_KINDS: Mapping[str, Callable[[object, str, str, _Context], Auth]] = {
+    "bearer": _parse_bearer,
+    "basic": _parse_basic,
+    "api_key": _parse_api_key,
+    "oauth2": _parse_oauth2,
+}
+"""Every auth kind, by its key under ``auth``: one entry per kind."""
+
+
+def parse_auth(
+    raw: object, path: str, where: str, compile_value: Compile, tokens: TokenCache | None = None
+) -> Auth:
+    """The ``auth`` section at ``path`` in the key table (``request.auth`` or
+    ``partitions.http.auth``), reported at ``where``. ``tokens``: an OAuth2 token cache shared
+    with other pollers (the streams of one connector); without it, one of its own."""
+    context = _Context(compile_value, tokens)
+
+    def bound(parse: Callable[[object, str, str, _Context], Auth]) -> Callable[..., Auth]:
+        return lambda given, sub, at: parse(given, sub, at, context)
+
+    return parse_kind(raw, path, where, {name: bound(p) for name, p in AUTH_KINDS.items()})

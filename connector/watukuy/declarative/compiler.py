@@ -131,7 +131,7 @@ def _compile(
         "fetch": make_fetch(poll, None if shared is None else shared.pacing),
         **_item_getters(given, where),
         "partitions": partitions,
-        "cursor": {"strategy": cursors.strategy(cursor), "initial": None},
+        "cursor": {"strategy": cursor.strategy, "initial": None},
         "schedule": schedule,
         "schema": _schema(given.get("schema"), f"{where}.schema", base_dir),
     }
@@ -194,13 +194,10 @@ def _poll_spec(
 ) -> PollSpec:
     status = parse_on_status(given.get("on_status"), f"{where}.on_status")
     records = given.get("records", default_of("records"))
-    paginate = given.get("paginate")
     return PollSpec(
         request=request,
         records=parse_path(records, f"{where}.records", allow_empty=True),
-        paginate=None
-        if paginate is None
-        else parse_paginate(paginate, "paginate", f"{where}.paginate"),
+        paginate=parse_paginate(given.get("paginate"), "paginate", f"{where}.paginate"),
         cursor=cursor,
         status=status,
         throttle_default=throttle_default,

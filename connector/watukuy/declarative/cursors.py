@@ -19,41 +19,85 @@ of a listing it is ``{"page": <next page>, "resume": <the value the poll started
 poll that hit ``max_pages``, continues the listing where it stopped. Both compile onto the
 core's ``token`` strategy (``none`` onto ``none``): the fetch says ``has_more`` itself.
 
+Each kind is an entry of :data:`CURSORS`: its parser builds a :class:`Cursor`, which answers
+its callers' questions itself (what is sent, what a listing keeps, where the next poll starts).
+
 Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from watukuy.core.errors import ConfigError
 from watukuy.core.validation import non_empty_string
 from watukuy.declarative.errors import BadBody, RenderError
 from watukuy.declarative.paths import MISSING, Path, parse_path
-from watukuy.declarative.values import duration, one_of, section, true_flag
+from watukuy.declarative.values import duration, parse_kind, section, true_flag
 
 __all__ = [
+    "CURSORS",
     "Cursor",
     "NoCursor",
     "Position",
     "TimestampCursor",
     "TokenCursor",
-    "at_end",
-    "highest",
+    "check_sent",
     "mid_listing",
-    "outgoing",
     "parse_cursor",
     "read",
 ]
+
+
+class Cursor(Protocol):
+    """A cursor kind answers for itself what its callers ask of it."""
+
+    @property
+    def kind(self) -> str:
+        """Its key under ``cursor`` (``token``...)."""
+
+    @property
+    def param(self) -> str | None:
+        """The query parameter the cursor is sent in on every page (``None``: only where a
+        template says ``{cursor}``)."""
+
+    @property
+    def strategy(self) -> str:
+        """The core cursor strategy the poller is defined with."""
+
+    def outgoing(self, resume: Any) -> Any:
+        """What ``{cursor}`` and :attr:`param` send for a poll started from ``resume``."""
+
+    def highest(self, high: str | None, items: list[Any]) -> str | None:
+        """What a listing keeps while it goes on (a timestamp cursor: the greatest seen)."""
+
+    def at_end(self, position: Position, body: Any, high: str | None) -> Any:
+        """The plain cursor once the poll's last page (``body``) is in."""
 
 
 @dataclass(frozen=True, slots=True)
 class TokenCursor:
     path: Path
     param: str | None
+    kind: str = "token"
+    strategy: str = "token"
+
+    def outgoing(self, resume: Any) -> Any:
+        return resume
+
+    def highest(self, high: str | None, items: list[Any]) -> str | None:
+        return None
+
+    def at_end(self, position: Position, body: Any, high: str | None) -> Any:
+        token = self.path.find(body) if body is not None else MISSING
+        if token is MISSING or token is None or token == "":
+            return position.resume
+        if isinstance(token, bool) or not isinstance(token, str | int | float):
+            raise BadBody(f"cursor token at {self.path.text!r} is not a string or a number")
+        return token
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,44 +105,93 @@ class TimestampCursor:
     field: Path
     param: str | None
     lookback: float
+    kind: str = "timestamp"
+    strategy: str = "token"
+
+    def outgoing(self, resume: Any) -> Any:
+        if resume is None:
+            return None
+        moment = _instant(resume)
+        if moment is None:
+            raise RenderError(
+                "the timestamp cursor is not an ISO-8601 time; reset it with "
+                "--to 2026-01-01T00:00:00Z (or without --to)"
+            )
+        return _iso(moment - timedelta(seconds=self.lookback))
+
+    def highest(self, high: str | None, items: list[Any]) -> str | None:
+        best = _instant(high) if high is not None else None
+        for item in items:
+            moment = _instant(self.field.find(item))
+            if moment is not None and (best is None or moment > best):
+                best = moment
+        return None if best is None else _iso(best)
+
+    def at_end(self, position: Position, body: Any, high: str | None) -> Any:
+        start = _instant(position.resume) if position.resume is not None else None
+        end = _instant(high) if high is not None else None
+        if end is None or (start is not None and start >= end):
+            return position.resume
+        return high
 
 
 @dataclass(frozen=True, slots=True)
 class NoCursor:
     param: None = None
+    kind: str = "none"
+    strategy: str = "none"
+
+    def outgoing(self, resume: Any) -> Any:
+        return None
+
+    def highest(self, high: str | None, items: list[Any]) -> str | None:
+        return None
+
+    def at_end(self, position: Position, body: Any, high: str | None) -> Any:
+        return None
 
 
-Cursor = TokenCursor | TimestampCursor | NoCursor
+def _sent_in(values: Mapping[str, Any], at: str) -> str | None:
+    param = values.get("param")
+    return None if param is None else non_empty_string(param, f"{at}.param", "cursor")
+
+
+def _parse_token(given: object, path: str, at: str) -> Cursor:
+    values = section(given, path, at)
+    return TokenCursor(parse_path(values["path"], f"{at}.path"), _sent_in(values, at))
+
+
+def _parse_timestamp(given: object, path: str, at: str) -> Cursor:
+    values = section(given, path, at)
+    lookback = duration(values.get("lookback", "0s"), f"{at}.lookback", allow_zero=True)
+    field = parse_path(values["field"], f"{at}.field")
+    return TimestampCursor(field, _sent_in(values, at), lookback)
+
+
+def _parse_none(given: object, path: str, at: str) -> Cursor:
+    true_flag(given, at)
+    return NoCursor()
+
+
+CURSORS: Mapping[str, Callable[[object, str, str], Cursor]] = {
+    "token": _parse_token,
+    "timestamp": _parse_timestamp,
+    "none": _parse_none,
+}
+"""Every cursor kind, by its key under ``cursor``: one entry per kind."""
 
 
 def parse_cursor(raw: object, where: str) -> Cursor:
     if raw is None:
         return NoCursor()
-    kind, given = one_of(raw, "cursor", where)
-    at = f"{where}.{kind}"
-    if kind == "none":
-        true_flag(given, at)
-        return NoCursor()
-    values = section(given, f"cursor.{kind}", at)
-    param = values.get("param")
-    param = None if param is None else non_empty_string(param, f"{at}.param", "cursor")
-    if kind == "token":
-        return TokenCursor(parse_path(values["path"], f"{at}.path"), param)
-    lookback = duration(values.get("lookback", "0s"), f"{at}.lookback", allow_zero=True)
-    return TimestampCursor(parse_path(values["field"], f"{at}.field"), param, lookback)
-
-
-def strategy(spec: Cursor) -> str:
-    """The core cursor strategy the poller is defined with."""
-    return "none" if isinstance(spec, NoCursor) else "token"
+    return parse_kind(raw, "cursor", where, CURSORS)
 
 
 def check_sent(spec: Cursor, uses_template: bool, where: str) -> None:
     """A cursor that is never sent would make every poll a full listing: refuse it."""
-    if not isinstance(spec, NoCursor) and spec.param is None and not uses_template:
-        kind = "token" if isinstance(spec, TokenCursor) else "timestamp"
+    if spec.strategy != "none" and spec.param is None and not uses_template:
         raise ConfigError(
-            f"the cursor is never sent: set {kind}.param, or use {{cursor}} in the request",
+            f"the cursor is never sent: set {spec.kind}.param, or use {{cursor}} in the request",
             where,
         )
 
@@ -129,51 +222,6 @@ def mid_listing(position: Position, page: Any, high: str | None) -> dict[str, An
     if high is not None:
         out["max"] = high
     return out
-
-
-def outgoing(spec: Cursor, resume: Any) -> Any:
-    """What ``{cursor}`` and the cursor parameter send for a poll started from ``resume``."""
-    if isinstance(spec, NoCursor) or resume is None:
-        return None
-    if isinstance(spec, TokenCursor):
-        return resume
-    moment = _instant(resume)
-    if moment is None:
-        raise RenderError(
-            "the timestamp cursor is not an ISO-8601 time; reset it with "
-            "--to 2026-01-01T00:00:00Z (or without --to)"
-        )
-    return _iso(moment - timedelta(seconds=spec.lookback))
-
-
-def highest(spec: Cursor, high: str | None, items: list[Any]) -> str | None:
-    """The greatest timestamp among ``high`` and the items' fields (timestamp cursors)."""
-    if not isinstance(spec, TimestampCursor):
-        return None
-    best = _instant(high) if high is not None else None
-    for item in items:
-        moment = _instant(spec.field.find(item))
-        if moment is not None and (best is None or moment > best):
-            best = moment
-    return None if best is None else _iso(best)
-
-
-def at_end(spec: Cursor, position: Position, body: Any, high: str | None) -> Any:
-    """The plain cursor once the poll's last page (``body``) is in."""
-    if isinstance(spec, NoCursor):
-        return None
-    if isinstance(spec, TokenCursor):
-        token = spec.path.find(body) if body is not None else MISSING
-        if token is MISSING or token is None or token == "":
-            return position.resume
-        if isinstance(token, bool) or not isinstance(token, str | int | float):
-            raise BadBody(f"cursor token at {spec.path.text!r} is not a string or a number")
-        return token
-    start = _instant(position.resume) if position.resume is not None else None
-    end = _instant(high) if high is not None else None
-    if end is None or (start is not None and start >= end):
-        return position.resume
-    return high
 
 
 def _instant(value: Any) -> datetime | None:

@@ -7,43 +7,39 @@ through ``ctx.http`` (budget, validators, rate-limit headers), judges the status
 ``FetchResult(items, cursor, has_more)``: ``has_more`` and a mid-listing cursor when another
 page follows, else the plain cursor for the next poll.
 
-Request, per page: the rendered ``url`` and ``query``, then the cursor parameter, then the
-page parameter, then auth's query parameter (each wins over the ones before it); the rendered
-``headers``, then auth's (auth wins, whatever the case of the name).
+The page itself (its request, sent with auth, and where the next one is) is
+:mod:`watukuy.declarative.pages`, shared with the tenant listings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
-
-from multidict import CIMultiDict
-from yarl import URL
 
 from watukuy.core.children import tenant_of
 from watukuy.core.poller import FetchResult
 from watukuy.core.ratelimit import throttle_until
 from watukuy.declarative import cursors
-from watukuy.declarative.auth import ApiKey, Credentials
 from watukuy.declarative.errors import BadBody, StatusFailed
-from watukuy.declarative.paging import LinkHeader, Paginate, follow_link, next_position, page_query
+from watukuy.declarative.pages import first_request, next_page, send_page
+from watukuy.declarative.paging import Paginator
 from watukuy.declarative.paths import MISSING, Path
-from watukuy.declarative.request import Rendered, RequestSpec
+from watukuy.declarative.request import RequestSpec
 from watukuy.declarative.shared import PacedByStream, Pacing
 from watukuy.declarative.status import StatusTable
 from watukuy.declarative.templates import Scope
-from watukuy.http import KeyHttp, Response, Throttled, VendorError, build_url
+from watukuy.http import KeyHttp, Throttled, VendorError
 from watukuy.http.errors import request_line
 
-__all__ = ["PollSpec", "fetch_page", "make_fetch", "read_records", "send_request"]
+__all__ = ["PollSpec", "fetch_page", "make_fetch", "read_records"]
 
 
 @dataclass(frozen=True, slots=True)
 class PollSpec:
     request: RequestSpec
     records: Path
-    paginate: Paginate | None
+    paginate: Paginator
     cursor: cursors.Cursor
     status: StatusTable
     throttle_default: float
@@ -55,7 +51,8 @@ class PollSpec:
     def secret_params(self) -> tuple[str, ...]:
         """An API key's query parameter: never stored with a ``Link`` position."""
         auth = self.request.auth
-        return (auth.query,) if isinstance(auth, ApiKey) and auth.query is not None else ()
+        secret = None if auth is None else auth.secret_query
+        return () if secret is None else (secret,)
 
 
 def make_fetch(
@@ -98,18 +95,20 @@ def _paced_fetch(spec: PollSpec, pacing: Pacing) -> Callable[[Any], Awaitable[Fe
 
 async def fetch_page(spec: PollSpec, partition: Any, value: Any, http: KeyHttp) -> FetchResult:
     position = cursors.read(value)
-    sent = cursors.outgoing(spec.cursor, position.resume)
+    sent = spec.cursor.outgoing(position.resume)
     scope = Scope(partition=partition, cursor=sent)
     rendered = spec.request.render(scope)
-    url, query = _page_target(spec, rendered, position, sent)
-    response = await send_request(spec.request, http, scope, rendered, url, query, spec.passthrough)
+    param = spec.cursor.param
+    cursor_query = {param: str(sent)} if param is not None and sent is not None else None
+    page = spec.paginate.place(first_request(rendered, cursor_query), position.page)
+    response = await send_page(spec.request, http, scope, rendered, page, spec.passthrough)
     template = spec.request.url.shown
     method = spec.request.method
     action = spec.status.action(response.status)
     if action == "ignore":
         return FetchResult(
             items=[],
-            cursor=cursors.at_end(spec.cursor, position, None, position.high),
+            cursor=spec.cursor.at_end(position, None, position.high),
             has_more=False,
         )
     if action == "retry":
@@ -124,25 +123,22 @@ async def fetch_page(spec: PollSpec, partition: Any, value: Any, http: KeyHttp) 
         raise Throttled(until=until, status=response.status, method=method, template=template)
     body = await response.json()  # InvalidResponse names the template, as the client's errors
     items = read_records(spec.records, body, request_line(method, template))
-    links = isinstance(spec.paginate, LinkHeader)  # only Link targets resolve against URLs
-    following = next_position(
+    following = next_page(
         spec.paginate,
         position.page,
+        response=response,
         body=body,
-        headers=response.headers,
         count=len(items),
-        url=(URL(response.url) if response.url else build_url(url, query)) if links else None,
-        base=build_url(rendered.url) if links else None,
+        page=page,
+        rendered=rendered,
         secret_params=spec.secret_params,
     )
-    high = cursors.highest(spec.cursor, position.high, items)
+    high = spec.cursor.highest(position.high, items)
     if following is not None:
         return FetchResult(
             items=items, cursor=cursors.mid_listing(position, following, high), has_more=True
         )
-    return FetchResult(
-        items=items, cursor=cursors.at_end(spec.cursor, position, body, high), has_more=False
-    )
+    return FetchResult(items=items, cursor=spec.cursor.at_end(position, body, high), has_more=False)
 
 
 def read_records(path: Path, body: Any, what: str) -> list[Any]:
@@ -158,60 +154,3 @@ def read_records(path: Path, body: Any, what: str) -> list[Any]:
         noun = "a mapping" if isinstance(found, dict) else f"a {type(found).__name__}"
         raise BadBody(f"{what}: records at {shown} is {noun}, not a list")
     return found
-
-
-def _page_target(
-    spec: PollSpec, rendered: Rendered, position: cursors.Position, sent: Any
-) -> tuple[str, dict[str, str]]:
-    """The URL and query of this page (auth not yet added)."""
-    if isinstance(spec.paginate, LinkHeader) and position.page is not None:
-        return str(follow_link(str(position.page), build_url(rendered.url))), {}
-    query = dict(rendered.query)
-    param = spec.cursor.param
-    if param is not None and sent is not None:
-        query[param] = str(sent)
-    query.update(page_query(spec.paginate, position.page))
-    return rendered.url, query
-
-
-async def send_request(
-    request: RequestSpec,
-    http: KeyHttp,
-    scope: Scope,
-    rendered: Rendered,
-    url: str,
-    query: Mapping[str, str],
-    passthrough: Collection[int],
-) -> Response:
-    """One request with auth, plus one retry with fresh credentials after a 401 when the auth
-    can renew them (OAuth2)."""
-    auth = request.auth
-    credentials = Credentials() if auth is None else await auth.credentials(scope, http)
-    response = await _request(request, http, rendered, url, query, credentials, passthrough)
-    if response.status == 401 and auth is not None and auth.renewable:
-        credentials = await auth.credentials(scope, http, stale=credentials.token)
-        response = await _request(request, http, rendered, url, query, credentials, passthrough)
-    return response
-
-
-async def _request(
-    request: RequestSpec,
-    http: KeyHttp,
-    rendered: Rendered,
-    url: str,
-    query: Mapping[str, str],
-    credentials: Credentials,
-    passthrough: Collection[int],
-) -> Response:
-    headers: CIMultiDict[str] = CIMultiDict(rendered.headers)
-    for name, value in credentials.headers.items():
-        headers[name] = value  # replaces a configured header of any case
-    return await http.request(
-        request.method,
-        url,
-        query={**query, **credentials.query},
-        headers=headers,
-        json=rendered.json,
-        template=request.url.shown,
-        passthrough=passthrough,
-    )

@@ -1,4 +1,4 @@
-"""``paginate``: the pages of one poll. Exactly one of::
+"""``paginate``: the pages of one poll (or of one tenant listing). Exactly one of::
 
     next_token: {path: meta.next, param: cursor}    body value -> query param; stop when it
                                                     is null, absent or ''
@@ -7,11 +7,16 @@
     offset: {param: offset, size_param: limit, size: 100}           stop on a short page
 
 Without ``paginate`` a poll is one request. Every page of a poll sends the same request (URL,
-query, headers, body, cursor parameter) plus the page's parameter, which wins over a query or
-cursor parameter of the same name. A ``Link`` target replaces the URL and query altogether
-(only auth is added to it) and must be on the same origin as the request: credentials are not
-sent to another host. A token equal to the one just sent ends the poll (a vendor that repeats
-itself would otherwise be polled in a loop).
+query, headers, body, cursor parameter) plus what the paginator places for the page, which
+wins over a query or cursor parameter of the same name. A ``Link`` target replaces the URL and
+query altogether (only auth is added to it) and must be on the same origin as the request:
+credentials are not sent to another host. A token equal to the one just sent ends the poll (a
+vendor that repeats itself would otherwise be polled in a loop).
+
+Each kind is an entry of :data:`PAGINATORS`: its parser builds a :class:`Paginator`, which
+answers the callers' two questions itself, where a page's position goes in its request
+(:meth:`Paginator.place`) and where the next page is (:meth:`Paginator.next`). Callers never
+ask which kind they hold.
 
 Pure: a page position goes in, the next position (or ``None``: last page) comes out. Positions
 are what the engine stores mid-listing, so a ``Link`` target is kept without its origin (the
@@ -21,9 +26,9 @@ host can be tenant data) and, when its path is the request's, as its query only.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 from urllib.parse import unquote_plus
 
 from yarl import URL
@@ -31,31 +36,87 @@ from yarl import URL
 from watukuy.core.validation import non_empty_string, non_negative_int, positive_int
 from watukuy.declarative.errors import BadBody
 from watukuy.declarative.paths import MISSING, Path, parse_path
-from watukuy.declarative.values import one_of, section
+from watukuy.declarative.values import parse_kind, section
 from watukuy.declarative.values import true_flag as _true_flag
+from watukuy.http import build_url
 
 __all__ = [
-    "LinkHeader",
-    "NextToken",
-    "Offset",
-    "PageNumber",
-    "Paginate",
-    "follow_link",
-    "next_position",
-    "page_query",
+    "PAGINATORS",
+    "PageRequest",
+    "PageSeen",
+    "Paginator",
     "parse_paginate",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class PageRequest:
+    """A page's request before auth: the URL, its query parameters and the JSON body."""
+
+    url: str
+    query: Mapping[str, str] = field(default_factory=dict)
+    json: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class PageSeen:
+    """What a page answered: its body, headers and record count; ``url`` the URL it came from
+    and ``base`` the request's rendered URL (for a paginator that follows URLs), and
+    ``secret_params`` the query parameters auth adds, never stored in a position."""
+
+    body: Any
+    headers: Mapping[str, str]
+    count: int
+    url: URL | None = None
+    base: URL | None = None
+    secret_params: Collection[str] = ()
+
+
+class Paginator(Protocol):
+    @property
+    def follows_urls(self) -> bool:
+        """Whether :meth:`next` reads :attr:`PageSeen.url` (the caller resolves it only then)."""
+
+    def place(self, page: PageRequest, position: Any) -> PageRequest:
+        """The request of the page at ``position`` (``None``: the first page)."""
+
+    def next(self, position: Any, seen: PageSeen) -> Any:
+        """Where the page after the one at ``position`` is, or ``None`` when it was the last."""
 
 
 @dataclass(frozen=True, slots=True)
 class NextToken:
     path: Path
     param: str
+    follows_urls: bool = False
+
+    def place(self, page: PageRequest, position: Any) -> PageRequest:
+        if position is None:
+            return page
+        return replace(page, query={**page.query, self.param: str(position)})
+
+    def next(self, position: Any, seen: PageSeen) -> Any:
+        token = self.path.find(seen.body)
+        if token is MISSING or token is None or token == "" or token == position:
+            return None
+        if isinstance(token, bool) or not isinstance(token, str | int | float):
+            raise BadBody(f"next_token at {self.path.text!r} is not a string or a number")
+        return token
 
 
 @dataclass(frozen=True, slots=True)
 class LinkHeader:
-    pass
+    follows_urls: bool = True
+
+    def place(self, page: PageRequest, position: Any) -> PageRequest:
+        if position is None:
+            return page
+        return replace(page, url=str(follow_link(str(position), build_url(page.url))), query={})
+
+    def next(self, position: Any, seen: PageSeen) -> Any:
+        if seen.url is None:
+            raise ValueError("link_header paging needs the URL the page came from")
+        return _next_link(seen.headers, seen.url, seen.base or seen.url, seen.secret_params)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +125,16 @@ class PageNumber:
     start: int
     size_param: str | None
     size: int
+    follows_urls: bool = False
+
+    def place(self, page: PageRequest, position: Any) -> PageRequest:
+        number = self.start if position is None else position
+        return replace(page, query={**page.query, **_sized(self.param, number, self)})
+
+    def next(self, position: Any, seen: PageSeen) -> Any:
+        if seen.count < self.size:
+            return None
+        return (self.start if position is None else int(position)) + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,87 +142,91 @@ class Offset:
     param: str
     size_param: str | None
     size: int
+    follows_urls: bool = False
+
+    def place(self, page: PageRequest, position: Any) -> PageRequest:
+        offset = 0 if position is None else position
+        return replace(page, query={**page.query, **_sized(self.param, offset, self)})
+
+    def next(self, position: Any, seen: PageSeen) -> Any:
+        if seen.count < self.size:
+            return None
+        return (0 if position is None else int(position)) + self.size
 
 
-Paginate = NextToken | LinkHeader | PageNumber | Offset
+def _sized(param: str, value: Any, spec: PageNumber | Offset) -> dict[str, str]:
+    out = {param: str(value)}
+    if spec.size_param is not None:
+        out[spec.size_param] = str(spec.size)
+    return out
 
 
-def parse_paginate(raw: object, path: str, where: str) -> Paginate:
-    """The ``paginate`` section at ``path`` in the key table, reported at ``where``."""
-    kind, given = one_of(raw, path, where)
-    at, sub = f"{where}.{kind}", f"{path}.{kind}"
-    if kind == "link_header":
-        _true_flag(given, at)
-        return LinkHeader()
-    values = section(given, sub, at)
-    if kind == "next_token":
-        return NextToken(
-            parse_path(values["path"], f"{at}.path"),
-            non_empty_string(values["param"], f"{at}.param", "cursor"),
-        )
-    param = non_empty_string(values["param"], f"{at}.param", kind)
+class OnePage:
+    """No ``paginate``: a poll is one request."""
+
+    follows_urls = False
+
+    def place(self, page: PageRequest, position: Any) -> PageRequest:
+        return page
+
+    def next(self, position: Any, seen: PageSeen) -> Any:
+        return None
+
+
+ONE_PAGE: Paginator = OnePage()
+
+
+def _parse_next_token(given: object, path: str, at: str) -> Paginator:
+    values = section(given, path, at)
+    return NextToken(
+        parse_path(values["path"], f"{at}.path"),
+        non_empty_string(values["param"], f"{at}.param", "cursor"),
+    )
+
+
+def _parse_link_header(given: object, path: str, at: str) -> Paginator:
+    _true_flag(given, at)
+    return LinkHeader()
+
+
+def _parse_page(given: object, path: str, at: str) -> Paginator:
+    values = section(given, path, at)
+    param, size_param, size = _numbered(values, at, "page")
+    start = non_negative_int(values.get("start", 1), f"{at}.start")
+    return PageNumber(param=param, start=start, size_param=size_param, size=size)
+
+
+def _parse_offset(given: object, path: str, at: str) -> Paginator:
+    param, size_param, size = _numbered(section(given, path, at), at, "offset")
+    return Offset(param=param, size_param=size_param, size=size)
+
+
+def _numbered(values: Mapping[str, Any], at: str, example: str) -> tuple[str, str | None, int]:
+    param = non_empty_string(values["param"], f"{at}.param", example)
     raw_size_param = values.get("size_param")
     size_param = (
         None
         if raw_size_param is None
         else non_empty_string(raw_size_param, f"{at}.size_param", "limit")
     )
-    size = positive_int(values["size"], f"{at}.size")
-    if kind == "page":
-        start = non_negative_int(values.get("start", 1), f"{at}.start")
-        return PageNumber(param=param, start=start, size_param=size_param, size=size)
-    return Offset(param=param, size_param=size_param, size=size)
+    return param, size_param, positive_int(values["size"], f"{at}.size")
 
 
-def page_query(spec: Paginate | None, position: Any) -> dict[str, str]:
-    """The query parameters of the page at ``position`` (``None``: the first page)."""
-    if isinstance(spec, NextToken):
-        return {} if position is None else {spec.param: str(position)}
-    if isinstance(spec, PageNumber | Offset):
-        first = spec.start if isinstance(spec, PageNumber) else 0
-        out = {spec.param: str(first if position is None else position)}
-        if spec.size_param is not None:
-            out[spec.size_param] = str(spec.size)
-        return out
-    return {}
+PAGINATORS: Mapping[str, Callable[[object, str, str], Paginator]] = {
+    "next_token": _parse_next_token,
+    "link_header": _parse_link_header,
+    "page": _parse_page,
+    "offset": _parse_offset,
+}
+"""Every paginator kind, by its key under ``paginate``: one entry per kind."""
 
 
-def next_position(
-    spec: Paginate | None,
-    position: Any,
-    *,
-    body: Any,
-    headers: Mapping[str, str],
-    count: int,
-    url: URL | None = None,
-    base: URL | None = None,
-    secret_params: Collection[str] = (),
-) -> Any:
-    """Where the next page is, or ``None`` when this page (at ``position``, ``count``
-    records, answered from ``url``) was the last.
-
-    For ``link_header``: a relative target resolves against ``url``; it is stored as its query
-    alone when its path is that of ``base`` (the rendered request URL, default ``url``), else
-    as path and query. ``secret_params`` (an API key's query parameter) are dropped from it:
-    auth adds them to every request."""
-    if spec is None or (count == 0 and not isinstance(spec, NextToken | LinkHeader)):
-        return None
-    if isinstance(spec, NextToken):
-        token = spec.path.find(body)
-        if token is MISSING or token is None or token == "" or token == position:
-            return None
-        if isinstance(token, bool) or not isinstance(token, str | int | float):
-            raise BadBody(f"next_token at {spec.path.text!r} is not a string or a number")
-        return token
-    if isinstance(spec, LinkHeader):
-        if url is None:
-            raise ValueError("link_header paging needs the URL the page came from")
-        return _next_link(headers, url, base or url, secret_params)
-    if count < spec.size:
-        return None
-    if isinstance(spec, PageNumber):
-        return (spec.start if position is None else int(position)) + 1
-    return (0 if position is None else int(position)) + spec.size
+def parse_paginate(raw: object, path: str, where: str) -> Paginator:
+    """The ``paginate`` section at ``path`` in the key table, reported at ``where``
+    (absent: :data:`ONE_PAGE`)."""
+    if raw is None:
+        return ONE_PAGE
+    return parse_kind(raw, path, where, PAGINATORS)
 
 
 def follow_link(position: str, url: URL) -> URL:

@@ -24,30 +24,23 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from yarl import URL
-
 from watukuy.core.errors import ConfigError, WatukuyError
 from watukuy.core.poller import Partition
 from watukuy.core.validation import kind
 from watukuy.declarative.auth import ALL_STATUSES
 from watukuy.declarative.errors import PartitionSourceError
-from watukuy.declarative.fetch import read_records, send_request
-from watukuy.declarative.paging import (
-    LinkHeader,
-    Paginate,
-    follow_link,
-    next_position,
-    page_query,
-    parse_paginate,
-)
+from watukuy.declarative.fetch import read_records
+from watukuy.declarative.pages import first_request, next_page, send_page
+from watukuy.declarative.paging import PageRequest, Paginator, parse_paginate
 from watukuy.declarative.paths import MISSING, Path, parse_path
-from watukuy.declarative.request import RequestSpec, parse_request
+from watukuy.declarative.request import Rendered, RequestSpec, parse_request
 from watukuy.declarative.templates import Scope, Template, compile_template
 from watukuy.declarative.values import section
 from watukuy.http import (
     HttpClient,
     InvalidResponse,
     KeyHttp,
+    Response,
     Transport,
     VendorUnavailable,
     build_url,
@@ -92,12 +85,7 @@ def parse_http_source(
     records = parse_path(given.get("records", ""), f"{where}.records", allow_empty=True)
     key = parse_path(given["key"], f"{where}.key")
     data = _data_paths(given.get("data"), f"{where}.data")
-    paginate = given.get("paginate")
-    pages = (
-        None
-        if paginate is None
-        else parse_paginate(paginate, f"{_TABLE}.paginate", f"{where}.paginate")
-    )
+    pages = parse_paginate(given.get("paginate"), f"{_TABLE}.paginate", f"{where}.paginate")
     try:
         build_url(request.url.text)
     except ConfigError as exc:
@@ -127,7 +115,7 @@ class _Source:
         records: Path,
         key: Path,
         data: tuple[tuple[str, Path], ...] | None,
-        paginate: Paginate | None,
+        paginate: Paginator,
         transport: Transport | None,
     ) -> None:
         self.where = where
@@ -156,37 +144,42 @@ class _Source:
         out: list[dict[str, Any]] = []
         position: Any = None
         for _ in range(MAX_PAGES):
-            body, headers, url = await self._page(http, position)
+            rendered = self.request.render(_NO_PARTITION)
+            page = self.paginate.place(first_request(rendered), position)
+            response = await self._send(http, rendered, page)
+            body = await self._body(response)
             found = read_records(self.records, body, self.shown)
             first = len(out)
             out.extend(self._partition(record, first + at) for at, record in enumerate(found))
-            position = next_position(
-                self.paginate, position, body=body, headers=headers, count=len(found), url=url
+            position = next_page(
+                self.paginate,
+                position,
+                response=response,
+                body=body,
+                count=len(found),
+                page=page,
+                rendered=rendered,
             )
             if position is None:
                 return out
         raise PartitionSourceError(f"{self.where}: more than {MAX_PAGES} pages; not followed")
 
-    async def _page(self, http: KeyHttp, position: Any) -> tuple[Any, Mapping[str, str], URL]:
-        rendered = self.request.render(_NO_PARTITION)
-        url, query = rendered.url, dict(rendered.query)
-        if isinstance(self.paginate, LinkHeader) and position is not None:
-            url, query = str(follow_link(str(position), build_url(rendered.url))), {}
-        else:
-            query.update(page_query(self.paginate, position))
+    async def _send(self, http: KeyHttp, rendered: Rendered, page: PageRequest) -> Response:
         try:
-            response = await send_request(
-                self.request, http, _NO_PARTITION, rendered, url, query, ALL_STATUSES
+            response = await send_page(
+                self.request, http, _NO_PARTITION, rendered, page, ALL_STATUSES
             )
         except VendorUnavailable as exc:
             raise PartitionSourceError(f"{self.where}: {self.shown}: {exc.reason}") from None
         if not 200 <= response.status < 300:
             raise PartitionSourceError(f"{self.where}: {self.shown} -> {response.status}")
+        return response
+
+    async def _body(self, response: Response) -> Any:
         try:
-            body = await response.json()
+            return await response.json()
         except InvalidResponse as exc:
             raise PartitionSourceError(f"{self.where}: {self.shown}: {exc.reason}") from None
-        return body, response.headers, URL(response.url) if response.url else build_url(url, query)
 
     def _partition(self, record: Any, index: int) -> dict[str, Any]:
         key = self.key.find(record)

@@ -6,8 +6,8 @@ because people coming from Kafka Connect write milliseconds where the Python API
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError
@@ -17,6 +17,7 @@ from watukuy.options.declarative import check_section, children, key_doc
 __all__ = [
     "duration",
     "one_of",
+    "parse_kind",
     "section",
     "true_flag",
 ]
@@ -45,6 +46,23 @@ def one_of(raw: object, path: str, where: str) -> tuple[str, Any]:
             f"set exactly one of: {', '.join(options)}; found {' and '.join(chosen)}", where
         )
     return chosen[0], given[chosen[0]]
+
+
+T = TypeVar("T")
+
+
+def parse_kind(
+    raw: object, path: str, where: str, kinds: Mapping[str, Callable[[object, str, str], T]]
+) -> T:
+    """The one alternative set in the ``one_of`` mapping at ``path`` (``paginate``, ``cursor``,
+    ``auth``...), parsed by its entry in ``kinds`` with its own key-table path and config path.
+    A kind the key table lists and ``kinds`` lacks is a ``ConfigError`` naming it, never a
+    ``KeyError``: adding a kind is one table entry plus one parser."""
+    kind, given = one_of(raw, path, where)
+    parse = kinds.get(kind)
+    if parse is None:
+        raise ConfigError(f"{kind!r} is not supported here yet", f"{where}.{kind}")
+    return parse(given, f"{path}.{kind}", f"{where}.{kind}")
 
 
 def duration(raw: object, where: str, *, allow_zero: bool = False) -> float:
