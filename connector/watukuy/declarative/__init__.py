@@ -11,10 +11,16 @@ unchanged; an entry with ``streams:`` into one such poller per stream by
 - :mod:`~watukuy.declarative.templates`: ``{partition.key}``, ``{partition.data.NAME}``,
   ``{cursor}`` in ``url``, ``query``, ``headers``, ``body`` and ``auth`` values;
 - :mod:`~watukuy.declarative.paths`: ``data.items``, ``results[0].id`` in ``records``,
-  ``identity``, ``version``, ``path``, ``field``, ``key``;
-- :mod:`~watukuy.declarative.request` and :mod:`~watukuy.declarative.auth`: the request;
-- :mod:`~watukuy.declarative.paging`: ``paginate`` (pages within a poll);
-- :mod:`~watukuy.declarative.cursors`: ``cursor`` (between polls);
+  ``identity``, ``version``, ``path``, ``field``, ``key`` (the one grammar of
+  :mod:`watukuy.core.paths`);
+- :mod:`~watukuy.declarative.request` and :mod:`~watukuy.declarative.auth`: the request (auth
+  kinds: :data:`~watukuy.declarative.auth.AUTH_KINDS`);
+- :mod:`~watukuy.declarative.records`: ``records`` (where a page's items are);
+- :mod:`~watukuy.declarative.paging`: ``paginate`` (pages within a poll; kinds:
+  :data:`~watukuy.declarative.paging.PAGINATORS`), and :mod:`~watukuy.declarative.pages`, the
+  one page step of polls and tenant listings;
+- :mod:`~watukuy.declarative.cursors`: ``cursor`` (between polls; kinds:
+  :data:`~watukuy.declarative.cursors.CURSORS`);
 - :mod:`~watukuy.declarative.status`: ``on_status``;
 - :mod:`~watukuy.declarative.tenants`: the ``http`` partition source;
 - :mod:`~watukuy.options.declarative`: every key (:data:`DECLARATIVE_KEYS`), rendered for the

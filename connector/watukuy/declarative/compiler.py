@@ -25,6 +25,7 @@ from watukuy.declarative.fetch import PollSpec, make_fetch
 from watukuy.declarative.paging import parse_paginate
 from watukuy.declarative.paths import Path as ItemPath
 from watukuy.declarative.paths import parse_path
+from watukuy.declarative.records import parse_records
 from watukuy.declarative.request import RequestSpec, parse_request
 from watukuy.declarative.shared import Shared
 from watukuy.declarative.sources import parse_partitions
@@ -193,10 +194,9 @@ def _poll_spec(
     throttle_default: float,
 ) -> PollSpec:
     status = parse_on_status(given.get("on_status"), f"{where}.on_status")
-    records = given.get("records", default_of("records"))
     return PollSpec(
         request=request,
-        records=parse_path(records, f"{where}.records", allow_empty=True),
+        records=parse_records(given.get("records", default_of("records")), f"{where}.records"),
         paginate=parse_paginate(given.get("paginate"), "paginate", f"{where}.paginate"),
         cursor=cursor,
         status=status,

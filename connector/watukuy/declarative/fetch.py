@@ -21,10 +21,10 @@ from watukuy.core.children import tenant_of
 from watukuy.core.poller import FetchResult
 from watukuy.core.ratelimit import throttle_until
 from watukuy.declarative import cursors
-from watukuy.declarative.errors import BadBody, StatusFailed
+from watukuy.declarative.errors import StatusFailed
 from watukuy.declarative.pages import first_request, next_page, send_page
 from watukuy.declarative.paging import Paginator
-from watukuy.declarative.paths import MISSING, Path
+from watukuy.declarative.records import Records
 from watukuy.declarative.request import RequestSpec
 from watukuy.declarative.shared import PacedByStream, Pacing
 from watukuy.declarative.status import StatusTable
@@ -32,13 +32,13 @@ from watukuy.declarative.templates import Scope
 from watukuy.http import KeyHttp, Throttled, VendorError
 from watukuy.http.errors import request_line
 
-__all__ = ["PollSpec", "fetch_page", "make_fetch", "read_records"]
+__all__ = ["PollSpec", "fetch_page", "make_fetch"]
 
 
 @dataclass(frozen=True, slots=True)
 class PollSpec:
     request: RequestSpec
-    records: Path
+    records: Records
     paginate: Paginator
     cursor: cursors.Cursor
     status: StatusTable
@@ -122,7 +122,7 @@ async def fetch_page(spec: PollSpec, partition: Any, value: Any, http: KeyHttp) 
             until = now + spec.throttle_default
         raise Throttled(until=until, status=response.status, method=method, template=template)
     body = await response.json()  # InvalidResponse names the template, as the client's errors
-    items = read_records(spec.records, body, request_line(method, template))
+    items = spec.records.read(body, request_line(method, template))
     following = next_page(
         spec.paginate,
         position.page,
@@ -139,18 +139,3 @@ async def fetch_page(spec: PollSpec, partition: Any, value: Any, http: KeyHttp) 
             items=items, cursor=cursors.mid_listing(position, following, high), has_more=True
         )
     return FetchResult(items=items, cursor=spec.cursor.at_end(position, body, high), has_more=False)
-
-
-def read_records(path: Path, body: Any, what: str) -> list[Any]:
-    """The item list at ``path`` in ``body``; null is no items, anything else not a list is
-    a :class:`BadBody` naming ``what`` (method and URL template) and the path."""
-    found = path.find(body)
-    if found is MISSING:
-        raise BadBody(f"{what}: no records at {path.text!r} in the body")
-    if found is None:
-        return []
-    if not isinstance(found, list):
-        shown = "the body" if not path.text else repr(path.text)
-        noun = "a mapping" if isinstance(found, dict) else f"a {type(found).__name__}"
-        raise BadBody(f"{what}: records at {shown} is {noun}, not a list")
-    return found

@@ -29,10 +29,10 @@ from watukuy.core.poller import Partition
 from watukuy.core.validation import kind
 from watukuy.declarative.auth import ALL_STATUSES
 from watukuy.declarative.errors import PartitionSourceError
-from watukuy.declarative.fetch import read_records
 from watukuy.declarative.pages import first_request, next_page, send_page
 from watukuy.declarative.paging import PageRequest, Paginator, parse_paginate
 from watukuy.declarative.paths import MISSING, Path, parse_path
+from watukuy.declarative.records import Records, parse_records
 from watukuy.declarative.request import Rendered, RequestSpec, parse_request
 from watukuy.declarative.templates import Scope, Template, compile_template
 from watukuy.declarative.values import section
@@ -82,7 +82,7 @@ def parse_http_source(
         )
 
     request = parse_request(given, _TABLE, where, compile_value)  # reads its own keys only
-    records = parse_path(given.get("records", ""), f"{where}.records", allow_empty=True)
+    records = parse_records(given.get("records"), f"{where}.records")
     key = parse_path(given["key"], f"{where}.key")
     data = _data_paths(given.get("data"), f"{where}.data")
     pages = parse_paginate(given.get("paginate"), f"{_TABLE}.paginate", f"{where}.paginate")
@@ -112,7 +112,7 @@ class _Source:
         self,
         where: str,
         request: RequestSpec,
-        records: Path,
+        records: Records,
         key: Path,
         data: tuple[tuple[str, Path], ...] | None,
         paginate: Paginator,
@@ -148,7 +148,7 @@ class _Source:
             page = self.paginate.place(first_request(rendered), position)
             response = await self._send(http, rendered, page)
             body = await self._body(response)
-            found = read_records(self.records, body, self.shown)
+            found = self.records.read(body, self.shown)
             first = len(out)
             out.extend(self._partition(record, first + at) for at, record in enumerate(found))
             position = next_page(
