@@ -8,7 +8,9 @@ mapping whose children are listed here accepts only those keys (an unknown one i
 ``ConfigError`` with "did you mean"); a mapping without listed children is free-form
 (``query``, ``headers``, ``on_status``). ``one_of`` marks a mapping of alternatives: exactly
 one of its children must be set. ``auth`` and ``paginate`` appear twice, under ``request`` and
-under ``partitions.http``: both are generated from one description.
+under ``partitions.http``: both are generated from one description. The keys of the kinds
+(``auth``, ``paginate``, ``cursor``) are in :mod:`.kindkeys`, those of ``transform`` in
+:mod:`.transformkeys`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any
 from watukuy.core.errors import ConfigError
 from watukuy.core.validation import check_keys
 from watukuy.options.keydoc import KeyDoc
+from watukuy.options.kindkeys import auth_keys, cursor_keys, paginate_keys
+from watukuy.options.transformkeys import transform_keys
 
 __all__ = [
     "CONNECTOR_ONLY",
@@ -29,176 +33,6 @@ __all__ = [
     "default_of",
     "key_doc",
 ]
-
-
-def _auth(prefix: str, templates: bool) -> list[KeyDoc]:
-    value = "template" if templates else "string"
-    return [
-        KeyDoc(
-            f"{prefix}",
-            "mapping",
-            None,
-            "Authentication; exactly one of the keys below.",
-            one_of=True,
-        ),
-        KeyDoc(
-            f"{prefix}.bearer", value, None, "Sends `Authorization: Bearer <value>`.", secret=True
-        ),
-        KeyDoc(f"{prefix}.basic", "mapping", None, "HTTP basic authentication."),
-        KeyDoc(f"{prefix}.basic.username", value, None, "User name.", required=True),
-        KeyDoc(f"{prefix}.basic.password", value, None, "Password.", required=True, secret=True),
-        KeyDoc(
-            f"{prefix}.api_key",
-            "mapping",
-            None,
-            "An API key in a header or a query parameter (exactly one of `header`, `query`).",
-        ),
-        KeyDoc(f"{prefix}.api_key.header", "string", None, "Header name, e.g. `X-Api-Key`."),
-        KeyDoc(f"{prefix}.api_key.query", "string", None, "Query parameter name."),
-        KeyDoc(f"{prefix}.api_key.value", value, None, "The key.", required=True, secret=True),
-        KeyDoc(
-            f"{prefix}.oauth2",
-            "mapping",
-            None,
-            "OAuth2 client credentials: the token is cached until it expires and fetched "
-            "again after a 401 (the request is retried once).",
-        ),
-        KeyDoc(f"{prefix}.oauth2.token_url", value, None, "Token endpoint (POST).", required=True),
-        KeyDoc(f"{prefix}.oauth2.client_id", value, None, "Client id.", required=True),
-        KeyDoc(
-            f"{prefix}.oauth2.client_secret",
-            value,
-            None,
-            "Client secret.",
-            required=True,
-            secret=True,
-        ),
-        KeyDoc(f"{prefix}.oauth2.scope", value, None, "Requested scope (space-separated)."),
-        KeyDoc(
-            f"{prefix}.oauth2.client_auth",
-            "basic | body",
-            "basic",
-            "How the client authenticates: HTTP basic, or `client_id`/`client_secret` in "
-            "the form body.",
-        ),
-    ]
-
-
-def _paginate(prefix: str) -> list[KeyDoc]:
-    return [
-        KeyDoc(
-            prefix,
-            "mapping",
-            None,
-            "Pages within one poll; exactly one of the keys below. Without it: one page.",
-            one_of=True,
-        ),
-        *_next_token(f"{prefix}.next_token"),
-        KeyDoc(
-            f"{prefix}.link_header",
-            "true",
-            None,
-            'Follow `Link: <...>; rel="next"` (same origin only).',
-        ),
-        *_page_numbers(f"{prefix}.page"),
-        *_offsets(f"{prefix}.offset"),
-    ]
-
-
-def _next_token(prefix: str) -> list[KeyDoc]:
-    return [
-        KeyDoc(
-            prefix,
-            "mapping",
-            None,
-            "A token in the body names the next page; stop when it is null, absent or ''.",
-        ),
-        KeyDoc(f"{prefix}.path", "path", None, "Where the token is in the body.", required=True),
-        KeyDoc(
-            f"{prefix}.param",
-            "string",
-            None,
-            "Query parameter the token is sent in.",
-            required=True,
-        ),
-    ]
-
-
-def _page_numbers(prefix: str) -> list[KeyDoc]:
-    return [
-        KeyDoc(prefix, "mapping", None, "Page numbers; stop on a short page."),
-        KeyDoc(
-            f"{prefix}.param",
-            "string",
-            None,
-            "Query parameter of the page number.",
-            required=True,
-        ),
-        KeyDoc(f"{prefix}.start", "int", 1, "The first page's number."),
-        KeyDoc(f"{prefix}.size_param", "string", None, "Query parameter of the page size."),
-        _page_size(f"{prefix}.size"),
-    ]
-
-
-def _offsets(prefix: str) -> list[KeyDoc]:
-    return [
-        KeyDoc(prefix, "mapping", None, "Record offsets; stop on a short page."),
-        KeyDoc(
-            f"{prefix}.param",
-            "string",
-            None,
-            "Query parameter of the offset (from 0).",
-            required=True,
-        ),
-        KeyDoc(f"{prefix}.size_param", "string", None, "Query parameter of the page size."),
-        _page_size(f"{prefix}.size"),
-    ]
-
-
-def _page_size(path: str) -> KeyDoc:
-    return KeyDoc(
-        path, "int", None, "Page size; a page with fewer records is the last.", required=True
-    )
-
-
-def _transform(prefix: str) -> list[KeyDoc]:
-    return [
-        KeyDoc(
-            prefix,
-            "mapping",
-            None,
-            "What is published of each item; the steps run in the order below, whatever "
-            "order they are written in. Paths are dotted keys (`reporter.email`). A changed "
-            "transform reshapes only items polled from then on: `validate` warns when it "
-            "differs from the one the poller last published with; `replay` republishes "
-            "history.",
-        ),
-        KeyDoc(
-            f"{prefix}.filter",
-            "mapping",
-            None,
-            "Publish only matching items: `{path, equals|in|exists|matches: value}`, "
-            "`{all: [...]}`, `{any: [...]}`, `{not: ...}`. An item that stops matching is "
-            "published once as `deleted`.",
-        ),
-        KeyDoc(f"{prefix}.select", "list", None, "Keep only these paths, where they are nested."),
-        KeyDoc(f"{prefix}.drop", "list", None, "Remove these paths."),
-        KeyDoc(f"{prefix}.rename", "mapping", None, "Source path -> target path."),
-        KeyDoc(
-            f"{prefix}.mask",
-            "mapping",
-            None,
-            "Path -> `{hmac: ${env:KEY}}` (lowercase hex HMAC-SHA256; the key must be a "
-            "secret reference) or `{redact: TEXT}`.",
-        ),
-        KeyDoc(
-            f"{prefix}.set",
-            "mapping",
-            None,
-            "Key -> literal or template over `{partition.key}`, `{parent.key}`, `{item.PATH}` "
-            "(never `{partition.data...}`).",
-        ),
-    ]
 
 
 _TENANTS = "partitions.http"
@@ -232,7 +66,7 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
     KeyDoc(f"{_TENANTS}.headers", "mapping", None, "Request headers."),
     KeyDoc(f"{_TENANTS}.body", "JSON", None, "JSON body (POST only)."),
     KeyDoc(f"{_TENANTS}.timeout", "duration", "30s", "Timeout of each request."),
-    *_auth(f"{_TENANTS}.auth", templates=False),
+    *auth_keys(f"{_TENANTS}.auth", templates=False),
     KeyDoc(
         f"{_TENANTS}.records", "path", "", "Path of the tenant list in the body; `''` = the body."
     ),
@@ -249,7 +83,7 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
         None,
         "Partition data: name -> path in the record. Omitted: the whole record.",
     ),
-    *_paginate(f"{_TENANTS}.paginate"),
+    *paginate_keys(f"{_TENANTS}.paginate"),
     KeyDoc("partitions.python", "string", None, "`module:attr` of a Python partitions callable."),
     KeyDoc("partitions.refresh", "duration", "5m", "How often the partition list is refreshed."),
     KeyDoc("request", "mapping", None, "The request of each page.", required=True),
@@ -282,7 +116,7 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
     ),
     KeyDoc("request.body", "JSON", None, "JSON body for POST; template strings anywhere in it."),
     KeyDoc("request.timeout", "duration", "60s", "Timeout of each page's fetch."),
-    *_auth("request.auth", templates=True),
+    *auth_keys("request.auth", templates=True),
     KeyDoc("records", "path", "", "Path of the item list in the body; `''` = the body."),
     KeyDoc("identity", "path", None, "Path of the item's identity.", required=True),
     KeyDoc(
@@ -291,48 +125,8 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
         None,
         "Path of the item's version; without it, a fingerprint of the item.",
     ),
-    *_paginate("paginate"),
-    KeyDoc(
-        "cursor",
-        "mapping",
-        None,
-        "Kept between polls; exactly one of the keys below. Without it: `none`.",
-        one_of=True,
-    ),
-    KeyDoc(
-        "cursor.token",
-        "mapping",
-        None,
-        "A token in the last page's body, sent on the next poll (the previous one is kept "
-        "when the last page has none).",
-    ),
-    KeyDoc("cursor.token.path", "path", None, "Where the token is in the body.", required=True),
-    KeyDoc(
-        "cursor.token.param",
-        "string",
-        None,
-        "Query parameter it is sent in (or use `{cursor}` in a template).",
-    ),
-    KeyDoc(
-        "cursor.timestamp",
-        "mapping",
-        None,
-        "The greatest item `field` seen, sent as ISO-8601 (UTC) on the next poll.",
-    ),
-    KeyDoc("cursor.timestamp.field", "path", None, "Path of the item's timestamp.", required=True),
-    KeyDoc(
-        "cursor.timestamp.param",
-        "string",
-        None,
-        "Query parameter it is sent in (or use `{cursor}` in a template).",
-    ),
-    KeyDoc(
-        "cursor.timestamp.lookback",
-        "duration",
-        "0s",
-        "Sent this much earlier, to re-read late writes.",
-    ),
-    KeyDoc("cursor.none", "true", None, "Full listing each poll; the snapshot finds the changes."),
+    *paginate_keys("paginate"),
+    *cursor_keys("cursor"),
     KeyDoc(
         "on_status",
         "mapping",
@@ -443,7 +237,7 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
         "Filter on the parent's items, the form of `transform.filter`: an item leaving it "
         "pauses its child, one coming back resumes it.",
     ),
-    *_transform("transform"),
+    *transform_keys("transform"),
 )
 
 STREAM_ONLY = ("publish", "parent")

@@ -1,0 +1,199 @@
+"""The keys of the kinds a declarative request is made of, as data (see
+:mod:`watukuy.options.declarative`): ``auth``, ``paginate`` and ``cursor``, each a mapping of
+alternatives (``one_of``) with one entry per kind. A kind added here needs its parser in the
+kind's table (``AUTH_KINDS``, ``PAGINATORS``, ``CURSORS``): a test holds them together."""
+
+from __future__ import annotations
+
+from watukuy.options.keydoc import KeyDoc
+
+__all__ = ["auth_keys", "cursor_keys", "paginate_keys"]
+
+
+def auth_keys(prefix: str, templates: bool) -> list[KeyDoc]:
+    value = "template" if templates else "string"
+    return [
+        KeyDoc(
+            f"{prefix}",
+            "mapping",
+            None,
+            "Authentication; exactly one of the keys below.",
+            one_of=True,
+        ),
+        KeyDoc(
+            f"{prefix}.bearer", value, None, "Sends `Authorization: Bearer <value>`.", secret=True
+        ),
+        KeyDoc(f"{prefix}.basic", "mapping", None, "HTTP basic authentication."),
+        KeyDoc(f"{prefix}.basic.username", value, None, "User name.", required=True),
+        KeyDoc(f"{prefix}.basic.password", value, None, "Password.", required=True, secret=True),
+        KeyDoc(
+            f"{prefix}.api_key",
+            "mapping",
+            None,
+            "An API key in a header or a query parameter (exactly one of `header`, `query`).",
+        ),
+        KeyDoc(f"{prefix}.api_key.header", "string", None, "Header name, e.g. `X-Api-Key`."),
+        KeyDoc(f"{prefix}.api_key.query", "string", None, "Query parameter name."),
+        KeyDoc(f"{prefix}.api_key.value", value, None, "The key.", required=True, secret=True),
+        KeyDoc(
+            f"{prefix}.oauth2",
+            "mapping",
+            None,
+            "OAuth2 client credentials: the token is cached until it expires and fetched "
+            "again after a 401 (the request is retried once).",
+        ),
+        KeyDoc(f"{prefix}.oauth2.token_url", value, None, "Token endpoint (POST).", required=True),
+        KeyDoc(f"{prefix}.oauth2.client_id", value, None, "Client id.", required=True),
+        KeyDoc(
+            f"{prefix}.oauth2.client_secret",
+            value,
+            None,
+            "Client secret.",
+            required=True,
+            secret=True,
+        ),
+        KeyDoc(f"{prefix}.oauth2.scope", value, None, "Requested scope (space-separated)."),
+        KeyDoc(
+            f"{prefix}.oauth2.client_auth",
+            "basic | body",
+            "basic",
+            "How the client authenticates: HTTP basic, or `client_id`/`client_secret` in "
+            "the form body.",
+        ),
+    ]
+
+
+def paginate_keys(prefix: str) -> list[KeyDoc]:
+    return [
+        KeyDoc(
+            prefix,
+            "mapping",
+            None,
+            "Pages within one poll; exactly one of the keys below. Without it: one page.",
+            one_of=True,
+        ),
+        *_next_token(f"{prefix}.next_token"),
+        KeyDoc(
+            f"{prefix}.link_header",
+            "true",
+            None,
+            'Follow `Link: <...>; rel="next"` (same origin only).',
+        ),
+        *_page_numbers(f"{prefix}.page"),
+        *_offsets(f"{prefix}.offset"),
+    ]
+
+
+def _next_token(prefix: str) -> list[KeyDoc]:
+    return [
+        KeyDoc(
+            prefix,
+            "mapping",
+            None,
+            "A token in the body names the next page; stop when it is null, absent or ''.",
+        ),
+        KeyDoc(f"{prefix}.path", "path", None, "Where the token is in the body.", required=True),
+        KeyDoc(
+            f"{prefix}.param",
+            "string",
+            None,
+            "Query parameter the token is sent in.",
+            required=True,
+        ),
+    ]
+
+
+def _page_numbers(prefix: str) -> list[KeyDoc]:
+    return [
+        KeyDoc(prefix, "mapping", None, "Page numbers; stop on a short page."),
+        KeyDoc(
+            f"{prefix}.param",
+            "string",
+            None,
+            "Query parameter of the page number.",
+            required=True,
+        ),
+        KeyDoc(f"{prefix}.start", "int", 1, "The first page's number."),
+        KeyDoc(f"{prefix}.size_param", "string", None, "Query parameter of the page size."),
+        _page_size(f"{prefix}.size"),
+    ]
+
+
+def _offsets(prefix: str) -> list[KeyDoc]:
+    return [
+        KeyDoc(prefix, "mapping", None, "Record offsets; stop on a short page."),
+        KeyDoc(
+            f"{prefix}.param",
+            "string",
+            None,
+            "Query parameter of the offset (from 0).",
+            required=True,
+        ),
+        KeyDoc(f"{prefix}.size_param", "string", None, "Query parameter of the page size."),
+        _page_size(f"{prefix}.size"),
+    ]
+
+
+def _page_size(path: str) -> KeyDoc:
+    return KeyDoc(
+        path, "int", None, "Page size; a page with fewer records is the last.", required=True
+    )
+
+
+def cursor_keys(prefix: str) -> list[KeyDoc]:
+    return [
+        KeyDoc(
+            prefix,
+            "mapping",
+            None,
+            "Kept between polls; exactly one of the keys below. Without it: `none`.",
+            one_of=True,
+        ),
+        KeyDoc(
+            f"{prefix}.token",
+            "mapping",
+            None,
+            "A token in the last page's body, sent on the next poll (the previous one is kept "
+            "when the last page has none).",
+        ),
+        KeyDoc(
+            f"{prefix}.token.path", "path", None, "Where the token is in the body.", required=True
+        ),
+        KeyDoc(
+            f"{prefix}.token.param",
+            "string",
+            None,
+            "Query parameter it is sent in (or use `{cursor}` in a template).",
+        ),
+        KeyDoc(
+            f"{prefix}.timestamp",
+            "mapping",
+            None,
+            "The greatest item `field` seen, sent as ISO-8601 (UTC) on the next poll.",
+        ),
+        KeyDoc(
+            f"{prefix}.timestamp.field",
+            "path",
+            None,
+            "Path of the item's timestamp.",
+            required=True,
+        ),
+        KeyDoc(
+            f"{prefix}.timestamp.param",
+            "string",
+            None,
+            "Query parameter it is sent in (or use `{cursor}` in a template).",
+        ),
+        KeyDoc(
+            f"{prefix}.timestamp.lookback",
+            "duration",
+            "0s",
+            "Sent this much earlier, to re-read late writes.",
+        ),
+        KeyDoc(
+            f"{prefix}.none",
+            "true",
+            None,
+            "Full listing each poll; the snapshot finds the changes.",
+        ),
+    ]
