@@ -49,7 +49,8 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "two paginations",
         {"paginate": {**NEXT, **PAGE}},
         "pollers[0].paginate",
-        "set exactly one of: next_token, link_header, page, offset; found next_token and page",
+        "set exactly one of: next_token, next_url, link_header, page, offset; "
+        "found next_token and page",
     ),
     ("no pagination", {"paginate": {}}, "pollers[0].paginate", "set exactly one of"),
     (
@@ -404,7 +405,14 @@ def test_every_section_of_the_key_table_is_what_the_parser_accepts() -> None:
     """The key table is the parser's list of known keys: a key it lists is accepted, and the
     unknown-key error offers exactly the table's names."""
     assert children("cursor") == ("token", "timestamp", "none")
-    assert children("paginate.page") == ("param", "start", "size_param", "size")
+    assert children("paginate.page") == (
+        "param",
+        "body",
+        "start",
+        "size_param",
+        "size_body",
+        "size",
+    )
     with pytest.raises(ConfigError) as caught:
         compile_spec(spec(cursor={"timestamp": {"field": "t", "param": "s", "look": "1s"}}))
     assert caught.value.path == "pollers[0].cursor.timestamp.look"

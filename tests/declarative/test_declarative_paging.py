@@ -11,6 +11,7 @@ import pytest
 from tests.declarative.helpers import API, Driver, compile_spec, spec
 from watukuy import Partition
 from watukuy.declarative.errors import BadBody
+from watukuy.declarative.listings import PageLoop
 from watukuy.http import reply
 
 ITEMS = f"{API}/items"
@@ -55,17 +56,38 @@ async def test_next_token_follows_the_body_until_null_or_absent() -> None:
     assert [p.has_more for p in driver.pages] == [True, True, False, False]
 
 
-async def test_a_token_that_repeats_ends_the_poll() -> None:
+async def test_a_token_that_repeats_stops_the_poll_with_an_error_naming_the_paginator() -> None:
     driver = Driver(compile_spec(spec(paginate={"next_token": {"path": "next", "param": "p"}})))
     driver.transport.add(
         "GET",
         ITEMS,
-        reply(json={"data": items(1), "next": "same"}),
-        reply(json={"data": items(2), "next": "same"}),
+        reply(json={"data": items(1), "next": "secret-slug-1"}),
+        reply(json={"data": items(2), "next": "secret-slug-1"}),
     )
-    await driver.poll()
-    assert len(driver.transport.requests) == 2
-    assert driver.pages[-1].has_more is False
+    with pytest.raises(PageLoop) as raised:
+        await driver.poll()
+    assert len(driver.transport.requests) == 2  # not a third
+    assert "pollers[0].paginate" in str(raised.value) and "loop" in str(raised.value)
+    assert "secret-slug" not in str(raised.value)
+
+
+async def test_a_listing_that_comes_round_again_is_stopped_but_a_page_asked_twice_is_not() -> None:
+    driver = Driver(compile_spec(spec(paginate={"next_token": {"path": "next", "param": "p"}})))
+    driver.transport.add(
+        "GET",
+        ITEMS,
+        reply(json={"data": items(1), "next": "a"}),
+        reply(json={"data": items(2), "next": "b"}),
+        reply(json={"data": items(2), "next": "b"}),  # page "a" again (a retry): same next
+        reply(json={"data": items(3), "next": "a"}),  # "b" names "a", already left: a loop
+    )
+    await driver.page()
+    at_a = driver.cursor
+    await driver.page()
+    driver.cursor = at_a  # the engine rolled the key back to page "a" and asks it again
+    await driver.page()
+    with pytest.raises(PageLoop):
+        await driver.page()
 
 
 async def test_page_numbers_stop_on_a_short_page() -> None:

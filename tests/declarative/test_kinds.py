@@ -12,8 +12,7 @@ from watukuy.core.errors import ConfigError
 from watukuy.declarative.auth import AUTH_KINDS
 from watukuy.declarative.cursors import CURSORS
 from watukuy.declarative.paging import PAGINATORS
-from watukuy.declarative.values import parse_kind
-from watukuy.options.declarative import children
+from watukuy.declarative.values import alternatives, parse_kind
 
 pytestmark = pytest.mark.unit
 
@@ -31,7 +30,7 @@ pytestmark = pytest.mark.unit
 def test_every_kind_the_reference_lists_has_a_parser(
     path: str, table: Mapping[str, object]
 ) -> None:
-    assert set(children(path)) == set(table)
+    assert set(alternatives(path)) == set(table)
 
 
 def test_a_listed_kind_without_a_parser_is_a_config_error_naming_it() -> None:

@@ -32,7 +32,7 @@ from typing import Any, Final
 from watukuy.core.errors import ConfigError, PathMissing
 from watukuy.core.validation import kind
 
-__all__ = ["EVERY", "MISSING", "KeyPath", "Path", "parse_key_path", "parse_path"]
+__all__ = ["EVERY", "MISSING", "KeyPath", "Path", "parse_key_path", "parse_path", "put"]
 
 
 class _Missing:
@@ -139,6 +139,22 @@ class KeyPath:
 
     def __str__(self) -> str:
         return self.text
+
+
+def put(value: Any, path: KeyPath, new: Any) -> Any:
+    """A copy of ``value`` (a JSON body) with ``new`` at ``path``: the mappings along the path
+    are copied (or made where missing), nothing else is; ``value`` is left as it was.
+    ``ValueError`` when a step meets something that is not a mapping."""
+    if not path.steps:
+        return new
+    if value is None:
+        value = {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"cannot set {path.text!r}: the value there is not a mapping")
+    out = dict(value)
+    head, *rest = path.steps
+    out[head] = put(value.get(head), KeyPath(path.text, tuple(rest)), new) if rest else new
+    return out
 
 
 def parse_key_path(text: object, where: str) -> KeyPath:

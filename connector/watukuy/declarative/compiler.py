@@ -22,7 +22,7 @@ from watukuy.core.transforms import Transform, compile_transform
 from watukuy.core.validation import positive_int
 from watukuy.declarative import cursors
 from watukuy.declarative.fetch import PollSpec, make_fetch
-from watukuy.declarative.paging import parse_paginate
+from watukuy.declarative.paging import check_body_places, parse_paginate
 from watukuy.declarative.paths import Path as ItemPath
 from watukuy.declarative.paths import parse_path
 from watukuy.declarative.records import parse_records
@@ -194,10 +194,13 @@ def _poll_spec(
     throttle_default: float,
 ) -> PollSpec:
     status = parse_on_status(given.get("on_status"), f"{where}.on_status")
+    paginate = parse_paginate(given.get("paginate"), "paginate", f"{where}.paginate")
+    check_body_places(paginate, request, f"{where}.request.method")
     return PollSpec(
         request=request,
         records=parse_records(given.get("records", default_of("records")), f"{where}.records"),
-        paginate=parse_paginate(given.get("paginate"), "paginate", f"{where}.paginate"),
+        paginate=paginate,
+        paginate_where=f"{where}.paginate",
         cursor=cursor,
         status=status,
         throttle_default=throttle_default,

@@ -13,8 +13,9 @@ The page itself (its request, sent with auth, and where the next one is) is
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from watukuy.core.children import tenant_of
@@ -22,6 +23,7 @@ from watukuy.core.poller import FetchResult
 from watukuy.core.ratelimit import throttle_until
 from watukuy.declarative import cursors
 from watukuy.declarative.errors import StatusFailed
+from watukuy.declarative.listings import START_OVER, Listings
 from watukuy.declarative.pages import first_request, next_page, send_page
 from watukuy.declarative.paging import Paginator
 from watukuy.declarative.records import Records
@@ -29,10 +31,12 @@ from watukuy.declarative.request import RequestSpec
 from watukuy.declarative.shared import PacedByStream, Pacing
 from watukuy.declarative.status import StatusTable
 from watukuy.declarative.templates import Scope
-from watukuy.http import KeyHttp, Throttled, VendorError
+from watukuy.http import KeyHttp, Response, Throttled, VendorError
 from watukuy.http.errors import request_line
 
 __all__ = ["PollSpec", "fetch_page", "make_fetch"]
+
+log = logging.getLogger("watukuy.declarative")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +50,10 @@ class PollSpec:
     """Seconds to wait after a ``rate-limited`` status that does not say how long."""
     passthrough: frozenset[int] = frozenset()
     """``status.passthrough()``, computed once."""
+    paginate_where: str = "paginate"
+    """The config path of ``paginate``, for its errors."""
+    listings: Listings = field(default_factory=Listings, compare=False)
+    """What this poller keeps of its keys' listings in memory (:mod:`.listings`)."""
 
     @property
     def secret_params(self) -> tuple[str, ...]:
@@ -94,23 +102,51 @@ def _paced_fetch(spec: PollSpec, pacing: Pacing) -> Callable[[Any], Awaitable[Fe
 
 
 async def fetch_page(spec: PollSpec, partition: Any, value: Any, http: KeyHttp) -> FetchResult:
+    key = partition.key
     position = cursors.read(value)
+    at = spec.listings.recall(key, position.page)
+    if at is START_OVER:  # its next URL was never stored: the listing starts over
+        log.info("%s: listing again from its first page (a next URL is never stored)", key)
+        position, at = cursors.Position(position.resume, None, position.high), None
     sent = spec.cursor.outgoing(position.resume)
     scope = Scope(partition=partition, cursor=sent)
     rendered = spec.request.render(scope)
     param = spec.cursor.param
     cursor_query = {param: str(sent)} if param is not None and sent is not None else None
-    page = spec.paginate.place(first_request(rendered, cursor_query), position.page)
+    page = spec.paginate.place(first_request(rendered, cursor_query), at)
     response = await send_page(spec.request, http, scope, rendered, page, spec.passthrough)
+    if _judged(spec, response, http) == "ignore":
+        spec.listings.ended(key)
+        return FetchResult(
+            items=[], cursor=spec.cursor.at_end(position, None, position.high), has_more=False
+        )
+    body = await response.json()  # InvalidResponse names the template, as the client's errors
+    items = spec.records.read(body, request_line(spec.request.method, spec.request.url.shown))
+    following = next_page(
+        spec.paginate,
+        at,
+        response=response,
+        body=body,
+        count=len(items),
+        page=page,
+        rendered=rendered,
+        secret_params=spec.secret_params,
+    )
+    high = spec.cursor.highest(position.high, items)
+    if following is not None:
+        stored = spec.listings.walked(key, at, following, spec.paginate_where)
+        return FetchResult(
+            items=items, cursor=cursors.mid_listing(position, stored, high), has_more=True
+        )
+    spec.listings.ended(key)
+    return FetchResult(items=items, cursor=spec.cursor.at_end(position, body, high), has_more=False)
+
+
+def _judged(spec: PollSpec, response: Response, http: KeyHttp) -> str:
+    """The status's action by ``on_status``: ``ok`` or ``ignore``; the others raise."""
     template = spec.request.url.shown
     method = spec.request.method
     action = spec.status.action(response.status)
-    if action == "ignore":
-        return FetchResult(
-            items=[],
-            cursor=spec.cursor.at_end(position, None, position.high),
-            has_more=False,
-        )
     if action == "retry":
         raise VendorError(status=response.status, method=method, template=template)
     if action == "fail":
@@ -121,21 +157,4 @@ async def fetch_page(spec: PollSpec, partition: Any, value: Any, http: KeyHttp) 
         if until is None or until <= now:
             until = now + spec.throttle_default
         raise Throttled(until=until, status=response.status, method=method, template=template)
-    body = await response.json()  # InvalidResponse names the template, as the client's errors
-    items = spec.records.read(body, request_line(method, template))
-    following = next_page(
-        spec.paginate,
-        position.page,
-        response=response,
-        body=body,
-        count=len(items),
-        page=page,
-        rendered=rendered,
-        secret_params=spec.secret_params,
-    )
-    high = spec.cursor.highest(position.high, items)
-    if following is not None:
-        return FetchResult(
-            items=items, cursor=cursors.mid_listing(position, following, high), has_more=True
-        )
-    return FetchResult(items=items, cursor=spec.cursor.at_end(position, body, high), has_more=False)
+    return action

@@ -1,17 +1,22 @@
 """``paginate``: the pages of one poll (or of one tenant listing). Exactly one of::
 
-    next_token: {path: meta.next, param: cursor}    body value -> query param; stop when it
-                                                    is null, absent or ''
+    next_token: {path: meta.next, param: cursor}    body value -> query param (or body: a
+                                                    JSON body path); stop when it is null,
+                                                    absent or ''
+    next_url: {path: links.next}                    a URL in the body, absolute or relative
     link_header: true                               follow Link: <...>; rel="next"
     page: {param: page, start: 1, size_param: per_page, size: 100}   stop on a short page
     offset: {param: offset, size_param: limit, size: 100}           stop on a short page
 
+and beside it ``stop:``, a filter on the page's body (the grammar of ``transform.filter``):
+a page it matches is the last. ``page`` and ``offset`` may place their values in the JSON
+body (``body:``, ``size_body:``) instead of the query.
+
 Without ``paginate`` a poll is one request. Every page of a poll sends the same request (URL,
 query, headers, body, cursor parameter) plus what the paginator places for the page, which
-wins over a query or cursor parameter of the same name. A ``Link`` target replaces the URL and
-query altogether (only auth is added to it) and must be on the same origin as the request:
-credentials are not sent to another host. A token equal to the one just sent ends the poll (a
-vendor that repeats itself would otherwise be polled in a loop).
+wins over a query or cursor parameter of the same name. A next URL (``next_url``, ``Link``)
+replaces the URL and query altogether (only auth is added to it) and must be on the same
+origin as the request: credentials are not sent to another host.
 
 Each kind is an entry of :data:`PAGINATORS`: its parser builds a :class:`Paginator`, which
 answers the callers' two questions itself, where a page's position goes in its request
@@ -20,7 +25,9 @@ ask which kind they hold.
 
 Pure: a page position goes in, the next position (or ``None``: last page) comes out. Positions
 are what the engine stores mid-listing, so a ``Link`` target is kept without its origin (the
-host can be tenant data) and, when its path is the request's, as its query only.
+host can be tenant data) and, when its path is the request's, as its query only; a
+``next_url`` target is a :class:`FollowUrl`, which the poll never stores
+(:mod:`watukuy.declarative.listings`).
 """
 
 from __future__ import annotations
@@ -33,8 +40,11 @@ from urllib.parse import unquote_plus
 
 from yarl import URL
 
+from watukuy.core.errors import ConfigError
+from watukuy.core.filters import Filter, compile_filter
+from watukuy.core.paths import KeyPath, parse_key_path, put
 from watukuy.core.validation import non_empty_string, non_negative_int, positive_int
-from watukuy.declarative.errors import BadBody
+from watukuy.declarative.errors import BadBody, RenderError
 from watukuy.declarative.paths import MISSING, Path, parse_path
 from watukuy.declarative.values import parse_kind, section
 from watukuy.declarative.values import true_flag as _true_flag
@@ -42,9 +52,11 @@ from watukuy.http import build_url
 
 __all__ = [
     "PAGINATORS",
+    "FollowUrl",
     "PageRequest",
     "PageSeen",
     "Paginator",
+    "check_body_places",
     "parse_paginate",
 ]
 
@@ -77,6 +89,11 @@ class Paginator(Protocol):
     def follows_urls(self) -> bool:
         """Whether :meth:`next` reads :attr:`PageSeen.url` (the caller resolves it only then)."""
 
+    @property
+    def places_body(self) -> str | None:
+        """The config path of a value it places in the JSON body (``None``: it places none),
+        which a request without a body (a GET) cannot take."""
+
     def place(self, page: PageRequest, position: Any) -> PageRequest:
         """The request of the page at ``position`` (``None``: the first page)."""
 
@@ -85,19 +102,51 @@ class Paginator(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class FollowUrl:
+    """A next page's whole URL (from ``next_url``): followed, never stored."""
+
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a value goes in a page's request: a query parameter, or a path in the JSON body
+    (``where``: that key's config path, for errors)."""
+
+    param: str | None
+    body: KeyPath | None
+    where: str
+
+    def into(self, page: PageRequest, value: Any) -> PageRequest:
+        if self.param is not None:
+            return replace(page, query={**page.query, self.param: str(value)})
+        if self.body is None:
+            return page
+        try:
+            return replace(page, json=put(page.json, self.body, value))
+        except ValueError as exc:
+            raise RenderError(f"{self.where}: {exc}") from None
+
+
+NOWHERE = Place(None, None, "")
+
+
+@dataclass(frozen=True, slots=True)
 class NextToken:
     path: Path
-    param: str
+    place_token: Place
     follows_urls: bool = False
 
+    @property
+    def places_body(self) -> str | None:
+        return self.place_token.where if self.place_token.body is not None else None
+
     def place(self, page: PageRequest, position: Any) -> PageRequest:
-        if position is None:
-            return page
-        return replace(page, query={**page.query, self.param: str(position)})
+        return page if position is None else self.place_token.into(page, position)
 
     def next(self, position: Any, seen: PageSeen) -> Any:
         token = self.path.find(seen.body)
-        if token is MISSING or token is None or token == "" or token == position:
+        if token is MISSING or token is None or token == "":
             return None
         if isinstance(token, bool) or not isinstance(token, str | int | float):
             raise BadBody(f"next_token at {self.path.text!r} is not a string or a number")
@@ -105,8 +154,39 @@ class NextToken:
 
 
 @dataclass(frozen=True, slots=True)
+class NextUrl:
+    path: Path
+    follows_urls: bool = True
+    places_body: str | None = None
+
+    def place(self, page: PageRequest, position: Any) -> PageRequest:
+        if position is None:
+            return page
+        if not isinstance(position, FollowUrl):
+            raise ValueError("next_url paging follows FollowUrl positions only")
+        return replace(page, url=position.url, query={})
+
+    def next(self, position: Any, seen: PageSeen) -> Any:
+        found = self.path.find(seen.body)
+        if found is MISSING or found is None or found == "":
+            return None
+        if not isinstance(found, str):
+            raise BadBody(f"next_url at {self.path.text!r} is not a string")
+        if seen.url is None:
+            raise ValueError("next_url paging needs the URL the page came from")
+        try:
+            target = seen.url.join(URL(found.strip()))
+        except (TypeError, ValueError):
+            raise BadBody(f"next_url at {self.path.text!r} is not a URL") from None
+        if target.origin() != seen.url.origin():
+            raise BadBody(f"next_url at {self.path.text!r} is on another origin; not followed")
+        return FollowUrl(str(target.with_fragment(None)))
+
+
+@dataclass(frozen=True, slots=True)
 class LinkHeader:
     follows_urls: bool = True
+    places_body: str | None = None
 
     def place(self, page: PageRequest, position: Any) -> PageRequest:
         if position is None:
@@ -121,15 +201,19 @@ class LinkHeader:
 
 @dataclass(frozen=True, slots=True)
 class PageNumber:
-    param: str
+    place_number: Place
     start: int
-    size_param: str | None
+    place_size: Place
     size: int
     follows_urls: bool = False
 
+    @property
+    def places_body(self) -> str | None:
+        return _body_of(self.place_number, self.place_size)
+
     def place(self, page: PageRequest, position: Any) -> PageRequest:
         number = self.start if position is None else position
-        return replace(page, query={**page.query, **_sized(self.param, number, self)})
+        return self.place_size.into(self.place_number.into(page, number), self.size)
 
     def next(self, position: Any, seen: PageSeen) -> Any:
         if seen.count < self.size:
@@ -139,14 +223,18 @@ class PageNumber:
 
 @dataclass(frozen=True, slots=True)
 class Offset:
-    param: str
-    size_param: str | None
+    place_offset: Place
+    place_size: Place
     size: int
     follows_urls: bool = False
 
+    @property
+    def places_body(self) -> str | None:
+        return _body_of(self.place_offset, self.place_size)
+
     def place(self, page: PageRequest, position: Any) -> PageRequest:
         offset = 0 if position is None else position
-        return replace(page, query={**page.query, **_sized(self.param, offset, self)})
+        return self.place_size.into(self.place_offset.into(page, offset), self.size)
 
     def next(self, position: Any, seen: PageSeen) -> Any:
         if seen.count < self.size:
@@ -154,17 +242,37 @@ class Offset:
         return (0 if position is None else int(position)) + self.size
 
 
-def _sized(param: str, value: Any, spec: PageNumber | Offset) -> dict[str, str]:
-    out = {param: str(value)}
-    if spec.size_param is not None:
-        out[spec.size_param] = str(spec.size)
-    return out
+def _body_of(*places: Place) -> str | None:
+    return next((p.where for p in places if p.body is not None), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Stopping:
+    """Any kind, and ``stop``: a page whose body matches it is the last."""
+
+    inner: Paginator
+    stop: Filter
+
+    @property
+    def follows_urls(self) -> bool:
+        return self.inner.follows_urls
+
+    @property
+    def places_body(self) -> str | None:
+        return self.inner.places_body
+
+    def place(self, page: PageRequest, position: Any) -> PageRequest:
+        return self.inner.place(page, position)
+
+    def next(self, position: Any, seen: PageSeen) -> Any:
+        return None if self.stop(seen.body) else self.inner.next(position, seen)
 
 
 class OnePage:
     """No ``paginate``: a poll is one request."""
 
     follows_urls = False
+    places_body = None
 
     def place(self, page: PageRequest, position: Any) -> PageRequest:
         return page
@@ -176,12 +284,32 @@ class OnePage:
 ONE_PAGE: Paginator = OnePage()
 
 
+def _place(
+    values: Mapping[str, Any], at: str, param: str, body: str, example: str, *, required: bool
+) -> Place:
+    """Exactly one of the query parameter ``param`` and the body path ``body`` (or neither,
+    unless ``required``)."""
+    given = [name for name in (param, body) if name in values]
+    if len(given) > 1 or (required and not given):
+        found = f"; found {' and '.join(given)}" if given else ""
+        raise ConfigError(f"set exactly one of: {param}, {body}{found}", at)
+    if param in values:
+        return Place(non_empty_string(values[param], f"{at}.{param}", example), None, "")
+    if body in values:
+        where = f"{at}.{body}"
+        return Place(None, parse_key_path(values[body], where), where)
+    return NOWHERE
+
+
 def _parse_next_token(given: object, path: str, at: str) -> Paginator:
     values = section(given, path, at)
-    return NextToken(
-        parse_path(values["path"], f"{at}.path"),
-        non_empty_string(values["param"], f"{at}.param", "cursor"),
-    )
+    place = _place(values, at, "param", "body", "cursor", required=True)
+    return NextToken(parse_path(values["path"], f"{at}.path"), place)
+
+
+def _parse_next_url(given: object, path: str, at: str) -> Paginator:
+    values = section(given, path, at)
+    return NextUrl(parse_path(values["path"], f"{at}.path"))
 
 
 def _parse_link_header(given: object, path: str, at: str) -> Paginator:
@@ -191,29 +319,22 @@ def _parse_link_header(given: object, path: str, at: str) -> Paginator:
 
 def _parse_page(given: object, path: str, at: str) -> Paginator:
     values = section(given, path, at)
-    param, size_param, size = _numbered(values, at, "page")
+    number = _place(values, at, "param", "body", "page", required=True)
     start = non_negative_int(values.get("start", 1), f"{at}.start")
-    return PageNumber(param=param, start=start, size_param=size_param, size=size)
+    size = _place(values, at, "size_param", "size_body", "per_page", required=False)
+    return PageNumber(number, start, size, positive_int(values["size"], f"{at}.size"))
 
 
 def _parse_offset(given: object, path: str, at: str) -> Paginator:
-    param, size_param, size = _numbered(section(given, path, at), at, "offset")
-    return Offset(param=param, size_param=size_param, size=size)
-
-
-def _numbered(values: Mapping[str, Any], at: str, example: str) -> tuple[str, str | None, int]:
-    param = non_empty_string(values["param"], f"{at}.param", example)
-    raw_size_param = values.get("size_param")
-    size_param = (
-        None
-        if raw_size_param is None
-        else non_empty_string(raw_size_param, f"{at}.size_param", "limit")
-    )
-    return param, size_param, positive_int(values["size"], f"{at}.size")
+    values = section(given, path, at)
+    offset = _place(values, at, "param", "body", "offset", required=True)
+    size = _place(values, at, "size_param", "size_body", "limit", required=False)
+    return Offset(offset, size, positive_int(values["size"], f"{at}.size"))
 
 
 PAGINATORS: Mapping[str, Callable[[object, str, str], Paginator]] = {
     "next_token": _parse_next_token,
+    "next_url": _parse_next_url,
     "link_header": _parse_link_header,
     "page": _parse_page,
     "offset": _parse_offset,
@@ -226,7 +347,20 @@ def parse_paginate(raw: object, path: str, where: str) -> Paginator:
     (absent: :data:`ONE_PAGE`)."""
     if raw is None:
         return ONE_PAGE
-    return parse_kind(raw, path, where, PAGINATORS)
+    paginator = parse_kind(raw, path, where, PAGINATORS)
+    stop = raw.get("stop") if isinstance(raw, Mapping) else None
+    if stop is None:
+        return paginator
+    return Stopping(paginator, compile_filter(stop, f"{where}.stop"))
+
+
+def check_body_places(paginate: Paginator, request: Any, where: str) -> None:
+    """A paginator that places values in the JSON body needs a request that sends one."""
+    placed = paginate.places_body
+    if placed is not None and request.method != "POST":
+        raise ConfigError(
+            f"{placed} places the page in the JSON body: set request.method: POST", where
+        )
 
 
 def follow_link(position: str, url: URL) -> URL:

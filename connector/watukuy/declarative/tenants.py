@@ -29,8 +29,9 @@ from watukuy.core.poller import Partition
 from watukuy.core.validation import kind
 from watukuy.declarative.auth import ALL_STATUSES
 from watukuy.declarative.errors import PartitionSourceError
+from watukuy.declarative.listings import Walk
 from watukuy.declarative.pages import first_request, next_page, send_page
-from watukuy.declarative.paging import PageRequest, Paginator, parse_paginate
+from watukuy.declarative.paging import PageRequest, Paginator, check_body_places, parse_paginate
 from watukuy.declarative.paths import MISSING, Path, parse_path
 from watukuy.declarative.records import Records, parse_records
 from watukuy.declarative.request import Rendered, RequestSpec, parse_request
@@ -86,6 +87,7 @@ def parse_http_source(
     key = parse_path(given["key"], f"{where}.key")
     data = _data_paths(given.get("data"), f"{where}.data")
     pages = parse_paginate(given.get("paginate"), f"{_TABLE}.paginate", f"{where}.paginate")
+    check_body_places(pages, request, f"{where}.method")
     try:
         build_url(request.url.text)
     except ConfigError as exc:
@@ -143,6 +145,7 @@ class _Source:
     async def _all_pages(self, http: KeyHttp) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         position: Any = None
+        walk = Walk()
         for _ in range(MAX_PAGES):
             rendered = self.request.render(_NO_PARTITION)
             page = self.paginate.place(first_request(rendered), position)
@@ -151,7 +154,7 @@ class _Source:
             found = self.records.read(body, self.shown)
             first = len(out)
             out.extend(self._partition(record, first + at) for at, record in enumerate(found))
-            position = next_page(
+            following = next_page(
                 self.paginate,
                 position,
                 response=response,
@@ -160,8 +163,10 @@ class _Source:
                 page=page,
                 rendered=rendered,
             )
-            if position is None:
+            if following is None:
                 return out
+            walk.step(position, following, f"{self.where}.paginate")
+            position = following
         raise PartitionSourceError(f"{self.where}: more than {MAX_PAGES} pages; not followed")
 
     async def _send(self, http: KeyHttp, rendered: Rendered, page: PageRequest) -> Response:

@@ -15,12 +15,19 @@ from watukuy.core.validation import kind
 from watukuy.options.declarative import check_section, children, key_doc
 
 __all__ = [
+    "alternatives",
     "duration",
     "one_of",
     "parse_kind",
     "section",
     "true_flag",
 ]
+
+
+def alternatives(path: str) -> tuple[str, ...]:
+    """The alternatives of the ``one_of`` mapping at ``path``: its children but those that
+    stand ``beside`` them."""
+    return tuple(n for n in children(path) if not key_doc(f"{path}.{n}").beside)
 
 
 def section(raw: object, path: str, where: str) -> Mapping[str, Any]:
@@ -37,7 +44,7 @@ def section(raw: object, path: str, where: str) -> Mapping[str, Any]:
 def one_of(raw: object, path: str, where: str) -> tuple[str, Any]:
     """The one alternative set in a ``one_of`` mapping, and its value."""
     given = section(raw, path, where)
-    options = children(path)
+    options = alternatives(path)
     chosen = [name for name in options if name in given]
     if not chosen:
         raise ConfigError(f"set exactly one of: {', '.join(options)}", where)

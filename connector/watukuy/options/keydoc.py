@@ -31,7 +31,10 @@ class KeyDoc:
     doc: str = ""
     required: bool = False
     one_of: bool = False
-    """A mapping of alternatives: exactly one child is set."""
+    """A mapping of alternatives: exactly one child is set (but those marked ``beside``)."""
+    beside: bool = False
+    """A setting beside the alternatives of its ``one_of`` parent, not one of them
+    (``paginate.stop``)."""
     secret: bool = False
     """A credential: ``validate`` and REST show it as ``[redacted]`` even when written inline."""
 

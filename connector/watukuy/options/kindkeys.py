@@ -69,10 +69,25 @@ def paginate_keys(prefix: str) -> list[KeyDoc]:
             prefix,
             "mapping",
             None,
-            "Pages within one poll; exactly one of the keys below. Without it: one page.",
+            "Pages within one poll; exactly one of the kinds below, and `stop` beside it. "
+            "Without it: one page. A kind that would send the same page twice in one listing "
+            "stops it with an error on the key.",
             one_of=True,
         ),
         *_next_token(f"{prefix}.next_token"),
+        KeyDoc(
+            f"{prefix}.next_url",
+            "mapping",
+            None,
+            "A URL in the body names the next page (Zendesk's `next_page`, Twilio's relative "
+            "`next_page_uri`, `links.next`); stop when it is null, absent or ''. Absolute or "
+            "relative to the page it came from; same origin only; its query replaces the "
+            "request's. Never stored: a listing taken over by another runner starts again "
+            "from its first page (the snapshot keeps it from publishing twice).",
+        ),
+        KeyDoc(
+            f"{prefix}.next_url.path", "path", None, "Where the URL is in the body.", required=True
+        ),
         KeyDoc(
             f"{prefix}.link_header",
             "true",
@@ -81,6 +96,14 @@ def paginate_keys(prefix: str) -> list[KeyDoc]:
         ),
         *_page_numbers(f"{prefix}.page"),
         *_offsets(f"{prefix}.offset"),
+        KeyDoc(
+            f"{prefix}.stop",
+            "mapping",
+            None,
+            "Beside any kind: a filter on the page's body (the form of `transform.filter`); "
+            "a page it matches is the last (`{path: meta.has_more, equals: false}`).",
+            beside=True,
+        ),
     ]
 
 
@@ -90,54 +113,62 @@ def _next_token(prefix: str) -> list[KeyDoc]:
             prefix,
             "mapping",
             None,
-            "A token in the body names the next page; stop when it is null, absent or ''.",
+            "A token in the body names the next page; stop when it is null, absent or ''. "
+            "Exactly one of `param` and `body`.",
         ),
         KeyDoc(f"{prefix}.path", "path", None, "Where the token is in the body.", required=True),
+        KeyDoc(f"{prefix}.param", "string", None, "Query parameter the token is sent in."),
         KeyDoc(
-            f"{prefix}.param",
-            "string",
+            f"{prefix}.body",
+            "path",
             None,
-            "Query parameter the token is sent in.",
-            required=True,
+            "Where the token goes in the JSON body (GraphQL `variables.after`, a search "
+            "endpoint's cursor); needs `request.method: POST`.",
         ),
     ]
 
 
 def _page_numbers(prefix: str) -> list[KeyDoc]:
     return [
-        KeyDoc(prefix, "mapping", None, "Page numbers; stop on a short page."),
         KeyDoc(
-            f"{prefix}.param",
-            "string",
+            prefix,
+            "mapping",
             None,
-            "Query parameter of the page number.",
-            required=True,
+            "Page numbers; stop on a short page. Exactly one of `param` and `body`.",
         ),
+        KeyDoc(f"{prefix}.param", "string", None, "Query parameter of the page number."),
+        KeyDoc(f"{prefix}.body", "path", None, "Where the page number goes in the JSON body."),
         KeyDoc(f"{prefix}.start", "int", 1, "The first page's number."),
-        KeyDoc(f"{prefix}.size_param", "string", None, "Query parameter of the page size."),
-        _page_size(f"{prefix}.size"),
+        *_sizes(prefix),
     ]
 
 
 def _offsets(prefix: str) -> list[KeyDoc]:
     return [
-        KeyDoc(prefix, "mapping", None, "Record offsets; stop on a short page."),
         KeyDoc(
-            f"{prefix}.param",
-            "string",
+            prefix,
+            "mapping",
             None,
-            "Query parameter of the offset (from 0).",
-            required=True,
+            "Record offsets; stop on a short page. Exactly one of `param` and `body`.",
         ),
-        KeyDoc(f"{prefix}.size_param", "string", None, "Query parameter of the page size."),
-        _page_size(f"{prefix}.size"),
+        KeyDoc(f"{prefix}.param", "string", None, "Query parameter of the offset (from 0)."),
+        KeyDoc(f"{prefix}.body", "path", None, "Where the offset goes in the JSON body."),
+        *_sizes(prefix),
     ]
 
 
-def _page_size(path: str) -> KeyDoc:
-    return KeyDoc(
-        path, "int", None, "Page size; a page with fewer records is the last.", required=True
-    )
+def _sizes(prefix: str) -> list[KeyDoc]:
+    return [
+        KeyDoc(f"{prefix}.size_param", "string", None, "Query parameter of the page size."),
+        KeyDoc(f"{prefix}.size_body", "path", None, "Where the page size goes in the JSON body."),
+        KeyDoc(
+            f"{prefix}.size",
+            "int",
+            None,
+            "Page size; a page with fewer records is the last.",
+            required=True,
+        ),
+    ]
 
 
 def cursor_keys(prefix: str) -> list[KeyDoc]:
