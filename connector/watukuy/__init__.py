@@ -4,7 +4,14 @@ from watukuy.core.clock import FakeClock, SystemClock
 from watukuy.core.errors import ConfigError, Fenced, Retriable, StateCorrupted, WatukuyError
 from watukuy.core.events import Event
 from watukuy.core.inspect import PollerInspect
-from watukuy.core.poller import FetchResult, ParentSpec, Partition, Poller, define_poller
+from watukuy.core.poller import (
+    FetchResult,
+    ParentSpec,
+    Partition,
+    Poller,
+    Unreadable,
+    define_poller,
+)
 from watukuy.core.state import ParkedItem
 from watukuy.core.version import VERSION
 from watukuy.engine.engine import Engine
@@ -32,6 +39,7 @@ __all__ = [
     "Retriable",
     "StateCorrupted",
     "SystemClock",
+    "Unreadable",
     "WatukuyError",
     "define_poller",
 ]

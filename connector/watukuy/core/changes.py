@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from watukuy.core.events import Event, EventType, canonical_json, event_id, fingerprint, utc
-from watukuy.core.poller import Poller
+from watukuy.core.poller import Poller, Unreadable
 from watukuy.core.state import TRANSFORMED_MARK, ParkedItem, SnapshotEntry
 from watukuy.core.transforms import Transform, TransformContext
 
@@ -47,6 +47,8 @@ def identify(poller: Poller, item: Any) -> Identified:
 
 def _identity_version(poller: Poller, item: Any) -> tuple[str, str]:
     # A plain tuple: detection runs this once per item, and no object per item is kept.
+    if type(item) is Unreadable:
+        raise ValueError(item.reason)
     try:
         raw_identity = poller.identity(item)
     except Exception as exc:
@@ -71,6 +73,8 @@ def identities(poller: Poller, items: Iterable[Any]) -> list[str]:
     at for them (an item without one is parked, and looks at none)."""
     out: list[str] = []
     for item in items:
+        if type(item) is Unreadable:
+            continue
         try:
             out.append(_as_text(poller.identity(item), "identity"))
         except Exception:  # detect parks it, with the reason
@@ -140,7 +144,8 @@ def _read(
     try:
         identity, version = _identity_version(poller, item)
     except ValueError as exc:
-        return invalid_item(poller, partition, item, str(exc), lane, now)
+        vendors = item.item if type(item) is Unreadable else item
+        return invalid_item(poller, partition, vendors, str(exc), lane, now)
     problem = poller.validate(item) if poller.validate is not None else None
     if problem is not None:  # parked before the snapshot sees it: a fix is a change
         return invalid_item(poller, partition, item, f"SchemaError: {problem}", lane, now)
@@ -178,6 +183,8 @@ def _read_transformed(
 ) -> Read:
     """Like :func:`_read`, with the published item: identity and version read the vendor's
     item, the fingerprint and the schema the published one."""
+    if type(item) is Unreadable:  # parked before any filter could leave it out unseen
+        return invalid_item(poller, partition, item.item, item.reason, lane, now), None
     keep = transform.filter  # Transform.matches, without a call per item
     if keep is not None and not keep(item):
         try:

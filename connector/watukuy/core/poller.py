@@ -52,6 +52,16 @@ class FetchResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Unreadable:
+    """An item of a page that is not one: what a ``fetch`` returns in its place so that it is
+    parked ``invalid`` with ``reason`` (naming config, never values), never dropped silently
+    (a wrapped record without the object it wraps)."""
+
+    item: Any
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class CursorSpec:
     strategy: str = "token"
     initial: Any = None

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from watukuy.core.errors import ConfigError
+from watukuy.core.events import canonical_json
 from watukuy.core.keys import POLLER_NAME
 from watukuy.core.poller import ParentSpec, Poller, StreamOf, define_poller
 from watukuy.core.transforms import Transform, compile_transform
@@ -198,7 +199,7 @@ def _poll_spec(
     check_body_places(paginate, request, f"{where}.request.method")
     return PollSpec(
         request=request,
-        records=parse_records(given.get("records", default_of("records")), f"{where}.records"),
+        records=parse_records(given, where),
         paginate=paginate,
         paginate_where=f"{where}.paginate",
         cursor=cursor,
@@ -210,10 +211,9 @@ def _poll_spec(
 
 def _item_getters(given: Mapping[str, Any], where: str) -> dict[str, Any]:
     """``identity`` and ``version`` (``None``: a fingerprint) of an item, by path."""
-    identity = parse_path(given["identity"], f"{where}.identity")
     version = given.get("version")
     return {
-        "identity": _getter(identity, "identity"),
+        "identity": _identity(given["identity"], f"{where}.identity"),
         "version": None
         if version is None
         else _getter(parse_path(version, f"{where}.version"), "version"),
@@ -254,6 +254,22 @@ def _transform(
         schema=schema,
         secret_at=lambda path: path in written,
     )
+
+
+def _identity(raw: object, where: str) -> Callable[[Any], Any]:
+    """One path, or several: then the identity is the compact JSON text of their values (a
+    stable join that no two different lists of values share)."""
+    if not isinstance(raw, list):
+        return _getter(parse_path(raw, where), "identity")
+    if len(raw) < 2:
+        raise ConfigError("a list of identity paths needs two or more (else write one path)", where)
+    paths = [parse_path(text, f"{where}[{index}]") for index, text in enumerate(raw)]
+
+    def joined(item: Any) -> str:
+        return canonical_json([path.get(item, "identity") for path in paths])
+
+    joined.__qualname__ = joined.__name__ = "identity_at_" + "+".join(p.text for p in paths)
+    return joined
 
 
 def _getter(path: ItemPath, what: str) -> Callable[[Any], Any]:

@@ -33,7 +33,7 @@ from watukuy.declarative.listings import Walk
 from watukuy.declarative.pages import first_request, next_page, send_page
 from watukuy.declarative.paging import PageRequest, Paginator, check_body_places, parse_paginate
 from watukuy.declarative.paths import MISSING, Path, parse_path
-from watukuy.declarative.records import Records, parse_records
+from watukuy.declarative.records import ListAt, Records
 from watukuy.declarative.request import Rendered, RequestSpec, parse_request
 from watukuy.declarative.templates import Scope, Template, compile_template
 from watukuy.declarative.values import section
@@ -83,7 +83,7 @@ def parse_http_source(
         )
 
     request = parse_request(given, _TABLE, where, compile_value)  # reads its own keys only
-    records = parse_records(given.get("records"), f"{where}.records")
+    records = ListAt(parse_path(given.get("records", ""), f"{where}.records", allow_empty=True))
     key = parse_path(given["key"], f"{where}.key")
     data = _data_paths(given.get("data"), f"{where}.data")
     pages = parse_paginate(given.get("paginate"), f"{_TABLE}.paginate", f"{where}.paginate")

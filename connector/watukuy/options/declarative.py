@@ -117,8 +117,30 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
     KeyDoc("request.body", "JSON", None, "JSON body for POST; template strings anywhere in it."),
     KeyDoc("request.timeout", "duration", "60s", "Timeout of each page's fetch."),
     *auth_keys("request.auth", templates=True),
-    KeyDoc("records", "path", "", "Path of the item list in the body; `''` = the body."),
-    KeyDoc("identity", "path", None, "Path of the item's identity.", required=True),
+    KeyDoc(
+        "records",
+        "path",
+        "",
+        "Path of the item list in the body; `''` = the body. `[*]` maps over a list: "
+        "`list[*].customer` makes each element's `customer` an item (an element without it "
+        "is parked `invalid`, saying so). Not with `record`.",
+    ),
+    KeyDoc(
+        "record",
+        "path",
+        None,
+        "Instead of `records`, for an answer that is one object (`/users/me`, a detail "
+        "endpoint): the object at this path is the page's one item (`''` = the body; null "
+        "or absent: none).",
+    ),
+    KeyDoc(
+        "identity",
+        "path or list",
+        None,
+        "Path of the item's identity; a list of paths for items identified by several "
+        "fields (`[actor, created_at]`: one identity, the JSON text of their values).",
+        required=True,
+    ),
     KeyDoc(
         "version",
         "path",

@@ -97,7 +97,11 @@ def _flatten_section(given: Mapping[str, Any], path: str) -> Iterator[tuple[str,
 def _is_json(what: str | None, value: object) -> bool:
     """Whether the key's value is written as JSON text: a list, JSON or a mapping, or an inline
     schema (a schema path stays a plain string)."""
-    return what in _JSON_KINDS or (what == "path or mapping" and isinstance(value, Mapping))
+    return (
+        what in _JSON_KINDS
+        or (what == "path or mapping" and isinstance(value, Mapping))
+        or (what == "path or list" and isinstance(value, list))
+    )
 
 
 def _nameable(value: object) -> bool:
@@ -148,6 +152,8 @@ def _parse(text: str, what: str, key: str) -> Any:
     """``text`` as a value of kind ``what`` (a :class:`KeyDoc` kind)."""
     if what == "path or mapping":
         return _loads(text, key, "a JSON object", dict) if text.lstrip().startswith("{") else text
+    if what == "path or list":
+        return _loads(text, key, "a JSON array", list) if _json_list(text) else text
     if what == "int":
         return _loads(text, key, "an integer", int)
     if what == "number":
@@ -161,6 +167,20 @@ def _parse(text: str, what: str, key: str) -> Any:
     if what == "JSON":
         return _loads(text, key, "JSON text", object)
     return text
+
+
+def _json_list(text: str) -> bool:
+    """Whether ``text`` is a list of identity paths (``["actor","created_at"]``) rather than
+    one path written with a quoted first key (``["@odata.id"]``, which is JSON too): a list
+    of paths has two or more, so one of a single string is the path."""
+    stripped = text.lstrip()
+    if not stripped.startswith("["):
+        return False
+    try:
+        value = json.loads(stripped)
+    except ValueError:
+        return False
+    return isinstance(value, list) and len(value) != 1
 
 
 def _loads(text: str, key: str, expected: str, *types: type) -> Any:
