@@ -22,7 +22,7 @@ from watukuy.core.children import tenant_of
 from watukuy.core.poller import FetchResult
 from watukuy.core.ratelimit import throttle_until
 from watukuy.declarative import cursors
-from watukuy.declarative.errors import StatusFailed
+from watukuy.declarative.errors import BadBody, StatusFailed
 from watukuy.declarative.listings import START_OVER, Listings
 from watukuy.declarative.pages import first_request, next_page, send_page
 from watukuy.declarative.paging import Paginator
@@ -31,7 +31,7 @@ from watukuy.declarative.request import RequestSpec
 from watukuy.declarative.shared import PacedByStream, Pacing
 from watukuy.declarative.status import StatusTable
 from watukuy.declarative.templates import Scope
-from watukuy.http import KeyHttp, Response, Throttled, VendorError
+from watukuy.http import InvalidResponse, KeyHttp, Response, Throttled, VendorError
 from watukuy.http.errors import request_line
 
 __all__ = ["PollSpec", "fetch_page", "make_fetch"]
@@ -115,12 +115,17 @@ async def fetch_page(spec: PollSpec, partition: Any, value: Any, http: KeyHttp) 
     cursor_query = {param: str(sent)} if param is not None and sent is not None else None
     page = spec.paginate.place(first_request(rendered, cursor_query), at)
     response = await send_page(spec.request, http, scope, rendered, page, spec.passthrough)
-    if _judged(spec, response, http) == "ignore":
+    body = await _ruled_body(spec, response)
+    action = _judged(spec, response, http, body)
+    if action == "ignore":
         spec.listings.ended(key)
         return FetchResult(
             items=[], cursor=spec.cursor.at_end(position, None, position.high), has_more=False
         )
-    body = await response.json()  # InvalidResponse names the template, as the client's errors
+    if action == "restart":
+        return _restarted(spec, position, at, response.status)
+    if body is _UNREAD:
+        body = await response.json()  # InvalidResponse names the template, as the client's
     items = spec.records.read(body, request_line(spec.request.method, spec.request.url.shown))
     following = next_page(
         spec.paginate,
@@ -142,11 +147,37 @@ async def fetch_page(spec: PollSpec, partition: Any, value: Any, http: KeyHttp) 
     return FetchResult(items=items, cursor=spec.cursor.at_end(position, body, high), has_more=False)
 
 
-def _judged(spec: PollSpec, response: Response, http: KeyHttp) -> str:
-    """The status's action by ``on_status``: ``ok`` or ``ignore``; the others raise."""
+_UNREAD: Any = object()
+
+
+async def _ruled_body(spec: PollSpec, response: Response) -> Any:
+    """The JSON body when ``on_status`` rules read it (``None`` when it is not JSON), else
+    :data:`_UNREAD` (an ``ok`` page reads it after)."""
+    if not spec.status.needs_body(response.status):
+        return _UNREAD
+    try:
+        return await response.json()
+    except InvalidResponse:
+        return None
+
+
+def _restarted(spec: PollSpec, position: cursors.Position, at: Any, status: int) -> FetchResult:
+    """``restart``: this page dropped, the listing again from its first page and the cursor
+    the poll started from. On the first page itself that would ask the same page for ever."""
+    if at is None:
+        shown = request_line(spec.request.method, spec.request.url.shown)
+        raise BadBody(f"{shown} -> {status}: on_status says restart, on the listing's first page")
+    return FetchResult(
+        items=[], cursor=cursors.mid_listing(position, None, position.high), has_more=True
+    )
+
+
+def _judged(spec: PollSpec, response: Response, http: KeyHttp, body: Any) -> str:
+    """The status's action by ``on_status``: ``ok``, ``ignore`` or ``restart``; the others
+    raise."""
     template = spec.request.url.shown
     method = spec.request.method
-    action = spec.status.action(response.status)
+    action = spec.status.action(response.status, None if body is _UNREAD else body)
     if action == "retry":
         raise VendorError(status=response.status, method=method, template=template)
     if action == "fail":

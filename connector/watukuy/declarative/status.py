@@ -10,6 +10,16 @@ Keys are a status (``404``, ``"404"``) or a class (``"4xx"``); values one of:
 - ``rate-limited``: the vendor asks us to slow down; the partition waits until the time its
   ``Retry-After`` / ``RateLimit-*`` headers give, else ``schedule.min``.
 - ``fail``: the poll fails with the method, URL template and status.
+- ``restart``: the page is dropped and the poll's listing starts again from its first page
+  and the cursor it started from (an expired page cursor); on the first page itself it fails.
+
+Instead of an action, a list of rules read in order, ``{when: FILTER, do: ACTION}`` (the
+filter grammar of ``transform.filter``, on the JSON body; a body that is not JSON matches no
+``when``) or a bare action (the rest): the first rule that matches wins, none matching is the
+status's default::
+
+    400: [{when: {path: message, matches: ".*not enabled.*"}, do: ignore}, fail]
+    200: [{when: {path: "errors[0].code", equals: CursorExpired}, do: restart}, ok]
 
 A status takes its own entry, else its class's, else the default: 2xx ok, 429 rate-limited,
 5xx retry, anything else fail. 304 always means "no change since the last poll" (the client
@@ -22,15 +32,28 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from watukuy.core.errors import ConfigError
-from watukuy.core.validation import kind
+from watukuy.core.filters import Filter, compile_filter
+from watukuy.core.validation import check_keys, kind
 
-__all__ = ["ACTIONS", "Action", "StatusTable", "parse_on_status"]
+__all__ = ["ACTIONS", "Action", "Rule", "StatusTable", "parse_on_status"]
 
-Action = Literal["ok", "ignore", "retry", "rate-limited", "fail"]
-ACTIONS: tuple[Action, ...] = ("ok", "ignore", "retry", "rate-limited", "fail")
+Action = Literal["ok", "ignore", "retry", "rate-limited", "fail", "restart"]
+ACTIONS: tuple[Action, ...] = ("ok", "ignore", "retry", "rate-limited", "fail", "restart")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """``{when, do}``: ``when`` None for the rest."""
+
+    when: Filter | None
+    do: Action
+
+
+Meaning = Action | tuple[Rule, ...]
+"""What a status or class maps to: an action, or rules read on the body."""
 
 _CLASS = re.compile(r"^([2-5])xx$", re.IGNORECASE)
 _CODE = re.compile(r"^\d{3}$")
@@ -52,19 +75,35 @@ def default_action(status: int) -> Action:
 
 @dataclass(frozen=True, slots=True)
 class StatusTable:
-    codes: Mapping[int, Action] = field(default_factory=dict)
-    classes: Mapping[int, Action] = field(default_factory=dict)
+    codes: Mapping[int, Meaning] = field(default_factory=dict)
+    classes: Mapping[int, Meaning] = field(default_factory=dict)
 
-    def action(self, status: int) -> Action:
+    def _meaning(self, status: int) -> Meaning | None:
         found = self.codes.get(status)
-        if found is None:
-            found = self.classes.get(status // 100)
+        return self.classes.get(status // 100) if found is None else found
+
+    def needs_body(self, status: int) -> bool:
+        """Whether the action of ``status`` depends on the body (its rules have a ``when``)."""
+        return isinstance(self._meaning(status), tuple)
+
+    def action(self, status: int, body: Any = None) -> Action:
+        """The action for ``status``; ``body`` (the parsed JSON body, ``None`` when it is not
+        JSON) is read by rules."""
+        found = self._meaning(status)
+        if isinstance(found, tuple):
+            for rule in found:
+                if rule.when is None or rule.when(body):
+                    return rule.do
+            return default_action(status)
         return found if found is not None else default_action(status)
 
     def passthrough(self) -> frozenset[int]:
-        """Statuses the client must return instead of raising: configured otherwise."""
+        """Statuses the client must return instead of raising: configured otherwise, or by
+        rules on the body."""
         return frozenset(
-            status for status in _CLIENT_RAISES if self.action(status) != default_action(status)
+            status
+            for status in _CLIENT_RAISES
+            if self.needs_body(status) or self.action(status) != default_action(status)
         )
 
 
@@ -73,11 +112,11 @@ def parse_on_status(raw: object, where: str) -> StatusTable:
         return StatusTable()
     if not isinstance(raw, Mapping):
         raise ConfigError(f"must be a mapping like {{404: ignore}}, got {kind(raw)}", where)
-    codes: dict[int, Action] = {}
-    classes: dict[int, Action] = {}
+    codes: dict[int, Meaning] = {}
+    classes: dict[int, Meaning] = {}
     for key, value in raw.items():
         at = f"{where}.{key}"
-        action = _action(value, at)
+        action = _rules(value, at) if isinstance(value, list) else _action(value, at)
         text = str(key).strip() if isinstance(key, int | str) and not isinstance(key, bool) else ""
         matched = _CLASS.match(text)
         if matched is not None:
@@ -98,6 +137,26 @@ def parse_on_status(raw: object, where: str) -> StatusTable:
             raise ConfigError("given twice", at)
         target[number] = action
     return StatusTable(codes, classes)
+
+
+def _rules(raw: list[Any], where: str) -> tuple[Rule, ...]:
+    if not raw:
+        raise ConfigError("must be an action or a non-empty list of rules", where)
+    rules: list[Rule] = []
+    for index, entry in enumerate(raw):
+        at = f"{where}[{index}]"
+        if rules and rules[-1].when is None:
+            raise ConfigError("comes after a rule without 'when', which takes the rest", at)
+        if not isinstance(entry, Mapping):
+            rules.append(Rule(None, _action(entry, at)))
+            continue
+        check_keys(entry, ("when", "do"), at)
+        if "do" not in entry:
+            raise ConfigError("a rule needs 'do': the action when it matches", f"{at}.do")
+        when = entry.get("when")
+        test = None if when is None else compile_filter(when, f"{at}.when")
+        rules.append(Rule(test, _action(entry["do"], f"{at}.do")))
+    return tuple(rules)
 
 
 def _action(value: object, where: str) -> Action:

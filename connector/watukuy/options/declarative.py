@@ -153,8 +153,12 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
         "on_status",
         "mapping",
         None,
-        "Per status (`404`) or class (`4xx`): `ok`, `ignore`, `retry`, `rate-limited` or "
-        "`fail`. Defaults: 2xx ok, 304 no change, 429 rate-limited, 5xx retry, other fail.",
+        "Per status (`404`) or class (`4xx`): `ok`, `ignore`, `retry`, `rate-limited`, "
+        "`fail` or `restart` (the page dropped, the listing again from its first page), or "
+        "a list of rules read in order on the JSON body, `{when: FILTER, do: ACTION}` (the "
+        "form of `transform.filter`) or a bare action for the rest: "
+        "`400: [{when: {path: message, matches: '.*not enabled.*'}, do: ignore}, fail]`. "
+        "Defaults: 2xx ok, 304 no change, 429 rate-limited, 5xx retry, other fail.",
     ),
     KeyDoc(
         "schedule",
