@@ -234,7 +234,7 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "on_status action",
         {"on_status": {404: "skip"}},
         "pollers[0].on_status.404",
-        "must be one of: ok, ignore, retry, rate-limited, fail; got 'skip'",
+        "must be one of: ok, ignore, retry, rate-limited, fail, restart; got 'skip'",
     ),
     (
         "on_status code",
