@@ -217,10 +217,10 @@ def _dispatch(
         repeat_interval=log.repeat_interval,
     )
     if command == "validate":
-        from watukuy.validate_cli import transform_warnings
+        from watukuy.validate_cli import validate_warnings
 
         print(json.dumps(config.describe(), indent=2, default=str))
-        for line in transform_warnings(config):  # warnings: the exit code stays 0
+        for line in validate_warnings(config):  # warnings: the exit code stays 0
             print(f"watukuy-source: {line}", file=sys.stderr)
         print(f"watukuy-source: {args.config} is valid", file=sys.stderr)
         return 0

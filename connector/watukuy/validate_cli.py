@@ -1,4 +1,5 @@
-"""``watukuy-source validate``'s look at the transform history (issue 23).
+"""``watukuy-source validate``'s warnings: templates a child stream inherits wrongly
+(:func:`watukuy.declarative.streams.template_warnings`), and the transform history (issue 23).
 
 A transform changed since a poller last published reshapes only the items polled from then
 on. When the config's Kafka answers within a few seconds, ``validate`` reads the status
@@ -27,15 +28,26 @@ from watukuy.control.transformrecords import (
     transform_warning,
 )
 from watukuy.core.errors import StateCorrupted, WatukuyError
+from watukuy.declarative.streams import template_warnings
 from watukuy.store.kafka import clients
 from watukuy.store.kafka.topics import TopicLayout
 
-__all__ = ["HISTORY_TIMEOUT", "transform_warnings"]
+__all__ = ["HISTORY_TIMEOUT", "transform_warnings", "validate_warnings"]
 
 log = logging.getLogger("watukuy.control")
 
 HISTORY_TIMEOUT = 5.0
 """Seconds ``validate`` waits for Kafka (at most ``runner.startup.timeout``)."""
+
+
+def validate_warnings(config: RunnerConfig) -> list[str]:
+    """Every warning ``validate`` shows (none changes its exit code)."""
+    found = [
+        line
+        for index, entry in enumerate(config.written_pollers)
+        for line in template_warnings(entry, f"pollers[{index}]")
+    ]
+    return [*found, *transform_warnings(config)]
 
 
 def transform_warnings(config: RunnerConfig) -> list[str]:

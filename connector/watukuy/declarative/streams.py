@@ -26,6 +26,7 @@ wrote it, at ``defaults`` when it came from there.
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from watukuy.http import Transport
 from watukuy.options.declarative import CONNECTOR_ONLY, children, key_doc
 from watukuy.options.secrets import Written
 
-__all__ = ["STREAM_NAME", "compile_connector_entry"]
+__all__ = ["STREAM_NAME", "compile_connector_entry", "template_warnings"]
 
 STREAM_NAME = re.compile(r"[A-Za-z0-9_-]+")
 """A stream's name has no dot, so ``<connector>.<stream>`` splits at its last dot."""
@@ -98,6 +99,60 @@ def compile_connector_entry(
     ]
     check_deletion_keys({n: merge(defaults, streams[i], "") for n, i in seen.items()}, where)
     return pollers
+
+
+def template_warnings(entry: object, where: str) -> list[str]:
+    """``validate``'s warnings about a connector entry: a request value in ``defaults`` that
+    uses ``{partition.key}`` and is inherited by a child stream, where that is the whole key
+    (``acme/P1``) and not the tenant's, so the child's requests go astray (a 404 each)."""
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("streams"), list):
+        return []
+    defaults = entry.get("defaults")
+    if not isinstance(defaults, Mapping):
+        return []
+    request = defaults.get("request")
+    using = [path for path, text in _strings(request, "request") if "partition.key" in _names(text)]
+    out = []
+    for path in using:
+        children = [
+            str(stream.get("name"))
+            for stream in entry["streams"]
+            if isinstance(stream, Mapping)
+            and "parent" in stream
+            and _inherits(merge(defaults, stream, ""), defaults, path)
+        ]
+        if children:
+            out.append(
+                f"warning: {where}.defaults.{path} uses {{partition.key}}, which in child "
+                f"stream(s) {', '.join(children)} is the whole key (tenant/parent...), not the "
+                "tenant's: write {tenant.key} for the tenant's own key"
+            )
+    return out
+
+
+def _strings(value: object, path: str) -> list[tuple[str, str]]:
+    if isinstance(value, str):
+        return [(path, value)]
+    if isinstance(value, Mapping):
+        return [pair for k, v in value.items() for pair in _strings(v, f"{path}.{k}")]
+    return []
+
+
+def _names(text: str) -> set[str]:
+    try:
+        return {name.strip() for _, name, _, _ in string.Formatter().parse(text) if name}
+    except ValueError:  # a bad template: compiling says so
+        return set()
+
+
+def _inherits(merged: Mapping[str, Any], defaults: Mapping[str, Any], path: str) -> bool:
+    """Whether ``merged`` (a stream) still has the default's value at dotted ``path``."""
+    mine: Any = merged
+    theirs: Any = defaults
+    for step in path.split("."):
+        mine = mine.get(step) if isinstance(mine, Mapping) else None
+        theirs = theirs.get(step) if isinstance(theirs, Mapping) else None
+    return mine is not None and mine == theirs
 
 
 def _shared(

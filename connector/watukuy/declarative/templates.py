@@ -2,7 +2,9 @@
 
 Placeholders::
 
-    {partition.key}          the partition's key ('' on a poller without partitions)
+    {partition.key}          the partition's key ('' on a poller without partitions); in a
+                             child stream, the whole key (acme/P1)
+    {tenant.key}             the tenant's own key in every stream (acme, for acme/P1 too)
     {partition.data.NAME}    a value of the partition's data; NAME is a path (see
                              watukuy.declarative.paths): {partition.data.auth.token},
                              {partition.data.hosts[0]}
@@ -38,6 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from watukuy.core.children import tenant_of
 from watukuy.core.errors import ConfigError
 from watukuy.core.poller import Partition
 from watukuy.core.validation import kind
@@ -48,14 +51,14 @@ from watukuy.options.secrets import Written
 __all__ = ["Placeholder", "Scope", "Template", "compile_template", "constant"]
 
 _FORMATTER = string.Formatter()
-_KNOWN = ("partition.key", "partition.data.NAME", "cursor", "parent.key")
+_KNOWN = ("partition.key", "tenant.key", "partition.data.NAME", "cursor", "parent.key")
 _DATA = "partition.data."
 _PARENT = re.compile(r"(?:parent\.)+key")
 
 
 @dataclass(frozen=True, slots=True)
 class Placeholder:
-    kind: Literal["key", "data", "cursor", "parent"]
+    kind: Literal["key", "tenant", "data", "cursor", "parent"]
     path: Path | None = None  # for ``data``: the path into the partition's data
     level: int = 0  # for ``parent``: 1 is {parent.key}, 2 {parent.parent.key}...
 
@@ -66,6 +69,8 @@ class Placeholder:
             return "{" + _DATA + self.path.text + "}"
         if self.kind == "parent":
             return "{" + "parent." * self.level + "key}"
+        if self.kind == "tenant":
+            return "{tenant.key}"
         return "{partition.key}" if self.kind == "key" else "{cursor}"
 
 
@@ -240,6 +245,8 @@ def _placeholder(
         return Placeholder("cursor")
     if name == "partition.key":
         return Placeholder("key")
+    if name == "tenant.key":
+        return Placeholder("tenant")
     if name.startswith(_DATA):
         if not partitioned:
             raise ConfigError("{partition.data...} needs partitions: this poller has none", where)
@@ -253,11 +260,11 @@ def _placeholder(
 
 def _unknown(name: str) -> str:
     known = ", ".join("{" + n + "}" for n in _KNOWN)
-    names = ["partition.key", "partition.data", "cursor", "parent.key"]
+    names = ["partition.key", "tenant.key", "partition.data", "cursor", "parent.key"]
     close = difflib.get_close_matches(name, names, n=1)
     # Echo the name only when it is plainly a placeholder gone wrong: braces in a resolved
     # secret (${env:...}) also land here, and the secret must not reach the message.
-    if close or name.startswith(("partition", "cursor", "parent")):
+    if close or name.startswith(("partition", "cursor", "parent", "tenant")):
         return f"unknown placeholder {{{name}}}; known: {known}"
     return (
         f"unknown placeholder ({len(name)} character{'s' if len(name) != 1 else ''}); "
@@ -271,6 +278,8 @@ def _lookup(placeholder: Placeholder, scope: Scope, where: str) -> Any:
         return scope.cursor
     if placeholder.kind == "key":
         return scope.partition.key
+    if placeholder.kind == "tenant":
+        return tenant_of(scope.partition)
     if placeholder.kind == "parent":
         ancestors = scope.partition.parents
         if placeholder.level > len(ancestors):
