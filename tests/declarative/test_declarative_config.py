@@ -128,7 +128,7 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "unknown placeholder",
         {"request": request(url=f"{API}/{{partition.dta.slug}}/items")},
         "pollers[0].request.url",
-        "unknown placeholder {partition.dta.slug}; known: {partition.key}, "
+        "unknown placeholder {partition.dta.slug}; known: {partition.key}, {tenant.key}, "
         "{partition.data.NAME}, {cursor}, {parent.key}",
     ),
     (
