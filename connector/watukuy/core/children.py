@@ -197,8 +197,8 @@ def expired(child: Poller, states: Iterable[PartitionState], now: float) -> list
     """The keys of ``child`` paused by their parent item or their tenant's removal for at least
     its ``retain``: they are deleted, as a deleted item is forgotten after ``retain``, so child
     state does not grow without bound as parent items come and go. A key a user paused stays.
-    ``[]`` for a poller that is not a child stream."""
-    if child.parent is None:
+    ``[]`` for a poller that is neither a child nor a fan-out stream."""
+    if not child.expires_keys:
         return []
     return [
         state.partition

@@ -34,9 +34,11 @@ def normalise(poller: str, returned: object) -> dict[str, Partition]:
 
 def _one(poller: str, index: int, entry: Any) -> Partition:
     key: object
+    parents: tuple[str, ...] = ()
     if isinstance(entry, Partition):
         key = entry.key
         data = entry.data
+        parents = entry.parents
     elif isinstance(entry, Mapping):
         key = entry.get("key")
         data = entry.get("data")
@@ -51,7 +53,7 @@ def _one(poller: str, index: int, entry: Any) -> Partition:
             f"poller '{poller}': partition keys must be non-empty strings, got {key!r}",
             f"partitions[{index}].key",
         )
-    return Partition(key=key, data=data)
+    return Partition(key=key, data=data, parents=parents)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,8 @@ class Partition:
     data: Any = None
     parents: tuple[str, ...] = ()
     """A child stream's ancestors' item keys, nearest first: ``{parent.key}`` is
-    ``parents[0]``, ``{parent.parent.key}`` ``parents[1]``; ``()`` for a tenant."""
+    ``parents[0]``, ``{parent.parent.key}`` ``parents[1]``; a fan-out stream's values, the
+    last first (each the key's part after the tenant's); ``()`` for a tenant."""
 
     def __repr__(self) -> str:
         # data often holds credentials: keep it out of logs and tracebacks.
@@ -139,10 +140,20 @@ class Poller:
     """What is published of each item (``None``: the item as the vendor sent it)."""
     parent: ParentSpec | None = None
     """Set for a child stream: its keys are created by its parent's commits, not listed."""
+    fanout: tuple[str, ...] = ()
+    """Set for a fan-out stream: the names of the values that end its keys
+    (``<tenant>/<v1>/<v2>``, the values its partitions carry as ``parents``, last first). A
+    key whose value leaves its tenant's list is paused and, after ``retain``, deleted."""
 
     @property
     def partitioned(self) -> bool:
         return self.partitions is not None or self.parent is not None
+
+    @property
+    def expires_keys(self) -> bool:
+        """Whether its keys paused by a listing (a parent item, a tenant, a fan-out value
+        gone) are deleted after ``retain``: a child or fan-out stream's are."""
+        return self.parent is not None or bool(self.fanout)
 
     @property
     def publishes(self) -> bool:

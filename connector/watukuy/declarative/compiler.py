@@ -22,6 +22,7 @@ from watukuy.core.poller import ParentSpec, Poller, StreamOf, define_poller
 from watukuy.core.transforms import Transform, compile_transform
 from watukuy.core.validation import positive_int
 from watukuy.declarative import cursors
+from watukuy.declarative.fanout import Fanout, parse_fanout
 from watukuy.declarative.fetch import PollSpec, make_fetch
 from watukuy.declarative.paging import check_body_places, parse_paginate
 from watukuy.declarative.paths import Path as ItemPath
@@ -119,9 +120,13 @@ def _compile(
 ) -> Poller:
     name = _name(given["name"], f"{where}.name")
     partitions, refresh = source
+    fanout = _fanout(given.get("fanout"), f"{where}.fanout", partitions, parents)
+    if fanout is not None and partitions is not None:
+        partitions = fanout.listing(name, partitions)
     cursor = cursors.parse_cursor(given.get("cursor"), f"{where}.cursor")
     tenants = partitions is not None or (parents > 0 and shared is not None and shared.listing)
-    compile_value = _template_compiler(bool(tenants), cursor, written, parents)
+    names = () if fanout is None else fanout.names
+    compile_value = _template_compiler(bool(tenants), cursor, written, parents, names)
     tokens = None if shared is None else shared.tokens
     request = parse_request(given["request"], "request", f"{where}.request", compile_value, tokens)
     sends_cursor = any(p.kind == "cursor" for t in request.templates for p in t.placeholders)
@@ -143,7 +148,17 @@ def _compile(
     if request.timeout is not None:
         options["fetch_timeout"] = request.timeout
     options.update(_tuning(given, where))
-    return _define(options, where)
+    defined = _define(options, where)
+    return defined if fanout is None else replace(defined, fanout=fanout.names)
+
+
+def _fanout(raw: object, where: str, tenants: object, parents: int) -> Fanout | None:
+    fanout = parse_fanout(raw, where)
+    if fanout is not None and parents:
+        raise ConfigError("a child stream cannot fan out: its keys are its parent's items", where)
+    if fanout is not None and tenants is None:
+        raise ConfigError("fanout needs partitions: its keys are <tenant>/<value>", where)
+    return fanout
 
 
 def _name(raw: object, where: str) -> str:
@@ -168,7 +183,11 @@ def _partitions(
 
 
 def _template_compiler(
-    partitioned: bool, cursor: cursors.Cursor, written: Mapping[str, Written], parents: int = 0
+    partitioned: bool,
+    cursor: cursors.Cursor,
+    written: Mapping[str, Written],
+    parents: int = 0,
+    fanout: tuple[str, ...] = (),
 ) -> Callable[[object, str], Template]:
     """Compiles a template value at a config path, knowing which placeholders exist here."""
     has_cursor = not isinstance(cursor, cursors.NoCursor)
@@ -181,6 +200,7 @@ def _template_compiler(
             cursor=has_cursor,
             written=written.get(at),
             parents=parents,
+            fanout=fanout,
         )
 
     return compile_value

@@ -85,6 +85,7 @@ def compile_connector_entry(
     for index, stream in enumerate(streams):
         seen[_stream_name(stream, f"{where}.streams[{index}]", seen)] = index
     levels = depths(streams, seen, where)  # a child may name a stream written after it
+    _no_fanout_parents(streams, seen, defaults, where)
     pollers = [
         _compile_one(
             streams[i],
@@ -99,6 +100,22 @@ def compile_connector_entry(
     ]
     check_deletion_keys({n: merge(defaults, streams[i], "") for n, i in seen.items()}, where)
     return pollers
+
+
+def _no_fanout_parents(
+    streams: list[Any], seen: Mapping[str, int], defaults: Mapping[str, Any], where: str
+) -> None:
+    """A fan-out stream is no parent (yet): its children's keys would need its values."""
+    for index, stream in enumerate(streams):
+        parent = stream.get("parent") if isinstance(stream, Mapping) else None
+        name = parent.get("stream") if isinstance(parent, Mapping) else None
+        if not isinstance(name, str) or name not in seen:
+            continue  # compile_parent says what is wrong with it
+        if merge(defaults, streams[seen[name]], "").get("fanout") is not None:
+            raise ConfigError(
+                f"stream {name!r} fans out: a fan-out stream cannot be a parent",
+                f"{where}.streams[{index}].parent.stream",
+            )
 
 
 def template_warnings(entry: object, where: str) -> list[str]:

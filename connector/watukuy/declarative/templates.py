@@ -12,6 +12,7 @@ Placeholders::
                              timestamp minus lookback); empty on the first poll
     {parent.key}             a child stream's parent item key; {parent.parent.key} the
                              grandparent's, and so on (only as deep as the stream is)
+    {fanout.NAME}            a fan-out stream's value of the entry NAME
     {{  }}                   a literal { and }
 
 Nothing is evaluated: no expressions, format specs (``{cursor:>10}``) or conversions
@@ -51,16 +52,25 @@ from watukuy.options.secrets import Written
 __all__ = ["Placeholder", "Scope", "Template", "compile_template", "constant"]
 
 _FORMATTER = string.Formatter()
-_KNOWN = ("partition.key", "tenant.key", "partition.data.NAME", "cursor", "parent.key")
+_KNOWN = (
+    "partition.key",
+    "tenant.key",
+    "partition.data.NAME",
+    "cursor",
+    "parent.key",
+    "fanout.NAME",
+)
 _DATA = "partition.data."
+_FANOUT = "fanout."
 _PARENT = re.compile(r"(?:parent\.)+key")
 
 
 @dataclass(frozen=True, slots=True)
 class Placeholder:
-    kind: Literal["key", "tenant", "data", "cursor", "parent"]
+    kind: Literal["key", "tenant", "data", "cursor", "parent", "fanout"]
     path: Path | None = None  # for ``data``: the path into the partition's data
-    level: int = 0  # for ``parent``: 1 is {parent.key}, 2 {parent.parent.key}...
+    level: int = 0  # for ``parent``: 1 is {parent.key}, 2 {parent.parent.key}...; ``fanout``
+    name: str = ""  # for ``fanout``: the entry's name (its value is ``parents[level - 1]``)
 
     @property
     def text(self) -> str:
@@ -71,6 +81,8 @@ class Placeholder:
             return "{" + "parent." * self.level + "key}"
         if self.kind == "tenant":
             return "{tenant.key}"
+        if self.kind == "fanout":
+            return "{fanout." + self.name + "}"
         return "{partition.key}" if self.kind == "key" else "{cursor}"
 
 
@@ -151,9 +163,10 @@ def compile_template(
     allow_placeholders: bool = True,
     written: Written | None = None,
     parents: int = 0,
+    fanout: tuple[str, ...] = (),
 ) -> Template:
-    """Compile ``text``; ``partitioned``, ``cursor`` and ``parents`` (a child stream's depth)
-    say which names exist here.
+    """Compile ``text``; ``partitioned``, ``cursor``, ``parents`` (a child stream's depth)
+    and ``fanout`` (a fan-out stream's names) say which names exist here.
 
     Numbers and booleans are accepted as their JSON text (``limit: 100``).
     ``allow_placeholders=False`` (a tenants listing, which has no partition or cursor) still
@@ -177,7 +190,8 @@ def compile_template(
         if secret:
             _append_literal(parts, chunk)
             continue
-        _compile_chunk(chunk, where, parts, (partitioned, cursor, parents), allow_placeholders)
+        names = _Names(partitioned, cursor, parents, fanout)
+        _compile_chunk(chunk, where, parts, names, allow_placeholders)
     return Template(text=text, where=where, parts=tuple(parts), shown=shown)
 
 
@@ -194,7 +208,7 @@ def _compile_chunk(
     text: str,
     where: str,
     parts: list[str | Placeholder],
-    names: tuple[bool, bool, int],
+    names: _Names,
     allow_placeholders: bool,
 ) -> None:
     try:
@@ -219,14 +233,29 @@ def _compile_chunk(
                 "(write {{ and }} for literal braces)",
                 where,
             )
-        partitioned, cursor, parents = names
-        parts.append(_placeholder(name, where, partitioned, cursor, parents))
+        parts.append(_placeholder(name, where, names))
 
 
-def _placeholder(
-    name: str, where: str, partitioned: bool, cursor: bool, parents: int
-) -> Placeholder:
+@dataclass(frozen=True, slots=True)
+class _Names:
+    """Which placeholders exist where a template is compiled."""
+
+    partitioned: bool
+    cursor: bool
+    parents: int
+    fanout: tuple[str, ...]
+
+
+def _placeholder(name: str, where: str, names: _Names) -> Placeholder:
+    partitioned, cursor, parents = names.partitioned, names.cursor, names.parents
     name = name.strip()
+    if name.startswith(_FANOUT):
+        wanted = name[len(_FANOUT) :]
+        if wanted not in names.fanout:
+            have = ", ".join(names.fanout) or "none: this stream has no fanout"
+            raise ConfigError(f"{{{name}}}: no such fanout entry (names: {have})", where)
+        level = len(names.fanout) - names.fanout.index(wanted)
+        return Placeholder("fanout", level=level, name=wanted)
     if _PARENT.fullmatch(name):
         level = name.count("parent.")
         if level > parents:
@@ -260,11 +289,11 @@ def _placeholder(
 
 def _unknown(name: str) -> str:
     known = ", ".join("{" + n + "}" for n in _KNOWN)
-    names = ["partition.key", "tenant.key", "partition.data", "cursor", "parent.key"]
+    names = ["partition.key", "tenant.key", "partition.data", "cursor", "parent.key", "fanout"]
     close = difflib.get_close_matches(name, names, n=1)
     # Echo the name only when it is plainly a placeholder gone wrong: braces in a resolved
     # secret (${env:...}) also land here, and the secret must not reach the message.
-    if close or name.startswith(("partition", "cursor", "parent", "tenant")):
+    if close or name.startswith(("partition", "cursor", "parent", "tenant", "fanout")):
         return f"unknown placeholder {{{name}}}; known: {known}"
     return (
         f"unknown placeholder ({len(name)} character{'s' if len(name) != 1 else ''}); "
@@ -280,7 +309,7 @@ def _lookup(placeholder: Placeholder, scope: Scope, where: str) -> Any:
         return scope.partition.key
     if placeholder.kind == "tenant":
         return tenant_of(scope.partition)
-    if placeholder.kind == "parent":
+    if placeholder.kind in ("parent", "fanout"):
         ancestors = scope.partition.parents
         if placeholder.level > len(ancestors):
             raise RenderError(f"{where}: the partition has no {placeholder.text}")

@@ -30,6 +30,7 @@ from watukuy.core.keys import key_text
 from watukuy.core.operations import KeyView, key_operation
 from watukuy.core.poll import fresh_state
 from watukuy.core.poller import Partition, Poller
+from watukuy.engine.listings import own_listing
 from watukuy.store.base import KeyCommit
 
 if TYPE_CHECKING:
@@ -81,15 +82,18 @@ def _tenant_partition(roster: Roster, poller: Poller, key: str) -> Partition | N
 
 
 async def child_listing(roster: Roster, poller: Poller) -> dict[str, Partition]:
-    """What a child poller "lists": its stored keys whose tenant is listed now. Keys paused
-    for ``retain`` by their parent or their tenant's removal are deleted first (each listing
-    is a refresh of the child poller, so they go within a refresh interval of expiring)."""
+    """What a child poller "lists": its stored keys whose tenant is listed now; a fan-out
+    poller, its own listing. Keys paused for ``retain`` by their parent, their tenant's
+    removal or their value leaving the list are deleted first (each listing is a refresh of
+    the poller, so they go within a refresh interval of expiring)."""
     gone = expired(poller, roster.store.states_of(poller.name), roster.clock.now())
     # At once, so the store's committer batches them (a tenant removed a retain ago may take
     # thousands of children with it); a bounded number a refresh, the rest at the next one.
     async with asyncio.TaskGroup() as group:
         for key in gone[:EXPIRED_PER_REFRESH]:
             group.create_task(_expire(roster, poller, key))
+    if poller.parent is None:
+        return await own_listing(poller)
     out: dict[str, Partition] = {}
     for key in await roster.store.partitions(poller.name):
         partition = _tenant_partition(roster, poller, key)
@@ -104,7 +108,7 @@ async def _expire(roster: Roster, poller: Poller, key: str) -> None:
     except (Fenced, Retriable) as exc:  # moved, or Kafka busy: its next owner's refresh, or ours
         log.info("%s: expired child not deleted yet: %s", key_text(poller.name, key), exc)
         return
-    log.info("%s: child partition deleted: paused for its retain", key_text(poller.name, key))
+    log.info("%s: partition deleted: paused for its retain", key_text(poller.name, key))
 
 
 async def _tenant_of(roster: Roster, poller: Poller, key: str) -> Partition | None:

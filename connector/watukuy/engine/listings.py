@@ -6,11 +6,24 @@ and a removed poller's table goes with it.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from watukuy.core.arrivals import Arrivals
-from watukuy.core.poller import Partition
+from watukuy.core.partitions import SINGLE, normalise
+from watukuy.core.poller import Partition, Poller
+
+
+async def own_listing(poller: Poller) -> dict[str, Partition]:
+    """What ``poller``'s ``partitions`` callable lists now (one partition, key ``''``,
+    without one)."""
+    if poller.partitions is None:
+        return {SINGLE.key: SINGLE}
+    returned = poller.partitions()
+    if inspect.isawaitable(returned):
+        returned = await returned
+    return normalise(poller.name, returned)
 
 
 @dataclass(slots=True)

@@ -14,7 +14,6 @@ A poller's target (RUNNING, PAUSED, STOPPED) decides whether its keys are held a
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
@@ -28,7 +27,7 @@ from watukuy.core.errors import ConfigError, Fenced, Retriable, ShowsConfigOnly
 from watukuy.core.keys import key_text
 from watukuy.core.lifecycle import KeyPhase, Target, held_phase
 from watukuy.core.observe import Observer
-from watukuy.core.partitions import SINGLE, diff, normalise
+from watukuy.core.partitions import diff
 from watukuy.core.poll import due_at, fresh_state
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.redaction import failure_text
@@ -36,7 +35,7 @@ from watukuy.engine import commits
 from watukuy.engine.changes import Watchers
 from watukuy.engine.due_times import KeyTimes
 from watukuy.engine.keys import KeyRuntime
-from watukuy.engine.listings import Listings
+from watukuy.engine.listings import Listings, own_listing
 from watukuy.engine.snapshots import DEFAULT_BUDGET, Snapshots
 from watukuy.logs import log_context
 from watukuy.store.base import Command, KeyCommit, NewerRelease, Store
@@ -209,14 +208,9 @@ class Roster:
             await self.refresh(name, force=False)
 
     async def _evaluate(self, poller: Poller) -> dict[str, Partition]:
-        if poller.parent is not None:
+        if poller.expires_keys:  # a child's or fan-out's keys: listed, and expired
             return await self._list_children(self, poller)
-        if poller.partitions is None:
-            return {SINGLE.key: SINGLE}
-        returned = poller.partitions()
-        if inspect.isawaitable(returned):
-            returned = await returned
-        return normalise(poller.name, returned)
+        return await own_listing(poller)
 
     async def _activate(self, poller: Poller, partition: Partition) -> None:
         with log_context(poller=poller.name, partition=partition.key):

@@ -134,6 +134,16 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
         "or absent: none).",
     ),
     KeyDoc(
+        "fanout",
+        "list",
+        None,
+        "One partition per value: a list of `{name, values}`, `values` a list or "
+        '`"{partition.data.NAME}"` (a list in each tenant\'s data); several entries give '
+        "their product. Keys `<tenant>/<v1>/<v2>`, `{fanout.NAME}` in templates. A value "
+        "that leaves the list pauses its partition and deletes it after `retain`, as a child "
+        "partition is. Needs `partitions`; not in a child stream.",
+    ),
+    KeyDoc(
         "identity",
         "path or list",
         None,
