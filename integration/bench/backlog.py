@@ -25,6 +25,7 @@ import sys
 import urllib.request
 import weakref
 from bisect import bisect_right
+from collections.abc import Callable
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -126,10 +127,11 @@ def _page(
     limit: int,
     name: str = "items",
     parents: tuple[str, ...] = (),
+    where: Callable[[Item], bool] | None = None,
 ) -> Page[Item]:
     """``VendorSimulator.page`` for a top-level collection, as ``select_page`` cuts it."""
-    if collection(name).parent is not None:
-        return _PLAIN_PAGE(self, tenant_id, after, limit, name, parents)
+    if collection(name).parent is not None or where is not None:
+        return _PLAIN_PAGE(self, tenant_id, after, limit, name, parents, where)
     positions, items = _index(self._state(tenant_id).shelves[name])
     start = bisect_right(positions, after)
     chosen = items[start : start + limit]

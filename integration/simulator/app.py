@@ -63,10 +63,12 @@ import hashlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
+from . import shapes
 from .paging import BadRequest, Page, lower_bound, parse_limit
 from .records import COLLECTIONS, Conflict, Item, NotFound
 from .vendor import VendorSimulator
@@ -103,6 +105,7 @@ def build_app(sim: VendorSimulator) -> web.Application:
     routes.add_get("/{slug}/projects/{project}/issues", _lister("issues", "project"))
     comments = "/{slug}/projects/{project}/issues/{issue}/comments"
     routes.add_get(comments, _lister("comments", "project", "issue"))
+    shapes.add_routes(routes, _list_shaped, Listing, _authorised)
     return app
 
 
@@ -181,7 +184,20 @@ def _lister(name: str, *ancestors: str) -> Handler:
     return handler
 
 
-async def _list(request: web.Request, name: str, parents: tuple[str, ...]) -> web.Response:
+async def _list_shaped(
+    request: web.Request, listing: Listing, where: Callable[[Item], bool] | None = None
+) -> web.Response:
+    """An ``items`` listing as another API shapes it (:mod:`.shapes`)."""
+    return await _list(request, "items", (), listing, where)
+
+
+async def _list(
+    request: web.Request,
+    name: str,
+    parents: tuple[str, ...],
+    listing: Listing | None = None,
+    where: Callable[[Item], bool] | None = None,
+) -> web.Response:
     """Authenticate, rate-limit, inject faults, then serve one page of ``name``.
 
     A ``delay`` fault is the tenant's answer time: the answer leaves that long after the
@@ -190,14 +206,43 @@ async def _list(request: web.Request, name: str, parents: tuple[str, ...]) -> we
     measured the simulator's page selection as if it were the client's.)"""
     loop = asyncio.get_running_loop()
     arrived = loop.time()
-    response, delay = _answer_listing(request, name, parents)
+    response, delay = _answer_listing(request, name, parents, listing, where)
     if delay:
         await asyncio.sleep(max(0.0, arrived + delay - loop.time()))
     return response
 
 
+@dataclass(frozen=True)
+class Listing:
+    """What one listing request asks for, however the API spells it: the page's start (a
+    cursor, an ``updated_since``) and size, and how its answer is written (``shape``: the
+    page, its items as served, the request -> the JSON body)."""
+
+    cursor: str | None = None
+    updated_since: str | None = None
+    limit: str | None = None
+    shape: Callable[[Page[Item], list[Any], web.Request], dict[str, Any]] | None = None
+
+
+def _authorised(request: web.Request) -> bool:
+    """Whether the request names a tenant and carries its token (for the answers that are no
+    listing: one object, a refusal)."""
+    sim = request.app[SIMULATOR]
+    tenant = sim.tenant_by_slug(request.match_info["slug"])
+    return tenant is not None and sim.check_token(tenant.id, request.headers.get("Authorization"))
+
+
+def _from_query(request: web.Request) -> Listing:
+    query = request.query
+    return Listing(query.get("cursor"), query.get("updated_since"), query.get("limit"))
+
+
 def _answer_listing(
-    request: web.Request, name: str, parents: tuple[str, ...]
+    request: web.Request,
+    name: str,
+    parents: tuple[str, ...],
+    listing: Listing | None = None,
+    where: Callable[[Item], bool] | None = None,
 ) -> tuple[web.Response, float]:
     """The answer, and how long after the request it leaves (refusals leave at once)."""
     sim = request.app[SIMULATOR]
@@ -220,16 +265,18 @@ def _answer_listing(
         if faults.echo_request:
             return _echo(request, faults.fail_status, headers), delay
         return _error(faults.fail_status, "injected failure", headers), delay
+    listing = listing or _from_query(request)
     try:
-        after = lower_bound(request.query.get("cursor"), request.query.get("updated_since"))
-        limit = parse_limit(request.query.get("limit"))
+        after = lower_bound(listing.cursor, listing.updated_since)
+        limit = parse_limit(listing.limit)
     except BadRequest as exc:
         return _error(400, str(exc), headers), delay
     try:
-        page = sim.page(tenant.id, after, limit, name, parents)
+        page = sim.page(tenant.id, after, limit, name, parents, where)
     except NotFound as exc:  # a parent that is not (or no longer) there
         return _error(404, str(exc), headers), delay
-    return _page_response(request, tenant.id, page, headers, (name, parents)), delay
+    scope = (name, parents)
+    return _page_response(request, tenant.id, page, headers, scope, listing.shape), delay
 
 
 def _page_response(
@@ -238,18 +285,20 @@ def _page_response(
     page: Page[Item],
     headers: dict[str, str],
     scope: tuple[str, tuple[str, ...]] = ("items", ()),
+    shape: Callable[[Page[Item], list[Any], web.Request], dict[str, Any]] | None = None,
 ) -> web.Response:
     """Serialise a page of the collection ``scope`` names (and its parents' ids), honouring
     ``If-None-Match`` and the body-mangling faults; note the versions it hands out intact (a
-    304 hands out the same versions again)."""
+    304 hands out the same versions again). ``shape`` writes the body (default: ``data``,
+    ``next``, ``resume``)."""
     sim = request.app[SIMULATOR]
     name, parents = scope
     rendered = [sim.render(tenant_id, item, name) for item in page.items]
-    payload = {
-        "data": [body for body, _ in rendered],
-        "next": page.next,
-        "resume": page.resume,
-    }
+    bodies = [body for body, _ in rendered]
+    if shape is None:
+        payload = {"data": bodies, "next": page.next, "resume": page.resume}
+    else:
+        payload = shape(page, bodies, request)
     body = json.dumps(payload, separators=(",", ":")).encode()
     if sim.faults(tenant_id).malformed_json:
         # Half of a JSON object never parses: its braces cannot balance.

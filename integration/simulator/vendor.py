@@ -232,13 +232,16 @@ class VendorSimulator:
         limit: int,
         name: str = "items",
         parents: tuple[str, ...] = (),
+        where: Callable[[Item], bool] | None = None,
     ) -> Page[Item]:
         """One page of a listing; a child collection's is of the records under ``parents``
-        (its ancestors' ids, outermost first), each of which must exist under the one before."""
+        (its ancestors' ids, outermost first), each of which must exist under the one before;
+        ``where`` keeps only some of a top-level collection's records (a mail folder's)."""
         state, kind = self._state(tenant_id), collection(name)
         shelf = state.shelves[name]
         if kind.parent is None:
-            return select_page(shelf.by_id.values(), after, limit)
+            kept = shelf.by_id.values() if where is None else filter(where, shelf.by_id.values())
+            return select_page(kept, after, limit)
         self._check_lineage(state, kind.parent, parents)
         return select_page(shelf.under(parents[-1]), after, limit)
 
