@@ -23,7 +23,10 @@ from the initial cursor and an empty state) that are deleted after it. The pipel
    template; ``integration/bench/transform_row.py``) and the published item's schema. Issue
    23 bounds its CPU per event at +20% of the plain declarative row's; the run prints both
    percentages after the table.
-5. ``singer``: ``tap-rest-api-msdk | target-kafka`` from PyPI, each pip-installed by this script
+5. ``declarative+next_url`` and ``declarative+wrapped`` (issue 43): the same items as the
+   simulator serves them Zendesk's way (the next page a URL in the body) and Chargebee's
+   (``records: "list[*].customer"``); ``integration/bench/shape_rows.py``.
+6. ``singer``: ``tap-rest-api-msdk | target-kafka`` from PyPI, each pip-installed by this script
    into a virtualenv of its own under ``.watukuy/bench/venvs`` (kept between runs); one
    pipeline per tenant (the tap takes one bearer token), ``--singer-parallel`` at once (0: all).
    If they cannot be installed the row says "not run" and why.
@@ -71,8 +74,8 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from integration.bench import shape_rows, transform_row
 from integration.bench import singer as peer
-from integration.bench import transform_row
 from integration.bench.cpu import CpuMeter, live_cpu_seconds
 from integration.bench.throughput import check
 from integration.demo import (
@@ -95,7 +98,7 @@ from watukuy.serde.events import EventSchemas, decode_event
 
 BENCH_DIR = ROOT / ".watukuy" / "bench" / "side_by_side"
 VENVS = ROOT / ".watukuy" / "bench" / "venvs"
-PIPELINES = ("ceiling", "watukuy", "declarative", transform_row.NAME, "singer")
+PIPELINES = ("ceiling", "watukuy", "declarative", transform_row.NAME, *shape_rows.NAMES, "singer")
 SCHEDULE = {"min": "100ms", "max": "1s"}
 PROFILES = {
     "default": {"tenants": 20, "items": 5000, "page": 500},
@@ -337,6 +340,9 @@ class Bench:
             assert example is not None
             example = transform_row.transformed(example, BENCH_DIR)
             mask_key = transform_row.mask_key_env()  # in the runner's environment only
+        if name in shape_rows.NAMES:
+            assert example is not None
+            example = shape_rows.reshaped(example, name, self.args.page)
         config = write_config(
             BENCH_DIR / f"{stem}.yaml",
             runner_config(
