@@ -23,8 +23,10 @@ from watukuy import logs
 from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError, WatukuyError
 from watukuy.core.version import VERSION
+from watukuy.observe import startup
 
 if TYPE_CHECKING:  # the Kafka modules load only for the commands that use them
+    from watukuy.config import RunnerConfig
     from watukuy.store.kafka.factory import ClientFactory
 
 EXIT_CONFIG = 2
@@ -158,6 +160,7 @@ def _instant(value: str, text: str) -> datetime:
 def main(argv: Sequence[str] | None = None, *, clients: ClientFactory | None = None) -> int:
     """``clients``: what ``run`` builds its Kafka clients with (the fault suite's runner passes
     one that injects errors; see integration/faults/runner.py)."""
+    startup.mark("python started and watukuy imported")
     args = build_parser().parse_args(argv)
     # A crash inside a C library (librdkafka, RocksDB: SIGSEGV, SIGABRT) then leaves every
     # thread's Python stack on stderr, as a JVM leaves its hs_err file: the only trace of it.
@@ -208,6 +211,7 @@ def _dispatch(
     from watukuy.config import load_config
 
     config = load_config(args.config)
+    startup.mark("config loaded")
     command = args.command or "run"
     log = config.log
     logs.configure(
@@ -217,16 +221,11 @@ def _dispatch(
         repeat_interval=log.repeat_interval,
     )
     if command == "validate":
-        from watukuy.validate_cli import transform_warnings
-
-        print(json.dumps(config.describe(), indent=2, default=str))
-        for line in transform_warnings(config):  # warnings: the exit code stays 0
-            print(f"watukuy-source: {line}", file=sys.stderr)
-        print(f"watukuy-source: {args.config} is valid", file=sys.stderr)
-        return 0
+        return _validate(config, args.config)
     if command == "run":
         from watukuy.runner import run
 
+        startup.mark("runner imported")
         asyncio.run(run(config, clients=clients))
         return 0
     if command == "status":
@@ -259,6 +258,16 @@ def _dispatch(
     op, op_args = operation
     done = asyncio.run(offline.apply(config, args.poller, args.partition, op, op_args))
     print(f"watukuy-source: {command} {done}", file=sys.stderr)
+    return 0
+
+
+def _validate(config: RunnerConfig, path: str) -> int:
+    from watukuy.validate_cli import transform_warnings
+
+    print(json.dumps(config.describe(), indent=2, default=str))
+    for line in transform_warnings(config):  # warnings: the exit code stays 0
+        print(f"watukuy-source: {line}", file=sys.stderr)
+    print(f"watukuy-source: {path} is valid", file=sys.stderr)
     return 0
 
 

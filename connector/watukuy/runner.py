@@ -13,7 +13,7 @@ import gc
 import logging
 import signal
 import time
-from collections.abc import Coroutine, Hashable, Sequence
+from collections.abc import Coroutine, Hashable, Iterable, Sequence
 from contextlib import suppress
 from functools import partial
 from typing import Any
@@ -30,6 +30,7 @@ from watukuy.core.errors import WatukuyError
 from watukuy.core.lifecycle import Target
 from watukuy.core.observe import Observer, StateFigures
 from watukuy.engine.engine import Engine
+from watukuy.observe import startup
 from watukuy.observe.metrics import PrometheusObserver
 from watukuy.rest.port import Metrics
 from watukuy.rest.server import start_rest
@@ -45,7 +46,7 @@ def kafka_store(
     config: RunnerConfig,
     *,
     use_group: bool = True,
-    observers: Observer | None = None,
+    observers: Observer | Iterable[Observer] | None = None,
     clients: ClientFactory | None = None,
 ) -> KafkaStore:
     """The Kafka store of ``config``; ``clients`` builds its Kafka clients (confluent-kafka's by
@@ -104,7 +105,8 @@ written, and everything at least every 30 s)."""
 
 async def run(config: RunnerConfig, *, clients: ClientFactory | None = None) -> None:
     metrics = PrometheusObserver(partition_label=config.metrics.partition_label)
-    store = kafka_store(config, observers=metrics, clients=clients)
+    observers = [metrics, startup.StartupObserver()]
+    store = kafka_store(config, observers=observers, clients=clients)
     engine = Engine(
         config.pollers,
         store=store,
@@ -114,7 +116,7 @@ async def run(config: RunnerConfig, *, clients: ClientFactory | None = None) -> 
         pages_in_flight_total=config.runner.max_pages_in_flight,
         snapshot_cache=config.runner.snapshot_cache_entries,
         owner=config.runner.id,
-        observers=metrics,
+        observers=observers,
     )
     metrics.watch(engine.inspect, lambda: engine.pollers)
     metrics.watch_state(partial(state_figures, engine, store))
@@ -151,12 +153,14 @@ async def _serve(
         config.kafka, store.written_topics, metrics, transaction_timeout=runner.session_timeout
     )
     await configs.start()
+    startup.mark("configs topic read")
     try:
         configs.listen(applier.changed)
         loggers = LoggerLevels()
         follow_cluster_levels(configs, loggers)
         await applier.apply_view(configs.view())
         await status.start()
+        startup.mark("status topic read")
         try:
             polling = asyncio.Event()  # set while the engine polls: /health says healthy
             control = RunnerControl(
@@ -174,13 +178,7 @@ async def _serve(
                 loggers=loggers,
             )
             async with start_rest(control, config.rest) as server:
-                log.info(
-                    "runner %s started: group %s, pollers %s, REST on port %d",
-                    runner.id,
-                    store.settings.group,
-                    ", ".join(sorted(engine.pollers)),
-                    server.port,
-                )
+                _started(runner.id, store, engine, server.port)
                 helpers = [
                     applier.run(),
                     _publish_statuses(engine, status, store.layout),
@@ -192,6 +190,16 @@ async def _serve(
             await status.stop(clean=True)
     finally:
         await configs.stop()
+
+
+def _started(runner_id: str, store: KafkaStore, engine: Engine, port: int) -> None:
+    startup.mark("REST listening")
+    group, pollers = store.settings.group, ", ".join(sorted(engine.pollers))
+    log.info(
+        "runner %s started: group %s, pollers %s, REST on port %d", runner_id, group, pollers, port
+    )
+    startup.mark("runner started")
+    startup.show("runner started")
 
 
 def _control_topics(config: RunnerConfig, store: KafkaStore) -> tuple[ConfigTopic, StatusTopic]:

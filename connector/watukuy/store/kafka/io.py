@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from confluent_kafka import Consumer, KafkaException
 
 from watukuy.core.errors import Retriable, WatukuyError
+from watukuy.observe import startup
 from watukuy.store.kafka.catchup import EventsCatchUp, EventsOf
 from watukuy.store.kafka.clients import bootstrap_of
 from watukuy.store.kafka.disk import DiskCopy
@@ -195,6 +196,7 @@ class KafkaIO:
     def _build(self) -> _Parts:
         settings, clients, clock = self.settings, self._clients, self._clock
         producer = new_producer(settings, clients)
+        startup.mark("producer's transactions initialised")
         tail = tail_consumer(settings, clients)
         restores = self._restores(tail)
         group = group_consumer(settings, clients) if settings.use_group else None
@@ -245,6 +247,7 @@ class KafkaIO:
             fence_window=2 * settings.session_timeout,
         )
         membership.subscribe()
+        startup.mark("group subscribed")
         return _Parts(restores, transactions, membership)
 
     def _restores(self, tail: Consumer) -> Restores:

@@ -27,6 +27,7 @@ from watukuy.core.keys import key_text
 from watukuy.core.observe import Observer, fanout, outcome_kind
 from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
+from watukuy.observe import startup
 from watukuy.store.apply import PageRuns
 from watukuy.store.base import KeyCommit, PageRun, StoredKey
 from watukuy.store.kafka import clients, records
@@ -107,6 +108,7 @@ class KafkaStore:
         self._loop = asyncio.get_running_loop()
         pollers = list(self._pollers.values())
         await self._ensure_topics(pollers)
+        startup.mark("topics checked")
         codec = self._codec
         for poller in pollers:
             codec.declare(poller)
@@ -130,7 +132,9 @@ class KafkaStore:
                 io.startup_error
             )
         self._io = io
+        startup.mark("Kafka clients ready")
         await self._publish_schemas(codec.schema_texts())
+        startup.mark("schemas published")
         for feed in self._feeds:
             feed.start(self._loop)
 
