@@ -13,10 +13,12 @@ import gc
 import logging
 import signal
 import time
-from collections.abc import Coroutine, Hashable, Iterable, Sequence
-from contextlib import suppress
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable
+from contextlib import AbstractAsyncContextManager, suppress
+from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from watukuy.config import RunnerConfig
 from watukuy.control.activetopics import Published
@@ -33,10 +35,13 @@ from watukuy.engine.engine import Engine
 from watukuy.observe import startup
 from watukuy.observe.metrics import PrometheusObserver
 from watukuy.rest.port import Metrics
-from watukuy.rest.server import start_rest
 from watukuy.store.kafka.factory import ClientFactory
 from watukuy.store.kafka.hanging import HangingTransactions
 from watukuy.store.kafka.store import KafkaSettings, KafkaStore
+from watukuy.store.kafka.topiccheck import TopicCheck
+
+if TYPE_CHECKING:  # loaded on a thread while the store starts: see run()
+    from watukuy.rest.server import RestServer
 from watukuy.store.kafka.topics import TopicLayout
 
 log = logging.getLogger("watukuy.runner")
@@ -48,9 +53,11 @@ def kafka_store(
     use_group: bool = True,
     observers: Observer | Iterable[Observer] | None = None,
     clients: ClientFactory | None = None,
+    topic_check: TopicCheck | None = None,
 ) -> KafkaStore:
     """The Kafka store of ``config``; ``clients`` builds its Kafka clients (confluent-kafka's by
-    default; the fault suite passes one that injects errors)."""
+    default; the fault suite passes one that injects errors); ``topic_check``, its topics'
+    check if it was started already (:mod:`watukuy.store.kafka.topiccheck`)."""
     topics = config.topics
     runner = config.runner
     return KafkaStore(
@@ -74,6 +81,7 @@ def kafka_store(
         ),
         observers=observers,
         clients=clients,
+        topic_check=topic_check,
     )
 
 
@@ -103,10 +111,15 @@ STATUS_EVERY = 1.0
 written, and everything at least every 30 s)."""
 
 
-async def run(config: RunnerConfig, *, clients: ClientFactory | None = None) -> None:
+async def run(
+    config: RunnerConfig,
+    *,
+    clients: ClientFactory | None = None,
+    topic_check: TopicCheck | None = None,
+) -> None:
     metrics = PrometheusObserver(partition_label=config.metrics.partition_label)
     observers = [metrics, startup.StartupObserver()]
-    store = kafka_store(config, observers=observers, clients=clients)
+    store = kafka_store(config, observers=observers, clients=clients, topic_check=topic_check)
     engine = Engine(
         config.pollers,
         store=store,
@@ -125,13 +138,18 @@ async def run(config: RunnerConfig, *, clients: ClientFactory | None = None) -> 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     store.watch(lambda: stop.set() if store.crashed is not None else None)
+    # REST's modules (aiohttp's server among them) load on a thread while the store waits for
+    # Kafka: no poll needs them, and they cost the main thread 35-150 ms of CPU.
+    rest_loaded = asyncio.ensure_future(asyncio.to_thread(import_module, "watukuy.rest.server"))
     try:
         async with engine:
-            await _serve(config, engine, store, stop, metrics)
+            await _serve(config, engine, store, stop, metrics, rest_loaded)
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             with suppress(Exception):
                 loop.remove_signal_handler(signum)
+        with suppress(Exception):  # awaited, so it never outlives the run
+            await rest_loaded
     if store.crashed is not None:
         raise StoreFailed(f"the Kafka store failed: {store.crashed}") from store.crashed
 
@@ -142,9 +160,10 @@ async def _serve(
     store: KafkaStore,
     stop: asyncio.Event,
     metrics: PrometheusObserver,
+    rest_loaded: Awaitable[object],
 ) -> None:
-    """With the store started (its topics exist): the configs and status topics, the REST API,
-    and the engine, until ``stop``."""
+    """With the store started (its topics exist): the configs topic applied, then the engine,
+    the status topic and the REST API (once ``rest_loaded``), until ``stop``."""
     runner = config.runner
     file_pollers = config.file_pollers()
     configs, status = _control_topics(config, store)
@@ -159,35 +178,33 @@ async def _serve(
         loggers = LoggerLevels()
         follow_cluster_levels(configs, loggers)
         await applier.apply_view(configs.view())
-        await status.start()
-        startup.mark("status topic read")
-        try:
-            polling = asyncio.Event()  # set while the engine polls: /health says healthy
-            control = RunnerControl(
-                engine=engine,
-                configs=configs,
-                status=status,
-                file_pollers=file_pollers,
-                kafka=config.kafka,
-                layout=store.layout,
-                runner_id=runner.id,
-                base_dir=config.base_dir,
-                started=polling.is_set,
-                broken=lambda: store.crashed,
-                metrics=partial(_scrape, metrics),
-                loggers=loggers,
-            )
-            async with start_rest(control, config.rest) as server:
-                _started(runner.id, store, engine, server.port)
-                helpers = [
-                    applier.run(),
-                    _publish_statuses(engine, status, store.layout),
-                    _tune_collector(),
-                    hanging.run(),
-                ]
-                await _poll_until(stop, engine, helpers, polling, runner.id)
-        finally:
-            await status.stop(clean=True)
+        polling = asyncio.Event()  # set while the engine polls: /health says healthy
+        control = RunnerControl(
+            engine=engine,
+            configs=configs,
+            status=status,
+            file_pollers=file_pollers,
+            kafka=config.kafka,
+            layout=store.layout,
+            runner_id=runner.id,
+            base_dir=config.base_dir,
+            started=polling.is_set,
+            broken=lambda: store.crashed,
+            metrics=partial(_scrape, metrics),
+            loggers=loggers,
+        )
+
+        def helpers() -> list[Coroutine[Any, Any, None]]:
+            publish = _publish_statuses(engine, status, store.layout)
+            return [applier.run(), publish, _tune_collector(), hanging.run()]
+
+        def rest() -> AbstractAsyncContextManager[RestServer]:
+            from watukuy.rest.server import start_rest
+
+            return start_rest(control, config.rest)
+
+        serving = Serving(stop, engine, store, status, rest_loaded, rest, helpers, polling)
+        await _poll_until(serving, runner.id)
     finally:
         await configs.stop()
 
@@ -226,26 +243,47 @@ def _control_topics(config: RunnerConfig, store: KafkaStore) -> tuple[ConfigTopi
     return configs, status
 
 
-async def _poll_until(
-    stop: asyncio.Event,
-    engine: Engine,
-    helpers: Sequence[Coroutine[Any, Any, None]],
-    polling: asyncio.Event,
-    runner_id: str,
-) -> None:
-    """Run the engine and its ``helpers`` until ``stop``; then cancel the helpers and stop the
-    engine. ``polling`` is set in between."""
+@dataclass(frozen=True)
+class Serving:
+    """What runs beside the engine once the configs are applied."""
+
+    stop: asyncio.Event
+    engine: Engine
+    store: KafkaStore
+    status: StatusTopic
+    rest_loaded: Awaitable[object]
+    rest: Callable[[], AbstractAsyncContextManager[RestServer]]
+    helpers: Callable[[], list[Coroutine[Any, Any, None]]]
+    polling: asyncio.Event
+
+
+async def _poll_until(serving: Serving, runner_id: str) -> None:
+    """Run the engine until ``stop``; meanwhile start the status topic, REST and the
+    ``helpers`` (which the polls do not wait for: the first polls go out while they start);
+    then cancel the helpers and stop the engine. ``polling`` is set in between."""
+    engine, status = serving.engine, serving.status
     async with asyncio.TaskGroup() as group:
         running = group.create_task(engine.run())
-        tasks = [group.create_task(helper) for helper in helpers]
-        polling.set()
-        await stop.wait()
-        polling.clear()
-        log.info("runner %s stopping", runner_id)
-        for task in tasks:
-            task.cancel()
-        await engine.stop()
-        await running
+        try:
+            await status.start()
+            startup.mark("status topic read")
+            try:
+                await serving.rest_loaded
+                async with serving.rest() as server:
+                    _started(runner_id, serving.store, engine, server.port)
+                    tasks = [group.create_task(helper) for helper in serving.helpers()]
+                    serving.polling.set()
+                    await serving.stop.wait()
+                    serving.polling.clear()
+                    log.info("runner %s stopping", runner_id)
+                    for task in tasks:
+                        task.cancel()
+                    await engine.stop()
+                    await running
+            finally:
+                await status.stop(clean=True)
+        finally:
+            await engine.stop()  # the status topic or REST failed to start: run() ends too
 
 
 async def _scrape(metrics: PrometheusObserver) -> Metrics:
@@ -267,10 +305,13 @@ events, two pairs): the declarative stream's CPU per event 101/94 -> 78/80 µs a
 
 
 async def _tune_collector() -> None:
-    """``gc.freeze()`` once the start-up burst is over. Measured with 10,000 idle tenants
-    (integration/bench/idle_tenants.py --gc-freeze): 11.8% of a core without it, 7.6% with it;
-    the collector had been walking the same long-lived objects on every full pass."""
+    """The collector back on (``watukuy-source run`` starts with it off: see
+    :func:`watukuy.cli.main`), at :data:`GC_THRESHOLDS`; ``gc.freeze()`` once the start-up
+    burst is over. Measured with 10,000 idle tenants (integration/bench/idle_tenants.py
+    --gc-freeze): 11.8% of a core without it, 7.6% with it; the collector had been walking the
+    same long-lived objects on every full pass."""
     gc.set_threshold(*GC_THRESHOLDS)
+    gc.enable()
     await asyncio.sleep(FREEZE_AFTER)
     gc.freeze()
 

@@ -27,6 +27,7 @@ __all__ = [
     "ConfluentClients",
     "SystemClock",
     "group_consumer",
+    "init_transactions",
     "new_producer",
     "tail_consumer",
 ]
@@ -50,9 +51,12 @@ class ConfluentClients:
         return Consumer(config)
 
 
-def new_producer(settings: KafkaSettings, factory: ClientFactory) -> Producer:
+def new_producer(
+    settings: KafkaSettings, factory: ClientFactory, *, initialised: bool = True
+) -> Producer:
     """A transactional producer with a ``transactional.id`` of its own
-    (:func:`.clients.fresh_transactional_id`), its transactions initialised."""
+    (:func:`.clients.fresh_transactional_id`), its transactions initialised unless
+    ``initialised`` is false (then :func:`init_transactions` before its first use)."""
     s = settings
     suffix = s.runner_id if s.use_group else f"{s.runner_id}.cli"
     producer = factory.producer(
@@ -62,8 +66,14 @@ def new_producer(settings: KafkaSettings, factory: ClientFactory) -> Producer:
             transaction_timeout=s.transaction_timeout,
         )
     )
-    producer.init_transactions(max(30.0, s.transaction_timeout * 3))
+    if initialised:
+        init_transactions(producer, settings)
     return producer
+
+
+def init_transactions(producer: Producer, settings: KafkaSettings) -> None:
+    """Get the producer its id from the transaction coordinator (blocking)."""
+    producer.init_transactions(max(30.0, settings.transaction_timeout * 3))
 
 
 def group_consumer(settings: KafkaSettings, factory: ClientFactory) -> Consumer:
