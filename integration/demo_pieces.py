@@ -179,8 +179,12 @@ def wait_for_topic(
     return None
 
 
-def committed_reader(bootstrap: str, topic: str, partitions: list[int]) -> Consumer:
-    """A read_committed consumer of all of ``topic`` from its beginning (no group commits)."""
+def committed_reader(
+    bootstrap: str, topic: str, partitions: list[int], *, fetch_wait_ms: int = 500
+) -> Consumer:
+    """A read_committed consumer of all of ``topic`` from its beginning (no group commits);
+    ``fetch_wait_ms``: how long the broker may hold a fetch that found nothing (a bench that
+    times when records become readable wants it short)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -188,6 +192,7 @@ def committed_reader(bootstrap: str, topic: str, partitions: list[int]) -> Consu
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
             "enable.partition.eof": False,
+            "fetch.wait.max.ms": fetch_wait_ms,
         }
     )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])

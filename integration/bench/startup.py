@@ -1,13 +1,15 @@
 """Start-up (issue 42): a runner process from its start to its first events, step by step.
 
     PYTHONPATH=connector:. .venv/bin/python -m integration.bench.startup \
-        [--tenants 1] [--runs 3] [--partitions 32] [--base DIR]
+        [--tenants 1] [--runs 3] [--partitions 8] [--base DIR] [--declarative]
 
 Per run: a fresh vendor simulator (``--tenants`` of 2 items each, a quota nobody reaches), a
 fresh topics prefix (so the runner creates its topics, joins an empty group and restores empty
 partitions, as a new deployment does), and one runner process (``python -m watukuy.cli
---config ...``, the Python poller ``integration.pollers:invoices``, schedule 30 s so that each
-key is polled once in the run). The run ends when every key's first events are readable.
+--config ...``, the Python poller ``integration.pollers:invoices`` or with ``--declarative``
+the declarative one of ``config/invoices.yaml`` (its budget raised out of the way), schedule
+30 s so that each key is polled once in the run). The run ends when every key's first events
+are readable.
 
 Reported per run, in seconds from the process start:
 
@@ -19,6 +21,9 @@ Reported per run, in seconds from the process start:
   tenant (the simulator's ``/_admin/first-requests``, polled every 0.1 s: when every key was
   polled once), the first event readable by a read_committed consumer and the last key's first
   event readable; and the runner's CPU seconds by then.
+
+Both codes' modules are compiled first (``compileall``), as a pip-installed package's are: a
+checkout run with ``PYTHONDONTWRITEBYTECODE`` would compile every module at every start.
 
 ``--base DIR`` runs the code of another worktree (its ``connector`` directory first on the
 runner's ``PYTHONPATH``) in alternate runs, base first, for a side-by-side on a shared machine;
@@ -32,6 +37,7 @@ if not running). Configs and logs are in ``.watukuy/bench/startup/``; topics are
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import json
 import os
@@ -51,6 +57,7 @@ from integration.bench.failover import Visible, key_of, two_item_tenants, wait_u
 from integration.demo import (
     ROOT,
     delete_topics,
+    example_config,
     kafka_broker,
     runner_config,
     runner_env,
@@ -140,7 +147,13 @@ def one_run(args: argparse.Namespace, bootstrap: str, code: str, base: Path | No
     prefix = f"bench-startup-{uuid.uuid4().hex[:8]}"
     run = Run(code, os.getloadavg()[0])
     with two_item_tenants(args.tenants, BENCH_DIR) as sim:
-        config = runner_config(bootstrap, prefix, "startup-r1", partitions=args.partitions)
+        example = None
+        if args.declarative:  # config/invoices.yaml, its budget out of the way
+            example = example_config({"min": SCHEDULE, "max": SCHEDULE})
+            example["budgets"] = {"vendor": {"rate": "100000/s", "burst": 100000}}
+        config = runner_config(
+            bootstrap, prefix, "startup-r1", partitions=args.partitions, example=example
+        )
         path = write_config(BENCH_DIR / "runner.yaml", config, "integration.bench.startup")
         env = runner_env(sim.base_url, WATUKUY_SCHEDULE_MIN=SCHEDULE, WATUKUY_SCHEDULE_MAX=SCHEDULE)
         if base is not None:  # the base's watukuy first; integration.pollers from here
@@ -157,7 +170,7 @@ def one_run(args: argparse.Namespace, bootstrap: str, code: str, base: Path | No
             partitions = wait_for_topic(bootstrap, topic, 60, lambda: runner.poll() is None)
             if partitions is None:
                 raise RuntimeError(f"{topic} never appeared; see {log}")
-            visible = Visible(bootstrap, topic, partitions)
+            visible = Visible(bootstrap, topic, partitions, fetch_wait_ms=10)
             seen = visible
             every = wait_until(lambda: seen.all_after(keys, started), 300, "every key's events")
             run.cpu = cpu_seconds(runner.pid)
@@ -190,6 +203,7 @@ def report(runs: list[Run], args: argparse.Namespace) -> list[str]:
     header = " ".join(f"{r.code:>7}" for r in runs)
     lines = [
         f"start-up: {args.tenants} tenant(s) of 2 items, {args.partitions} partitions, "
+        f"{'declarative' if args.declarative else 'Python'} poller, "
         f"seconds from the process start; runs in the order run",
         f"{'step':<{width}} {header}",
     ]
@@ -227,8 +241,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--tenants", type=int, default=1, help="keys (1)")
     parser.add_argument("--runs", type=int, default=3, help="runs per code (3)")
-    parser.add_argument("--partitions", type=int, default=32, help="topics.partitions (32)")
+    parser.add_argument("--partitions", type=int, default=8, help="topics.partitions (8)")
     parser.add_argument("--base", type=Path, help="a worktree of the base code, run alternately")
+    parser.add_argument(
+        "--declarative",
+        action="store_true",
+        help="the declarative poller of config/invoices.yaml instead of the Python one",
+    )
     return parser
 
 
@@ -242,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     BENCH_DIR.mkdir(parents=True, exist_ok=True)
     signals_interrupt()
+    for tree in (ROOT, args.base):  # as an installed package has them: pip compiles a wheel
+        if tree is not None:
+            compileall.compile_dir(tree / "connector", quiet=1)
     codes: list[tuple[str, Path | None]] = [("new", None)]
     if args.base is not None:
         codes.insert(0, ("base", args.base))
