@@ -151,8 +151,11 @@ def one_run(args: argparse.Namespace, bootstrap: str, code: str, base: Path | No
         if args.declarative:  # config/invoices.yaml, its budget out of the way
             example = example_config({"min": SCHEDULE, "max": SCHEDULE})
             example["budgets"] = {"vendor": {"rate": "100000/s", "burst": 100000}}
+        settings: dict[str, object] = {}
+        if args.max_concurrency is not None:
+            settings["max.concurrency"] = args.max_concurrency
         config = runner_config(
-            bootstrap, prefix, "startup-r1", partitions=args.partitions, example=example
+            bootstrap, prefix, "startup-r1", partitions=args.partitions, example=example, **settings
         )
         path = write_config(BENCH_DIR / "runner.yaml", config, "integration.bench.startup")
         env = runner_env(sim.base_url, WATUKUY_SCHEDULE_MIN=SCHEDULE, WATUKUY_SCHEDULE_MAX=SCHEDULE)
@@ -243,6 +246,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--runs", type=int, default=3, help="runs per code (3)")
     parser.add_argument("--partitions", type=int, default=8, help="topics.partitions (8)")
     parser.add_argument("--base", type=Path, help="a worktree of the base code, run alternately")
+    parser.add_argument("--max-concurrency", type=int, help="runner.max.concurrency")
     parser.add_argument(
         "--declarative",
         action="store_true",

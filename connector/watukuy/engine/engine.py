@@ -455,7 +455,13 @@ class Engine:
                 if (runtime := roster.runtime_of(key)) is not None
             }
 
-        return roster.changes.watch([runtime.key for runtime in roster.held()], marks)
+        held = [runtime.key for runtime in roster.held()]
+        return roster.changes.watch(held, marks, self._backlogged)
+
+    def _backlogged(self) -> bool:
+        """Whether more keys are due than ``run()`` polls at once."""
+        in_flight = self._in_flight
+        return in_flight is not None and len(in_flight) > self._max_concurrency
 
     def on(self, poller: str, handler: Handler) -> None:
         self._roster.poller(poller)
