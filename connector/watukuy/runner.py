@@ -31,6 +31,7 @@ from watukuy.control.transformrecords import fingerprint_of
 from watukuy.core.errors import WatukuyError
 from watukuy.core.lifecycle import Target
 from watukuy.core.observe import Observer, StateFigures
+from watukuy.engine.changes import KeyChanges
 from watukuy.engine.engine import Engine
 from watukuy.observe import startup
 from watukuy.observe.metrics import PrometheusObserver
@@ -110,7 +111,7 @@ STATUS_EVERY = 1.0
 """Seconds between looks at this instance's keys for statuses to publish (only changes are
 written, and everything at least every 30 s)."""
 
-BACKLOG_STATUS_EVERY = 10.0
+BACKLOG_STATUS_EVERY = 30.0
 """Seconds between those looks while more keys are due than the engine polls at once: at a
 start or a takeover every key changes, and writing each one's status twice (held, then
 polled) was 11% of the CPU of 10,000 keys' first polls, which the statuses then delayed
@@ -201,8 +202,10 @@ async def _serve(
         )
 
         def helpers() -> list[Coroutine[Any, Any, None]]:
-            publish = _publish_statuses(engine, status, store.layout)
-            return [applier.run(), publish, _tune_collector(), hanging.run()]
+            changes = engine.watch_keys()
+            publish = _publish_statuses(engine, changes, status, store.layout)
+            collector = _tune_collector(lambda: changes.backlogged)
+            return [applier.run(), publish, collector, hanging.run()]
 
         def rest() -> AbstractAsyncContextManager[RestServer]:
             from watukuy.rest.server import start_rest
@@ -296,6 +299,9 @@ async def _scrape(metrics: PrometheusObserver) -> Metrics:
     return Metrics(*metrics.render())
 
 
+COLLECTOR_LOOK_EVERY = 0.25
+"""Seconds between looks at whether the start's first polls are done (the collector waits)."""
+
 FREEZE_AFTER = 30.0
 """Seconds after start when what exists then (pollers, restored keys, their first polls' state)
 is moved out of the garbage collector's sight: it lives as long as the process."""
@@ -310,19 +316,29 @@ events, two pairs): the declarative stream's CPU per event 101/94 -> 78/80 µs a
 63/65 steady; the young generation holds at most 20,000 objects more."""
 
 
-async def _tune_collector() -> None:
+async def _tune_collector(backlogged: Callable[[], bool]) -> None:
     """The collector back on (``watukuy-source run`` starts with it off: see
-    :func:`watukuy.cli.main`), at :data:`GC_THRESHOLDS`; ``gc.freeze()`` once the start-up
-    burst is over. Measured with 10,000 idle tenants (integration/bench/idle_tenants.py
-    --gc-freeze): 11.8% of a core without it, 7.6% with it; the collector had been walking the
-    same long-lived objects on every full pass."""
+    :func:`watukuy.cli.main`) once the start's first polls are done (no more keys due than
+    the engine polls at once) or :data:`FREEZE_AFTER` has passed, at :data:`GC_THRESHOLDS`;
+    ``gc.freeze()`` at :data:`FREEZE_AFTER`. Off during 10,000 keys' first polls, the runner
+    spent 17% less CPU on them (issue 42): each collection of young objects walked thousands
+    of the keys' new ones, which all live on. ``gc.freeze()``, measured with 10,000 idle
+    tenants (integration/bench/idle_tenants.py --gc-freeze): 11.8% of a core without it, 7.6%
+    with it; the collector had been walking the same long-lived objects on every full pass."""
+    started = time.monotonic()
+    for _ in range(int(FREEZE_AFTER / COLLECTOR_LOOK_EVERY)):  # a look now and then: no event
+        if not backlogged():
+            break
+        await asyncio.sleep(COLLECTOR_LOOK_EVERY)
     gc.set_threshold(*GC_THRESHOLDS)
     gc.enable()
-    await asyncio.sleep(FREEZE_AFTER)
+    await asyncio.sleep(max(0.0, FREEZE_AFTER - (time.monotonic() - started)))
     gc.freeze()
 
 
-async def _publish_statuses(engine: Engine, status: StatusTopic, layout: TopicLayout) -> None:
+async def _publish_statuses(
+    engine: Engine, changes: KeyChanges, status: StatusTopic, layout: TopicLayout
+) -> None:
     """Publish what changed of this instance's keys, and the topics they newly published to
     (KIP-558), every :data:`STATUS_EVERY` seconds.
 
@@ -336,7 +352,6 @@ async def _publish_statuses(engine: Engine, status: StatusTopic, layout: TopicLa
         poller = engine.pollers.get(found.poller)
         return layout.events(found.poller, None if poller is None else poller.topic)
 
-    changes = engine.watch_keys()
     looked: dict[str, Hashable] = {}  # key -> its status mark when its status was last published
     published = time.monotonic()
     while True:

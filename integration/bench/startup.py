@@ -20,7 +20,8 @@ Reported per run, in seconds from the process start:
 - from the outside: the vendor's first request of a tenant and the first request of the last
   tenant (the simulator's ``/_admin/first-requests``, polled every 0.1 s: when every key was
   polled once), the first event readable by a read_committed consumer and the last key's first
-  event readable; and the runner's CPU seconds by then.
+  event readable; and the runner's and the simulator's CPU seconds by then (the machine is
+  shared: where the wall times swing with the load, the CPU says what the work was).
 
 Both codes' modules are compiled first (``compileall``), as a pip-installed package's are: a
 checkout run with ``PYTHONDONTWRITEBYTECODE`` would compile every module at every start.
@@ -48,11 +49,12 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from integration.bench.big_state import cpu_seconds
+from integration.bench.big_state import cpu_seconds, memory_mb
 from integration.bench.failover import Visible, key_of, two_item_tenants, wait_until
 from integration.demo import (
     ROOT,
@@ -92,6 +94,8 @@ class Run:
     load: float
     steps: dict[str, float] = field(default_factory=dict)
     cpu: float = float("nan")
+    vendor_cpu: float = float("nan")
+    peak_mb: float = float("nan")
 
 
 class FirstRequests:
@@ -165,6 +169,7 @@ def one_run(args: argparse.Namespace, bootstrap: str, code: str, base: Path | No
         log.write_text("")
         keys = {key_of(t["id"]) for t in sim.tenants}
         requests = FirstRequests(sim.base_url)
+        vendor_cpu = cpu_seconds(sim.process.pid)
         started = time.time()
         runner = start_runner(path, env, log)
         visible: Visible | None = None
@@ -177,6 +182,8 @@ def one_run(args: argparse.Namespace, bootstrap: str, code: str, base: Path | No
             seen = visible
             every = wait_until(lambda: seen.all_after(keys, started), 300, "every key's events")
             run.cpu = cpu_seconds(runner.pid)
+            run.vendor_cpu = cpu_seconds(sim.process.pid) - vendor_cpu
+            run.peak_mb = memory_mb(runner.pid)[1]
             wait_until(lambda: requests.done, 30, "every tenant's first request")
             first = visible.first_after(keys, started)
         finally:
@@ -213,18 +220,26 @@ def report(runs: list[Run], args: argparse.Namespace) -> list[str]:
     for name in names:
         cells = " ".join(_cell(r.steps.get(name)) for r in runs)
         lines.append(f"{name:<{width}} {cells}")
-    lines.append(f"{'runner CPU s by then':<{width}} " + " ".join(_cell(r.cpu) for r in runs))
-    lines.append(f"{'load at its start':<{width}} " + " ".join(_cell(r.load) for r in runs))
+    figures: dict[str, Callable[[Run], float]] = {
+        "runner CPU s by then": lambda r: r.cpu,
+        "vendor CPU s by then": lambda r: r.vendor_cpu,
+        "runner peak RSS MB": lambda r: r.peak_mb,
+        "load at its start": lambda r: r.load,
+    }
+    for label, value in figures.items():
+        lines.append(f"{label:<{width}} " + " ".join(_cell(value(r)) for r in runs))
     codes = list(dict.fromkeys(r.code for r in runs))
     lines.append("")
     lines.append(f"{'range (min-max)':<{width}} " + " ".join(f"{c:>13}" for c in codes))
-    for name in [*names, "runner CPU s"]:
+    cpus: dict[str, Callable[[Run], float]] = {
+        "runner CPU s": lambda r: r.cpu,
+        "vendor CPU s": lambda r: r.vendor_cpu,
+    }
+    for name in [*names, *cpus]:
         ranges: list[str] = []
         for code in codes:
             values = [
-                r.cpu if name == "runner CPU s" else r.steps.get(name)
-                for r in runs
-                if r.code == code
+                cpus[name](r) if name in cpus else r.steps.get(name) for r in runs if r.code == code
             ]
             got = [v for v in values if v is not None and v == v]
             ranges.append(f"{min(got):6.2f}-{max(got):<6.2f}" if got else f"{'-':>13}")
