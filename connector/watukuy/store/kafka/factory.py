@@ -12,9 +12,10 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any, Protocol
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 
 from watukuy.core.clock import SYSTEM_CLOCK, Clock, SystemClock
 from watukuy.store.kafka import clients
@@ -71,8 +72,19 @@ def new_producer(
     return producer
 
 
+NUDGE = 1.0
+"""Seconds the metadata request before ``init_transactions`` may take."""
+
+
 def init_transactions(producer: Producer, settings: KafkaSettings) -> None:
-    """Get the producer its id from the transaction coordinator (blocking)."""
+    """Get the producer its id from the transaction coordinator (blocking).
+
+    A metadata request first: librdkafka looks for the coordinator when it is asked to, and if
+    no broker is connected yet then, again only 0.5 s later (one start in twelve here).
+    Answered, it leaves a connection up; unanswered within :data:`NUDGE` (a broker down: the
+    timer would have fired by then), ``init_transactions`` goes on and says why it fails."""
+    with suppress(KafkaException):
+        producer.list_topics(settings.layout.state, timeout=NUDGE)
     producer.init_transactions(max(30.0, settings.transaction_timeout * 3))
 
 
