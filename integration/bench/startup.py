@@ -2,10 +2,12 @@
 
     PYTHONPATH=connector:. .venv/bin/python -m integration.bench.startup \
         [--tenants 1] [--runs 3] [--partitions 8] [--base DIR] [--declarative]
+        [--topics-exist] [--max-concurrency N]
 
 Per run: a fresh vendor simulator (``--tenants`` of 2 items each, a quota nobody reaches), a
 fresh topics prefix (so the runner creates its topics, joins an empty group and restores empty
-partitions, as a new deployment does), and one runner process (``python -m watukuy.cli
+partitions, as a new deployment does; with ``--topics-exist`` the topics are made before the
+runner starts, as for a deployment's next runner), and one runner process (``python -m watukuy.cli
 --config ...``, the Python poller ``integration.pollers:invoices`` or with ``--declarative``
 the declarative one of ``config/invoices.yaml`` (its budget raised out of the way), schedule
 30 s so that each key is polled once in the run). The run ends when every key's first events
@@ -54,6 +56,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from confluent_kafka import Consumer, KafkaException
+from confluent_kafka.admin import AdminClient
+
 from integration.bench.big_state import cpu_seconds, memory_mb
 from integration.bench.failover import Visible, key_of, two_item_tenants, wait_until
 from integration.demo import (
@@ -69,6 +74,8 @@ from integration.demo import (
     wait_for_topic,
     write_config,
 )
+from watukuy.store.kafka.offsets import OFFSET_END, offsets_now
+from watukuy.store.kafka.topics import TopicLayout, ensure_topics
 
 BENCH_DIR = ROOT / ".watukuy" / "bench" / "startup"
 SCHEDULE = "30s"
@@ -146,6 +153,27 @@ def runner_steps(log_text: str, started: float) -> dict[str, float]:
     return steps
 
 
+def make_topics(bootstrap: str, layout: TopicLayout) -> None:
+    """The runner's topics, as its own check creates them, with their leaders: a deployment's
+    topics before one of its runners starts (a rolling upgrade, a scale-out)."""
+    made = ensure_topics(
+        AdminClient({"bootstrap.servers": bootstrap}), layout, [("invoices", None)]
+    )
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "watukuy-bench-startup"})
+    wanted = [(t.name, p) for t in made.values() for p in range(t.partitions)]
+
+    def led() -> bool:
+        try:
+            return not offsets_now(consumer, wanted, OFFSET_END, 10).errors
+        except KafkaException:  # no leader yet: asked again
+            return False
+
+    try:
+        wait_until(led, 60, "the topics' leaders")
+    finally:
+        consumer.close()
+
+
 def one_run(args: argparse.Namespace, bootstrap: str, code: str, base: Path | None) -> Run:
     """One runner started on fresh topics until every key's first events are readable."""
     prefix = f"bench-startup-{uuid.uuid4().hex[:8]}"
@@ -162,6 +190,8 @@ def one_run(args: argparse.Namespace, bootstrap: str, code: str, base: Path | No
             bootstrap, prefix, "startup-r1", partitions=args.partitions, example=example, **settings
         )
         path = write_config(BENCH_DIR / "runner.yaml", config, "integration.bench.startup")
+        if args.topics_exist:
+            make_topics(bootstrap, TopicLayout(prefix, args.partitions, 1))
         env = runner_env(sim.base_url, WATUKUY_SCHEDULE_MIN=SCHEDULE, WATUKUY_SCHEDULE_MAX=SCHEDULE)
         if base is not None:  # the base's watukuy first; integration.pollers from here
             env["PYTHONPATH"] = os.pathsep.join([str(base / "connector"), env["PYTHONPATH"]])
@@ -262,6 +292,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--partitions", type=int, default=8, help="topics.partitions (8)")
     parser.add_argument("--base", type=Path, help="a worktree of the base code, run alternately")
     parser.add_argument("--max-concurrency", type=int, help="runner.max.concurrency")
+    parser.add_argument(
+        "--topics-exist",
+        action="store_true",
+        help="make the topics before the runner starts (a deployment's next runner)",
+    )
     parser.add_argument(
         "--declarative",
         action="store_true",
