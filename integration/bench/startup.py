@@ -46,6 +46,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -133,6 +134,10 @@ class FirstRequests:
         self._thread.join(5)
 
 
+def runner_alive(runner: subprocess.Popen[bytes]) -> Callable[[], bool]:
+    return lambda: runner.poll() is None
+
+
 def runner_steps(log_text: str, started: float) -> dict[str, float]:
     """The runner's own timeline, and its older log lines' times since ``started`` (Unix)."""
     steps: dict[str, float] = {}
@@ -205,10 +210,10 @@ def one_run(args: argparse.Namespace, bootstrap: str, code: str, base: Path | No
         visible: Visible | None = None
         try:
             topic = f"{prefix}.events.invoices"
-            partitions = wait_for_topic(bootstrap, topic, 60, lambda: runner.poll() is None)
+            partitions = wait_for_topic(bootstrap, topic, 60, runner_alive(runner), step=0.02)
             if partitions is None:
                 raise RuntimeError(f"{topic} never appeared; see {log}")
-            visible = Visible(bootstrap, topic, partitions, fetch_wait_ms=10)
+            visible = Visible(bootstrap, topic, partitions, timing=True)
             seen = visible
             every = wait_until(lambda: seen.all_after(keys, started), 300, "every key's events")
             run.cpu = cpu_seconds(runner.pid)

@@ -1,17 +1,31 @@
-"""A key watcher says when more keys are due than ``run()`` polls at once (a runner's start,
-a takeover): the runner's key statuses wait for that backlog to drain (issue 42)."""
+"""A key watcher says when the engine is still taking in its keys or more keys are due than
+``run()`` polls at once (a runner's start, a takeover): the runner's key statuses and its
+collector wait for that backlog to drain (issue 42)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from watukuy import Engine, FetchContext, MemoryStore, define_poller
 
 
+async def until(done: Callable[[], bool]) -> None:
+    for _ in range(1000):  # 10 s at most
+        if done():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("not within 10 s")
+
+
 async def test_a_watcher_sees_the_backlog_of_a_start_until_it_drains() -> None:
-    release = asyncio.Event()
+    listed, release = asyncio.Event(), asyncio.Event()
     started: list[str] = []
+
+    async def tenants() -> list[dict[str, str]]:
+        await listed.wait()
+        return [{"key": f"t{n}"} for n in range(6)]
 
     async def fetch(ctx: FetchContext) -> dict[str, Any]:
         started.append(ctx.partition.key)
@@ -20,7 +34,7 @@ async def test_a_watcher_sees_the_backlog_of_a_start_until_it_drains() -> None:
 
     poller = define_poller(
         name="tenants",
-        partitions=lambda: [{"key": f"t{n}"} for n in range(6)],
+        partitions=tenants,
         identity=lambda item: item["id"],
         fetch=fetch,
         schedule={"min": "1h", "max": "1h"},
@@ -31,14 +45,13 @@ async def test_a_watcher_sees_the_backlog_of_a_start_until_it_drains() -> None:
 
     async with engine:
         running = asyncio.create_task(engine.run())
-        async with asyncio.timeout(10):
-            while len(started) < 2:
-                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        assert watcher.backlogged  # still listing: its keys are not taken in yet
+        listed.set()
+        await until(lambda: len(started) >= 2)
         assert watcher.backlogged  # six keys due, two polled at once
         release.set()
-        async with asyncio.timeout(10):
-            while watcher.backlogged:
-                await asyncio.sleep(0.01)
+        await until(lambda: not watcher.backlogged)
         assert sorted(started) == [f"t{n}" for n in range(6)]  # drained: every key polled
         await engine.stop()
         await running

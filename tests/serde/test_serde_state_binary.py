@@ -31,6 +31,7 @@ DOUBLE = st.floats(allow_nan=False) | st.integers(-(2**53), 2**53)
 MAYBE_DOUBLE = st.none() | DOUBLE
 CURSOR = st.none() | TEXT | LONG | st.dictionaries(TEXT, st.integers() | TEXT, max_size=3)
 
+VALIDATORS = st.builds(Validators, etag=st.none() | TEXT, last_modified=st.none() | TEXT)
 LANES = st.builds(
     LaneState,
     cursor=CURSOR,
@@ -57,10 +58,7 @@ STATES = st.builds(
         probe_in_flight=st.booleans(),
     ),
     sequence=LONG,
-    validators=st.lists(
-        st.tuples(TEXT, st.builds(Validators, etag=st.none() | TEXT, last_modified=st.none() | TEXT)),
-        max_size=3,
-    ).map(tuple),
+    validators=st.lists(st.tuples(TEXT, VALIDATORS), max_size=3).map(tuple),
     paused=st.sampled_from([None, "user", "removed", "parent"]),
     paused_at=MAYBE_DOUBLE,
     epoch=LONG,

@@ -34,8 +34,9 @@ class KeyChanges:
 
     @property
     def backlogged(self) -> bool:
-        """Whether more keys are due than the engine polls at once (a start's first polls, a
-        takeover's): a watcher whose work can wait (key statuses) waits for them."""
+        """Whether the engine is still listing and taking in its keys (a start), or more keys
+        are due than it polls at once (a start's first polls, a takeover's): a watcher whose
+        work can wait (key statuses) waits for them."""
         return self._backlogged()
 
     def touch(self, key: str) -> None:

@@ -107,6 +107,7 @@ class Engine:
         # run()'s own wake and its next pass's earliest start (GATHER); _tell_served's last.
         self._deadline = self._gathered = self._served_at = float("-inf")
         self._in_flight: set[str] | None = None  # run()'s keys polling or waiting for a slot
+        self._passed = False  # run() went once over the keys held and due (first polls begun)
         self.store.bind(by_name)
         self._ownership_changed = True
         # Commands from other instances tried again later: (when, first seen, command).
@@ -175,7 +176,7 @@ class Engine:
         """
         limit = asyncio.Semaphore(self._max_concurrency)
         in_flight: set[str] = set()
-        self._in_flight = in_flight
+        self._in_flight, self._passed = in_flight, False
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._dispatcher.run(self._stopping))
@@ -189,6 +190,7 @@ class Engine:
                             continue
                         in_flight.add(key)
                         group.create_task(self._poll_tracked(runtime, limit, in_flight))
+                    self._passed = True
                     await self._sleep_until_due()
         finally:
             self._in_flight = None
@@ -459,9 +461,12 @@ class Engine:
         return roster.changes.watch(held, marks, self._backlogged)
 
     def _backlogged(self) -> bool:
-        """Whether more keys are due than ``run()`` polls at once."""
+        """Whether ``run()`` is still listing and taking in its keys, or more keys are due than
+        it polls at once."""
         in_flight = self._in_flight
-        return in_flight is not None and len(in_flight) > self._max_concurrency
+        return in_flight is not None and (
+            not self._passed or len(in_flight) > self._max_concurrency
+        )
 
     def on(self, poller: str, handler: Handler) -> None:
         self._roster.poller(poller)
