@@ -107,7 +107,7 @@ class Engine:
         # run()'s own wake and its next pass's earliest start (GATHER); _tell_served's last.
         self._deadline = self._gathered = self._served_at = float("-inf")
         self._in_flight: set[str] | None = None  # run()'s keys polling or waiting for a slot
-        self._passed = False  # run() went once over the keys held and due (first polls begun)
+        self._first: set[str] | None = None  # run()'s first polls under way (None: not begun)
         self.store.bind(by_name)
         self._ownership_changed = True
         # Commands from other instances tried again later: (when, first seen, command).
@@ -176,7 +176,7 @@ class Engine:
         """
         limit = asyncio.Semaphore(self._max_concurrency)
         in_flight: set[str] = set()
-        self._in_flight, self._passed = in_flight, False
+        self._in_flight, self._first, first = in_flight, None, set()
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._dispatcher.run(self._stopping))
@@ -189,8 +189,11 @@ class Engine:
                         if runtime is None or key in in_flight:
                             continue
                         in_flight.add(key)
+                        if self._first is None:
+                            first.add(key)
                         group.create_task(self._poll_tracked(runtime, limit, in_flight))
-                    self._passed = True
+                    if self._first is None:
+                        self._first = first
                     await self._sleep_until_due()
         finally:
             self._in_flight = None
@@ -293,6 +296,8 @@ class Engine:
             await self._poll_limited(runtime, limit)
         finally:
             in_flight.discard(runtime.key)
+            if self._first:
+                self._first.discard(runtime.key)
             # Wake run() only if the key is now due before run() wakes anyway: at 10k keys a
             # wake per poll was a loop pass per poll. A key due within the pass's GATHER waits
             # for the pass it was gathered for (waking for it made 9 passes where 1 was due).
@@ -461,11 +466,11 @@ class Engine:
         return roster.changes.watch(held, marks, self._backlogged)
 
     def _backlogged(self) -> bool:
-        """Whether ``run()`` is still listing and taking in its keys, or more keys are due than
-        it polls at once."""
-        in_flight = self._in_flight
+        """Whether ``run()`` is still listing and taking in its keys, or polling them for the
+        first time, or more keys are due than it polls at once."""
+        in_flight, first = self._in_flight, self._first
         return in_flight is not None and (
-            not self._passed or len(in_flight) > self._max_concurrency
+            first is None or bool(first) or len(in_flight) > self._max_concurrency
         )
 
     def on(self, poller: str, handler: Handler) -> None:
