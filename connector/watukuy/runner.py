@@ -40,10 +40,10 @@ from watukuy.store.kafka.factory import ClientFactory
 from watukuy.store.kafka.hanging import HangingTransactions
 from watukuy.store.kafka.store import KafkaSettings, KafkaStore
 from watukuy.store.kafka.topiccheck import TopicCheck
+from watukuy.store.kafka.topics import TopicLayout
 
 if TYPE_CHECKING:  # loaded on a thread while the store starts: see run()
     from watukuy.rest.server import RestServer
-from watukuy.store.kafka.topics import TopicLayout
 
 log = logging.getLogger("watukuy.runner")
 
@@ -112,10 +112,11 @@ STATUS_EVERY = 1.0
 written, and everything at least every 30 s)."""
 
 BACKLOG_STATUS_EVERY = 30.0
-"""Seconds between those looks while more keys are due than the engine polls at once: at a
-start or a takeover every key changes, and writing each one's status twice (held, then
-polled) was 11% of the CPU of 10,000 keys' first polls, which the statuses then delayed
-(issue 42). The changes are kept meanwhile; the next look writes them."""
+"""Seconds between those looks while the engine takes in its keys and polls them for the first
+time, or more keys are due than it polls at once (``KeyChanges.backlogged``): at a start or a
+takeover every key changes, and writing each one's status twice (held, then polled) was 11% of
+the CPU of 10,000 keys' first polls, which the statuses then delayed (issue 42). The changes
+are kept meanwhile; the next look writes them."""
 
 
 async def run(
