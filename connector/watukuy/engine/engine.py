@@ -107,7 +107,7 @@ class Engine:
         # run()'s own wake and its next pass's earliest start (GATHER); _tell_served's last.
         self._deadline = self._gathered = self._served_at = float("-inf")
         self._in_flight: set[str] | None = None  # run()'s keys polling or waiting for a slot
-        self._first: set[str] | None = None  # run()'s first polls under way (None: not begun)
+        self._first: set[str] | None = None  # keys' first polls under way (None: not begun)
         self.store.bind(by_name)
         self._ownership_changed = True
         # Commands from other instances tried again later: (when, first seen, command).
@@ -189,11 +189,10 @@ class Engine:
                         if runtime is None or key in in_flight:
                             continue
                         in_flight.add(key)
-                        if self._first is None:
+                        if not runtime.polled:
                             first.add(key)
                         group.create_task(self._poll_tracked(runtime, limit, in_flight))
-                    if self._first is None:
-                        self._first = first
+                    self._first = first  # the first pass is over: its keys are taken in
                     await self._sleep_until_due()
         finally:
             self._in_flight = None
@@ -296,6 +295,7 @@ class Engine:
             await self._poll_limited(runtime, limit)
         finally:
             in_flight.discard(runtime.key)
+            runtime.polled = True
             if self._first:
                 self._first.discard(runtime.key)
             # Wake run() only if the key is now due before run() wakes anyway: at 10k keys a
@@ -466,8 +466,9 @@ class Engine:
         return roster.changes.watch(held, marks, self._backlogged)
 
     def _backlogged(self) -> bool:
-        """Whether ``run()`` is still listing and taking in its keys, or polling them for the
-        first time, or more keys are due than it polls at once."""
+        """Whether ``run()`` is still listing and taking in its keys, or polling keys for the
+        first time since they were taken in (a start, a takeover), or more keys are due than
+        it polls at once."""
         in_flight, first = self._in_flight, self._first
         return in_flight is not None and (
             first is None or bool(first) or len(in_flight) > self._max_concurrency
