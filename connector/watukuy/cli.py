@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import faulthandler
+import gc
 import json
 import re
 import sys
@@ -23,9 +24,12 @@ from watukuy import logs
 from watukuy.core.durations import parse_duration
 from watukuy.core.errors import ConfigError, WatukuyError
 from watukuy.core.version import VERSION
+from watukuy.observe import startup
 
 if TYPE_CHECKING:  # the Kafka modules load only for the commands that use them
+    from watukuy.config import RunnerConfig
     from watukuy.store.kafka.factory import ClientFactory
+    from watukuy.store.kafka.topiccheck import TopicCheck
 
 EXIT_CONFIG = 2
 EXIT_FAILED = 1
@@ -158,6 +162,7 @@ def _instant(value: str, text: str) -> datetime:
 def main(argv: Sequence[str] | None = None, *, clients: ClientFactory | None = None) -> int:
     """``clients``: what ``run`` builds its Kafka clients with (the fault suite's runner passes
     one that injects errors; see integration/faults/runner.py)."""
+    startup.mark("python started and watukuy imported")
     args = build_parser().parse_args(argv)
     # A crash inside a C library (librdkafka, RocksDB: SIGSEGV, SIGABRT) then leaves every
     # thread's Python stack on stderr, as a JVM leaves its hs_err file: the only trace of it.
@@ -207,8 +212,14 @@ def _dispatch(
 ) -> int:
     from watukuy.config import load_config
 
-    config = load_config(args.config)
     command = args.command or "run"
+    if command == "run":
+        # Off while the runner loads and starts: its imports make objects that live as long as
+        # the process, and walking them again and again cost 40-50 ms. The runner turns it
+        # back on, tuned (watukuy.runner.GC_THRESHOLDS).
+        gc.disable()
+    config = load_config(args.config)
+    startup.mark("config loaded")
     log = config.log
     logs.configure(
         log.format,
@@ -217,18 +228,9 @@ def _dispatch(
         repeat_interval=log.repeat_interval,
     )
     if command == "validate":
-        from watukuy.validate_cli import validate_warnings
-
-        print(json.dumps(config.describe(), indent=2, default=str))
-        for line in validate_warnings(config):  # warnings: the exit code stays 0
-            print(f"watukuy-source: {line}", file=sys.stderr)
-        print(f"watukuy-source: {args.config} is valid", file=sys.stderr)
-        return 0
+        return _validate(config, args.config)
     if command == "run":
-        from watukuy.runner import run
-
-        asyncio.run(run(config, clients=clients))
-        return 0
+        return _run(config, clients)
     if command == "status":
         from watukuy.status_cli import status
 
@@ -259,6 +261,37 @@ def _dispatch(
     op, op_args = operation
     done = asyncio.run(offline.apply(config, args.poller, args.partition, op, op_args))
     print(f"watukuy-source: {command} {done}", file=sys.stderr)
+    return 0
+
+
+def _run(config: RunnerConfig, clients: ClientFactory | None) -> int:
+    check = _check_topics(config)  # while the runner's modules load
+    from watukuy.runner import run
+
+    startup.mark("runner imported")
+    asyncio.run(run(config, clients=clients, topic_check=check))
+    return 0
+
+
+def _check_topics(config: RunnerConfig) -> TopicCheck:
+    """The runner's topic check, started now: the broker creates a new deployment's topics
+    while the engine, the control plane and REST are imported."""
+    from watukuy.store.kafka.topiccheck import TopicCheck
+    from watukuy.store.kafka.topics import TopicLayout
+
+    topics = config.topics
+    layout = TopicLayout(topics.prefix, topics.partitions, topics.replication_factor)
+    pollers = [(poller.name, poller.topic) for poller in config.pollers]
+    return TopicCheck(config.kafka, layout, pollers, config.runner.startup_timeout)
+
+
+def _validate(config: RunnerConfig, path: str) -> int:
+    from watukuy.validate_cli import validate_warnings
+
+    print(json.dumps(config.describe(), indent=2, default=str))
+    for line in validate_warnings(config):  # warnings: the exit code stays 0
+        print(f"watukuy-source: {line}", file=sys.stderr)
+    print(f"watukuy-source: {path} is valid", file=sys.stderr)
     return 0
 
 

@@ -13,10 +13,12 @@ import gc
 import logging
 import signal
 import time
-from collections.abc import Coroutine, Hashable, Sequence
-from contextlib import suppress
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable
+from contextlib import AbstractAsyncContextManager, suppress
+from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from watukuy.config import RunnerConfig
 from watukuy.control.activetopics import Published
@@ -30,14 +32,19 @@ from watukuy.control.transformrecords import fingerprint_of
 from watukuy.core.errors import WatukuyError
 from watukuy.core.lifecycle import Target
 from watukuy.core.observe import Observer, StateFigures
+from watukuy.engine.changes import KeyChanges
 from watukuy.engine.engine import Engine
+from watukuy.observe import startup
 from watukuy.observe.metrics import PrometheusObserver
 from watukuy.rest.port import Metrics
-from watukuy.rest.server import start_rest
 from watukuy.store.kafka.factory import ClientFactory
 from watukuy.store.kafka.hanging import HangingTransactions
 from watukuy.store.kafka.store import KafkaSettings, KafkaStore
+from watukuy.store.kafka.topiccheck import TopicCheck
 from watukuy.store.kafka.topics import TopicLayout
+
+if TYPE_CHECKING:  # loaded on a thread while the store starts: see run()
+    from watukuy.rest.server import RestServer
 
 log = logging.getLogger("watukuy.runner")
 
@@ -46,11 +53,13 @@ def kafka_store(
     config: RunnerConfig,
     *,
     use_group: bool = True,
-    observers: Observer | None = None,
+    observers: Observer | Iterable[Observer] | None = None,
     clients: ClientFactory | None = None,
+    topic_check: TopicCheck | None = None,
 ) -> KafkaStore:
     """The Kafka store of ``config``; ``clients`` builds its Kafka clients (confluent-kafka's by
-    default; the fault suite passes one that injects errors)."""
+    default; the fault suite passes one that injects errors); ``topic_check``, its topics'
+    check if it was started already (:mod:`watukuy.store.kafka.topiccheck`)."""
     topics = config.topics
     runner = config.runner
     return KafkaStore(
@@ -74,6 +83,7 @@ def kafka_store(
         ),
         observers=observers,
         clients=clients,
+        topic_check=topic_check,
     )
 
 
@@ -102,10 +112,23 @@ STATUS_EVERY = 1.0
 """Seconds between looks at this instance's keys for statuses to publish (only changes are
 written, and everything at least every 30 s)."""
 
+BACKLOG_STATUS_EVERY = 30.0
+"""Seconds between those looks while the engine takes in its keys and polls them for the first
+time, or more keys are due than it polls at once (``KeyChanges.backlogged``): at a start or a
+takeover every key changes, and writing each one's status twice (held, then polled) was 11% of
+the CPU of 10,000 keys' first polls, which the statuses then delayed (issue 42). The changes
+are kept meanwhile; the next look writes them."""
 
-async def run(config: RunnerConfig, *, clients: ClientFactory | None = None) -> None:
+
+async def run(
+    config: RunnerConfig,
+    *,
+    clients: ClientFactory | None = None,
+    topic_check: TopicCheck | None = None,
+) -> None:
     metrics = PrometheusObserver(partition_label=config.metrics.partition_label)
-    store = kafka_store(config, observers=metrics, clients=clients)
+    observers = [metrics, startup.StartupObserver()]
+    store = kafka_store(config, observers=observers, clients=clients, topic_check=topic_check)
     engine = Engine(
         config.pollers,
         store=store,
@@ -115,7 +138,7 @@ async def run(config: RunnerConfig, *, clients: ClientFactory | None = None) -> 
         pages_in_flight_total=config.runner.max_pages_in_flight,
         snapshot_cache=config.runner.snapshot_cache_entries,
         owner=config.runner.id,
-        observers=metrics,
+        observers=observers,
     )
     metrics.watch(engine.inspect, lambda: engine.pollers)
     metrics.watch_state(partial(state_figures, engine, store))
@@ -124,13 +147,18 @@ async def run(config: RunnerConfig, *, clients: ClientFactory | None = None) -> 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     store.watch(lambda: stop.set() if store.crashed is not None else None)
+    # REST's modules (aiohttp's server among them) load on a thread while the store waits for
+    # Kafka: no poll needs them, and they cost the main thread 35-150 ms of CPU.
+    rest_loaded = asyncio.ensure_future(asyncio.to_thread(import_module, "watukuy.rest.server"))
     try:
         async with engine:
-            await _serve(config, engine, store, stop, metrics)
+            await _serve(config, engine, store, stop, metrics, rest_loaded)
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             with suppress(Exception):
                 loop.remove_signal_handler(signum)
+        with suppress(Exception):  # awaited, so it never outlives the run
+            await rest_loaded
     if store.crashed is not None:
         raise StoreFailed(f"the Kafka store failed: {store.crashed}") from store.crashed
 
@@ -141,58 +169,64 @@ async def _serve(
     store: KafkaStore,
     stop: asyncio.Event,
     metrics: PrometheusObserver,
+    rest_loaded: Awaitable[object],
 ) -> None:
-    """With the store started (its topics exist): the configs and status topics, the REST API,
-    and the engine, until ``stop``."""
+    """With the store started (its topics exist): the configs topic applied, then the engine,
+    the status topic and the REST API (once ``rest_loaded``), until ``stop``."""
     runner = config.runner
     file_pollers = config.file_pollers()
     configs, status = _control_topics(config, store)
     applier = ConfigApplier(engine, list(file_pollers), config.base_dir)
     hanging, guard = _watches(config, store, status, metrics)
     await configs.start()
+    startup.mark("configs topic read")
     try:
         configs.listen(applier.changed)
         loggers = LoggerLevels()
         follow_cluster_levels(configs, loggers)
         await applier.apply_view(configs.view())
-        await status.start()
-        try:
-            polling = asyncio.Event()  # set while the engine polls: /health says healthy
-            control = RunnerControl(
-                engine=engine,
-                configs=configs,
-                status=status,
-                file_pollers=file_pollers,
-                kafka=config.kafka,
-                layout=store.layout,
-                runner_id=runner.id,
-                base_dir=config.base_dir,
-                started=polling.is_set,
-                broken=lambda: store.crashed,
-                adrift=lambda: guard.adrift,
-                metrics=partial(_scrape, metrics),
-                loggers=loggers,
-            )
-            async with start_rest(control, config.rest) as server:
-                log.info(
-                    "runner %s started: group %s, pollers %s, REST on port %d",
-                    runner.id,
-                    store.settings.group,
-                    ", ".join(sorted(engine.pollers)),
-                    server.port,
-                )
-                helpers = [
-                    applier.run(),
-                    _publish_statuses(engine, status, store.layout),
-                    _tune_collector(),
-                    hanging.run(),
-                    guard.run(),
-                ]
-                await _poll_until(stop, engine, helpers, polling, runner.id)
-        finally:
-            await status.stop(clean=True)
+        polling = asyncio.Event()  # set while the engine polls: /health says healthy
+        control = RunnerControl(
+            engine=engine,
+            configs=configs,
+            status=status,
+            file_pollers=file_pollers,
+            kafka=config.kafka,
+            layout=store.layout,
+            runner_id=runner.id,
+            base_dir=config.base_dir,
+            started=polling.is_set,
+            broken=lambda: store.crashed,
+            adrift=lambda: guard.adrift,
+            metrics=partial(_scrape, metrics),
+            loggers=loggers,
+        )
+
+        def helpers() -> list[Coroutine[Any, Any, None]]:
+            changes = engine.watch_keys()
+            publish = _publish_statuses(engine, changes, status, store.layout)
+            collector = _tune_collector(lambda: changes.backlogged)
+            return [applier.run(), publish, collector, hanging.run(), guard.run()]
+
+        def rest() -> AbstractAsyncContextManager[RestServer]:
+            from watukuy.rest.server import start_rest
+
+            return start_rest(control, config.rest)
+
+        serving = Serving(stop, engine, store, status, rest_loaded, rest, helpers, polling)
+        await _poll_until(serving, runner.id)
     finally:
         await configs.stop()
+
+
+def _started(runner_id: str, store: KafkaStore, engine: Engine, port: int) -> None:
+    startup.mark("REST listening")
+    group, pollers = store.settings.group, ", ".join(sorted(engine.pollers))
+    log.info(
+        "runner %s started: group %s, pollers %s, REST on port %d", runner_id, group, pollers, port
+    )
+    startup.mark("runner started")
+    startup.show("runner started")
 
 
 def _control_topics(config: RunnerConfig, store: KafkaStore) -> tuple[ConfigTopic, StatusTopic]:
@@ -242,31 +276,55 @@ def _watches(
     return hanging, guard
 
 
-async def _poll_until(
-    stop: asyncio.Event,
-    engine: Engine,
-    helpers: Sequence[Coroutine[Any, Any, None]],
-    polling: asyncio.Event,
-    runner_id: str,
-) -> None:
-    """Run the engine and its ``helpers`` until ``stop``; then cancel the helpers and stop the
-    engine. ``polling`` is set in between."""
+@dataclass(frozen=True)
+class Serving:
+    """What runs beside the engine once the configs are applied."""
+
+    stop: asyncio.Event
+    engine: Engine
+    store: KafkaStore
+    status: StatusTopic
+    rest_loaded: Awaitable[object]
+    rest: Callable[[], AbstractAsyncContextManager[RestServer]]
+    helpers: Callable[[], list[Coroutine[Any, Any, None]]]
+    polling: asyncio.Event
+
+
+async def _poll_until(serving: Serving, runner_id: str) -> None:
+    """Run the engine until ``stop``; meanwhile start the status topic, REST and the
+    ``helpers`` (which the polls do not wait for: the first polls go out while they start);
+    then cancel the helpers and stop the engine. ``polling`` is set in between."""
+    engine, status = serving.engine, serving.status
     async with asyncio.TaskGroup() as group:
         running = group.create_task(engine.run())
-        tasks = [group.create_task(helper) for helper in helpers]
-        polling.set()
-        await stop.wait()
-        polling.clear()
-        log.info("runner %s stopping", runner_id)
-        for task in tasks:
-            task.cancel()
-        await engine.stop()
-        await running
+        try:
+            await status.start()
+            startup.mark("status topic read")
+            try:
+                await serving.rest_loaded
+                async with serving.rest() as server:
+                    _started(runner_id, serving.store, engine, server.port)
+                    tasks = [group.create_task(helper) for helper in serving.helpers()]
+                    serving.polling.set()
+                    await serving.stop.wait()
+                    serving.polling.clear()
+                    log.info("runner %s stopping", runner_id)
+                    for task in tasks:
+                        task.cancel()
+                    await engine.stop()
+                    await running
+            finally:
+                await status.stop(clean=True)
+        finally:
+            await engine.stop()  # the status topic or REST failed to start: run() ends too
 
 
 async def _scrape(metrics: PrometheusObserver) -> Metrics:
     return Metrics(*metrics.render())
 
+
+COLLECTOR_LOOK_EVERY = 0.25
+"""Seconds between looks at whether the start's first polls are done (the collector waits)."""
 
 FREEZE_AFTER = 30.0
 """Seconds after start when what exists then (pollers, restored keys, their first polls' state)
@@ -282,16 +340,29 @@ events, two pairs): the declarative stream's CPU per event 101/94 -> 78/80 µs a
 63/65 steady; the young generation holds at most 20,000 objects more."""
 
 
-async def _tune_collector() -> None:
-    """``gc.freeze()`` once the start-up burst is over. Measured with 10,000 idle tenants
-    (integration/bench/idle_tenants.py --gc-freeze): 11.8% of a core without it, 7.6% with it;
-    the collector had been walking the same long-lived objects on every full pass."""
+async def _tune_collector(backlogged: Callable[[], bool]) -> None:
+    """The collector back on (``watukuy-source run`` starts with it off: see
+    :func:`watukuy.cli.main`) once the start's first polls are done (no more keys due than
+    the engine polls at once) or :data:`FREEZE_AFTER` has passed, at :data:`GC_THRESHOLDS`;
+    ``gc.freeze()`` at :data:`FREEZE_AFTER`. Off during 10,000 keys' first polls, the runner
+    spent 17% less CPU on them (issue 42): each collection of young objects walked thousands
+    of the keys' new ones, which all live on. ``gc.freeze()``, measured with 10,000 idle
+    tenants (integration/bench/idle_tenants.py --gc-freeze): 11.8% of a core without it, 7.6%
+    with it; the collector had been walking the same long-lived objects on every full pass."""
+    started = time.monotonic()
+    for _ in range(int(FREEZE_AFTER / COLLECTOR_LOOK_EVERY)):  # a look now and then: no event
+        if not backlogged():
+            break
+        await asyncio.sleep(COLLECTOR_LOOK_EVERY)
     gc.set_threshold(*GC_THRESHOLDS)
-    await asyncio.sleep(FREEZE_AFTER)
+    gc.enable()
+    await asyncio.sleep(max(0.0, FREEZE_AFTER - (time.monotonic() - started)))
     gc.freeze()
 
 
-async def _publish_statuses(engine: Engine, status: StatusTopic, layout: TopicLayout) -> None:
+async def _publish_statuses(
+    engine: Engine, changes: KeyChanges, status: StatusTopic, layout: TopicLayout
+) -> None:
     """Publish what changed of this instance's keys, and the topics they newly published to
     (KIP-558), every :data:`STATUS_EVERY` seconds.
 
@@ -305,9 +376,13 @@ async def _publish_statuses(engine: Engine, status: StatusTopic, layout: TopicLa
         poller = engine.pollers.get(found.poller)
         return layout.events(found.poller, None if poller is None else poller.topic)
 
-    changes = engine.watch_keys()
     looked: dict[str, Hashable] = {}  # key -> its status mark when its status was last published
+    published = time.monotonic()
     while True:
+        if changes.backlogged and time.monotonic() - published < BACKLOG_STATUS_EVERY:
+            await asyncio.sleep(STATUS_EVERY)  # the keys' changes wait in ``changes``
+            continue
+        published = time.monotonic()
         now = time.time()
         targets = {name: Target(engine.target(name)) for name in engine.pollers}
         keys = changes.take()

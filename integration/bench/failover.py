@@ -131,8 +131,10 @@ def held(admin: AdminClient, group: str) -> dict[str, set[int]]:
 class Visible:
     """A read_committed consumer noting when each key's events became visible (wall time)."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: list[int]) -> None:
-        self._consumer = committed_reader(bootstrap, topic, partitions)
+    def __init__(
+        self, bootstrap: str, topic: str, partitions: list[int], *, timing: bool = False
+    ) -> None:
+        self._consumer = committed_reader(bootstrap, topic, partitions, timing=timing)
         self._lock = threading.Lock()
         self._latest: dict[str, float] = {}  # key -> when its last event was seen
         self.events = 0

@@ -23,10 +23,10 @@ A fault is ``ACTION@POINT[,after=N][,times=N|every][,seconds=S]`` (:func:`parse_
   parked topics, so its events commit and the keys' state does not: what an operator's abort
   of a transaction Kafka left half-marked leaves behind (a broker SIGKILL can do that).
 - ``after=N``: the transactions to let through first. Only transactions that write to a topic
-  other than ``<prefix>.schemas`` count (the start publishes schemas in one or two of its own),
+  other than ``<prefix>.schemas`` count (a runner writes its schemas outside transactions, with
+  a producer of its own, but one older than issue 42 wrote them in transactions of their own),
   each once it ended; with ``dlq``, only those carrying a DLQ record. The fault strikes the
-  first transaction begun after N counted ones ended. (A ``begin`` fault cannot know yet what
-  the transaction will carry: with ``after=0`` it can strike the start's schemas transaction.)
+  first transaction begun after N counted ones ended.
 - ``times``: how many transactions it strikes (1; ``every``: all from then on, the default
   for ``hold``).
 

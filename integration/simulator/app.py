@@ -54,6 +54,9 @@ Admin API (test control; not counted, not rate-limited, never faulty; ids are te
   versions served poisoned (``poison_rate`` or ``drop_id``): no event, one dead letter each
 - ``GET /_admin/tenants/{id}/log``: ``[{"path", "query", "status"}]``, every API request
 - ``GET /_admin/stats``: ``{"total": n, "tenants": {id: n}}`` request counts
+- ``GET /_admin/first-requests``: ``{"tenants": n, "requested": n, "earliest": t, "latest": t}``,
+  how many tenants had an API request yet and the first and last of their first ones (Unix
+  time; ``null`` before any): when every tenant was polled once
 """
 
 from __future__ import annotations
@@ -98,6 +101,7 @@ def build_app(sim: VendorSimulator) -> web.Application:
     routes.add_get("/_admin/tenants/{tenant_id}/poisoned", _poisoned)
     routes.add_get("/_admin/tenants/{tenant_id}/log", _log)
     routes.add_get("/_admin/stats", _stats)
+    routes.add_get("/_admin/first-requests", _first_requests)
     routes.add_get("/tenants", _list_tenants)
     routes.add_get("/{slug}/items", _lister("items"))
     routes.add_get("/{slug}/projects", _lister("projects"))
@@ -432,3 +436,10 @@ def _echo(request: web.Request, status: int, headers: dict[str, str]) -> web.Res
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
     return web.json_response({"error": message}, status=status, headers=headers)
+
+
+async def _first_requests(request: web.Request) -> web.Response:
+    tenants, times = request.app[SIMULATOR].first_requests()
+    earliest, latest = (times[0], times[-1]) if times else (None, None)
+    body = {"tenants": tenants, "requested": len(times), "earliest": earliest, "latest": latest}
+    return web.json_response(body)

@@ -70,6 +70,7 @@ class _TenantState:
     window_used: int = 0
     requests: int = 0
     log: list[LogEntry] = field(default_factory=list)
+    first_request: float | None = None  # when its first API request came (``now``)
 
 
 class VendorSimulator:
@@ -327,6 +328,8 @@ class VendorSimulator:
         if state is not None:
             state.requests += 1
             state.log.append(LogEntry(path, query, status))
+            if state.first_request is None:
+                state.first_request = self._now()
 
     def request_count(self, tenant_id: str | None = None) -> int:
         """Requests seen for one tenant, or in total (``/tenants`` and 404s included)."""
@@ -335,11 +338,18 @@ class VendorSimulator:
     def log(self, tenant_id: str) -> list[LogEntry]:
         return list(self._state(tenant_id).log)
 
+    def first_requests(self) -> tuple[int, list[float]]:
+        """How many tenants there are, and when each one that had an API request had its
+        first (``now``'s time), in order: the benchmarks' "every tenant polled once"."""
+        times = [s.first_request for s in self._states.values() if s.first_request is not None]
+        return len(self._states), sorted(times)
+
     def reset_stats(self) -> None:
         self._total_requests = 0
         for state in self._states.values():
             state.requests = 0
             state.log.clear()
+            state.first_request = None
 
     # -- ground truth -----------------------------------------------------------------------
 

@@ -575,6 +575,32 @@ async def test_admin_tenants_and_faults(http: ClientSession, sim: VendorSimulato
         assert resp.status == 400
 
 
+async def test_first_requests_say_when_every_tenant_was_polled_once(
+    http: ClientSession, sim: VendorSimulator, clock: FakeClock
+) -> None:
+    async def first() -> dict[str, Any]:
+        async with http.get("/_admin/first-requests") as resp:
+            body: dict[str, Any] = await resp.json()
+            return body
+
+    none = {"tenants": 3, "requested": 0, "earliest": None, "latest": None}
+    async with http.get("/tenants") as resp:  # not a tenant's request
+        assert resp.status == 200
+    assert await first() == none
+    one, two, three = sim.tenants
+    await get_items(http, two)
+    clock.advance(5)
+    await get_items(http, one)
+    clock.advance(5)
+    await get_items(http, two)  # its second: its first stays
+    start = clock.now - 10
+    assert await first() == {"tenants": 3, "requested": 2, "earliest": start, "latest": start + 5}
+    await get_items(http, three)
+    assert (await first())["latest"] == start + 10
+    sim.reset_stats()
+    assert await first() == none
+
+
 # -- determinism and building blocks ----------------------------------------------------------
 
 

@@ -186,8 +186,8 @@ async def test_an_abortable_error_at_commit_fails_that_commit_and_the_retry_land
 async def test_a_fatal_error_fences_the_commit_replaces_the_producer_and_restores_again(
     started: Any, point: str
 ) -> None:
-    # after=1: the second transaction with data (a begin cannot tell yet what its transaction
-    # carries: with after=0 it would strike the start's schemas transaction).
+    # after=1: the second transaction with data, so that the key has a committed state to be
+    # restored from.
     store: Store = await started([Fault("fatal", point, after=1)])
     first = await store.commit("t1", 1)
     restores = store.seen.restores

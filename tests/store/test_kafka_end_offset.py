@@ -4,17 +4,45 @@ leader yet, on the clock the Kafka thread is given (no real time passes here).""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
 from tests.clock import ManualClock
 from watukuy.core.errors import Retriable
 from watukuy.store.kafka.catchup import EventsCatchUp
 from watukuy.store.kafka.lease import Leases
-from watukuy.store.kafka.tail import Restores, end_offset
+from watukuy.store.kafka.offsets import bounds_now, end_offset
+from watukuy.store.kafka.tail import Restores
 from watukuy.store.kafka.topics import TopicLayout
 
 
-class Offsets:
+class Watermarks:
+    """``offsets_for_times`` with the protocol's special times (the store asks many partitions
+    at once that way), answered from ``get_watermark_offsets``: a raise fails the request."""
+
+    def get_watermark_offsets(
+        self, tp: TopicPartition, timeout: float, cached: bool
+    ) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def offsets_for_times(
+        self, asked: list[TopicPartition], timeout: float
+    ) -> list[TopicPartition]:
+        answers = []
+        for tp in asked:
+            assert tp.offset in (OFFSET_BEGINNING, OFFSET_END)
+            low, high = self.get_watermark_offsets(tp, timeout, False)
+            offset = low if tp.offset == OFFSET_BEGINNING else high
+            answers.append(TopicPartition(tp.topic, tp.partition, offset))
+        return answers
+
+
+class Offsets(Watermarks):
     """Answers watermark queries with ``errors`` first, then ``high``."""
 
     def __init__(self, errors: list[int], high: int = 42) -> None:
@@ -127,7 +155,7 @@ def test_a_takeover_while_every_broker_is_down_waits_instead_of_failing_the_thre
     assert any("partition 2: cannot read its end yet" in r.getMessage() for r in caplog.records)
 
 
-class Ends:
+class Ends(Watermarks):
     """Watermarks that stay where they are: a transaction open on every topic."""
 
     def __init__(self, high: int) -> None:
@@ -171,7 +199,7 @@ def test_a_transaction_open_past_the_timeout_is_reported_as_hanging_with_the_abo
     assert restores.busy
 
 
-class TopicEnds:
+class TopicEnds(Watermarks):
     """Per topic watermarks the test moves."""
 
     def __init__(self, ends: dict[str, int]) -> None:
@@ -246,3 +274,58 @@ def test_a_restore_that_reads_nothing_is_reported_and_its_metadata_refreshed(
         " metadata of its topics"
     ]
     assert sorted(tail.refreshed) == ["p.items", "p.parked", "p.state"]
+
+
+class Answered:
+    """One partition's answer to ``offsets_for_times`` (librdkafka's has a read-only error)."""
+
+    def __init__(self, tp: TopicPartition, offset: int, error: KafkaError | None) -> None:
+        self.topic, self.partition, self.offset, self.error = tp.topic, tp.partition, offset, error
+
+
+class Leaderless:
+    """Every partition starts at 3 and ends at 9 (8 read_committed); those in ``waiting`` have
+    no leader for their first ``times`` requests. Every request is kept."""
+
+    def __init__(self, waiting: set[tuple[str, int]], times: int, committed: bool) -> None:
+        self.waiting, self.times, self.committed = waiting, times, committed
+        self.requests: list[list[tuple[str, int, int]]] = []
+
+    def offsets_for_times(self, asked: list[TopicPartition], timeout: float) -> list[Answered]:
+        self.requests.append([(tp.topic, tp.partition, tp.offset) for tp in asked])
+        leaderless = len(self.requests) <= self.times
+        answers = []
+        for tp in asked:
+            if leaderless and (tp.topic, tp.partition) in self.waiting:
+                answers.append(Answered(tp, -1, KafkaError(KafkaError.LEADER_NOT_AVAILABLE)))
+            elif tp.offset == OFFSET_BEGINNING:
+                answers.append(Answered(tp, 3, None))
+            else:
+                answers.append(Answered(tp, 8 if self.committed else 9, None))
+        return answers
+
+
+def test_the_bounds_of_many_partitions_are_asked_at_once_and_only_the_leaderless_again() -> None:
+    clock = ManualClock(1000.0)
+    wanted = [(topic, p) for p in range(32) for topic in ("p.state", "p.items", "p.parked")]
+    stable = Leaderless({("p.items", 7)}, times=2, committed=True)
+    written = Leaderless(set(), times=0, committed=False)
+
+    bounds = bounds_now(stable, written, wanted, clock)  # type: ignore[arg-type]
+
+    assert bounds == {where: (3, 8, 9) for where in wanted}
+    starts = [(t, p, OFFSET_BEGINNING) for t, p in wanted]
+    again = [("p.items", 7, OFFSET_BEGINNING)]
+    assert stable.requests == [starts, again, again, [(t, p, OFFSET_END) for t, p in wanted]]
+    assert written.requests == [[(t, p, OFFSET_END) for t, p in wanted]]
+    assert clock.slept == [0.02, 0.04]  # a new topic gets its leaders in milliseconds
+
+
+def test_partitions_that_never_get_a_leader_fail_the_bounds_after_the_deadline() -> None:
+    clock = ManualClock(1000.0)
+    stable = Leaderless({("p.state", 1)}, times=10_000, committed=True)
+    written = Leaderless(set(), times=0, committed=False)
+    with pytest.raises(Retriable, match=r"cannot read the end of p\.state\[1\]: .*(?i:leader)"):
+        bounds_now(stable, written, [("p.state", 0), ("p.state", 1)], clock, deadline=5.0)  # type: ignore[arg-type]
+    assert 5.0 < sum(clock.slept) <= 5.4
+    assert max(clock.slept) == 0.2

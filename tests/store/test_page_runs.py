@@ -48,6 +48,9 @@ class FailingOnce:
     def __init__(self, log: list[str]) -> None:
         self.log = log
 
+    def list_topics(self, topic: str, timeout: float) -> None:
+        return None  # what init_transactions asks first (store.kafka.factory)
+
     def init_transactions(self, timeout: float) -> None:
         return None
 

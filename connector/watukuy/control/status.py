@@ -436,10 +436,5 @@ class StatusTopic:
     def _new_producer(self) -> Producer:
         # The store's producer settings (the user's properties, the logger, the partitioner),
         # without a transaction: idempotent writes are enough for reports.
-        config = clients.producer_config(
-            self._kafka, transactional_id="-", transaction_timeout=self._timeout
-        )
-        del config["transactional.id"], config["transaction.timeout.ms"]
-        config["enable.idempotence"] = True
-        self._producer = Producer(config)
+        self._producer = Producer(clients.idempotent_config(self._kafka))
         return self._producer

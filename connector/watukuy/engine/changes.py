@@ -20,11 +20,24 @@ class KeyChanges:
     """The keys touched since the last :meth:`take` (their text form, ``poller/partition``),
     and what their statuses show (:meth:`marks`)."""
 
-    __slots__ = ("_keys", "_marks")
+    __slots__ = ("_backlogged", "_keys", "_marks")
 
-    def __init__(self, keys: Iterable[str] = (), marks: Marks = lambda keys: {}) -> None:
+    def __init__(
+        self,
+        keys: Iterable[str] = (),
+        marks: Marks = lambda keys: {},
+        backlogged: Callable[[], bool] = lambda: False,
+    ) -> None:
         self._keys = set(keys)
         self._marks = marks
+        self._backlogged = backlogged
+
+    @property
+    def backlogged(self) -> bool:
+        """Whether the engine is still listing and taking in its keys (a start), or more keys
+        are due than it polls at once (a start's first polls, a takeover's): a watcher whose
+        work can wait (key statuses) waits for them."""
+        return self._backlogged()
 
     def touch(self, key: str) -> None:
         self._keys.add(key)
@@ -56,9 +69,11 @@ class Watchers:
     def __init__(self) -> None:
         self._watching: list[KeyChanges] = []
 
-    def watch(self, held: Iterable[str], marks: Marks) -> KeyChanges:
+    def watch(
+        self, held: Iterable[str], marks: Marks, backlogged: Callable[[], bool]
+    ) -> KeyChanges:
         """A watcher of the keys touched from now on, holding ``held`` to begin with."""
-        watcher = KeyChanges(held, marks)
+        watcher = KeyChanges(held, marks, backlogged)
         self._watching.append(watcher)
         return watcher
 

@@ -107,6 +107,7 @@ class Engine:
         # run()'s own wake and its next pass's earliest start (GATHER); _tell_served's last.
         self._deadline = self._gathered = self._served_at = float("-inf")
         self._in_flight: set[str] | None = None  # run()'s keys polling or waiting for a slot
+        self._first: set[str] | None = None  # keys' first polls under way (None: not begun)
         self.store.bind(by_name)
         self._ownership_changed = True
         # Commands from other instances tried again later: (when, first seen, command).
@@ -175,7 +176,7 @@ class Engine:
         """
         limit = asyncio.Semaphore(self._max_concurrency)
         in_flight: set[str] = set()
-        self._in_flight = in_flight
+        self._in_flight, self._first, first = in_flight, None, set()
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._dispatcher.run(self._stopping))
@@ -188,7 +189,10 @@ class Engine:
                         if runtime is None or key in in_flight:
                             continue
                         in_flight.add(key)
+                        if not runtime.polled:
+                            first.add(key)
                         group.create_task(self._poll_tracked(runtime, limit, in_flight))
+                    self._first = first  # the first pass is over: its keys are taken in
                     await self._sleep_until_due()
         finally:
             self._in_flight = None
@@ -291,6 +295,9 @@ class Engine:
             await self._poll_limited(runtime, limit)
         finally:
             in_flight.discard(runtime.key)
+            runtime.polled = True
+            if self._first:
+                self._first.discard(runtime.key)
             # Wake run() only if the key is now due before run() wakes anyway: at 10k keys a
             # wake per poll was a loop pass per poll. A key due within the pass's GATHER waits
             # for the pass it was gathered for (waking for it made 9 passes where 1 was due).
@@ -455,7 +462,17 @@ class Engine:
                 if (runtime := roster.runtime_of(key)) is not None
             }
 
-        return roster.changes.watch([runtime.key for runtime in roster.held()], marks)
+        held = [runtime.key for runtime in roster.held()]
+        return roster.changes.watch(held, marks, self._backlogged)
+
+    def _backlogged(self) -> bool:
+        """Whether ``run()`` is still listing and taking in its keys, or polling keys for the
+        first time since they were taken in (a start, a takeover), or more keys are due than
+        it polls at once."""
+        in_flight, first = self._in_flight, self._first
+        return in_flight is not None and (
+            first is None or bool(first) or len(in_flight) > self._max_concurrency
+        )
 
     def on(self, poller: str, handler: Handler) -> None:
         self._roster.poller(poller)

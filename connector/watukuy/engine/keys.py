@@ -62,6 +62,9 @@ class KeyRuntime:
     parked: dict[str, ParkedItem] = field(default_factory=dict)
     lock: KeyLock = field(default_factory=KeyLock)
     phase: KeyPhase = KeyPhase.RESTORING
+    polled: bool = False
+    """Whether a poll of ``run()`` ended since the key was taken in (this hold): a start's or a
+    takeover's first polls are the backlog the engine's watchers wait for."""
     key: str = field(init=False)
     """``poller/partition``, made once: a poll looks its key up several times."""
 

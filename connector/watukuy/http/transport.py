@@ -17,11 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
+
+if TYPE_CHECKING:  # aiohttp's client is imported where it is used: the default transport is
+    # Http11Transport, and aiohttp's import is 0.1 s of a runner's start
+    import aiohttp
 
 __all__ = [
     "AiohttpTransport",
@@ -104,6 +107,8 @@ class AiohttpTransport:
         self._closed = False
 
     async def send(self, request: Request) -> RawResponse:
+        import aiohttp
+
         session = self.session()
         try:
             async with session.request(
@@ -145,6 +150,8 @@ class AiohttpTransport:
         if self._closed:
             raise RuntimeError("HttpClient is closed")
         if self._session is None:
+            import aiohttp
+
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self.limit),
                 # One session serves every tenant: a cookie one tenant's answer sets must never
@@ -160,6 +167,8 @@ class AiohttpTransport:
         limit), made once."""
         found = self._timeouts.get(total)
         if found is None:
+            import aiohttp
+
             if len(self._timeouts) >= 64:  # timeouts come from config: a handful at most
                 self._timeouts.clear()
             found = self._timeouts[total] = aiohttp.ClientTimeout(total=total)

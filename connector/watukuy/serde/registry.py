@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import io
 import threading
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urlsplit, urlunsplit
-
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
 
 from watukuy.core.errors import ConfigError, Retriable
 from watukuy.core.events import Event
@@ -29,6 +27,10 @@ from watukuy.serde.events import (
     read_body,
     write_body,
 )
+
+if TYPE_CHECKING:  # the client is imported where it is used: only registry mode needs it, and
+    # it brings httpx and authlib with it (0.2 s of every other runner's start)
+    from confluent_kafka.schema_registry import SchemaRegistryClient
 
 MAGIC = CONFLUENT_MAGIC
 HEADER = CONFLUENT_HEADER
@@ -63,6 +65,8 @@ def registry_client(
         if ":" not in basic_auth:
             raise ConfigError("must be 'user:password'", "schema.registry.basic.auth.user.info")
         conf["basic.auth.user.info"] = basic_auth
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
     try:
         return SchemaRegistryClient.new_client(conf)
     except (ValueError, TypeError) as exc:
@@ -80,6 +84,8 @@ def _scrub(text: str, basic_auth: str | None) -> str:
 
 def _failure(client: SchemaRegistryClient, what: str, exc: Exception) -> Exception:
     """A registry failure as watukuy's error, without credentials."""
+    from confluent_kafka.schema_registry import SchemaRegistryError
+
     auth = cast(Any, client).config().get("basic.auth.user.info")  # untyped in the client
     message = f"schema registry: {what}: " + _scrub(f"{type(exc).__name__}: {exc}", auth)
     if isinstance(exc, SchemaRegistryError):
@@ -106,6 +112,8 @@ class ConfluentEventEncoder:
         found = self._ids.get(writer.schema.fingerprint)
         if found is not None:
             return found
+        from confluent_kafka.schema_registry import Schema
+
         with self._lock:
             try:
                 schema_id = self.client.register_schema(self.subject, Schema(writer.text, "AVRO"))

@@ -169,9 +169,22 @@ def _lane_out(lane: LaneState) -> dict[str, Any]:
     }
 
 
+_STATE_BY_HAND = SCHEMAS.current[STATE].canonical == binary.PARTITION_STATE_CANONICAL
+_STATE_HEAD = framing.MAGIC + SCHEMAS.current[STATE].fingerprint
+
+
 def encode_state(state: PartitionState) -> bytes:
+    if _STATE_BY_HAND:  # by hand, byte for byte what fastavro writes (serde.binary)
+        body = binary.partition_state(FORMAT_VERSION, state, _optional_json)
+        if body is not None:
+            return _STATE_HEAD + body
+    return _encode(STATE, _state_record(state), f"state of {state.key}")
+
+
+def _state_record(state: PartitionState) -> dict[str, Any]:
+    """``state`` as fastavro writes it (the reference the hand-written path is tested on)."""
     circuit = state.circuit
-    value = {
+    return {
         "poller": state.poller,
         "partition": state.partition,
         "live": _lane_out(state.live),
@@ -201,8 +214,8 @@ def encode_state(state: PartitionState) -> bytes:
         "last_success": state.last_success,
         "last_error": state.last_error,
         "created": state.created,
+        "format_version": FORMAT_VERSION,
     }
-    return _encode(STATE, value, f"state of {state.key}")
 
 
 def encode_item(poller: str, partition: str, identity: str, entry: SnapshotEntry) -> bytes:

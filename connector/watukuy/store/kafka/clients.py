@@ -301,6 +301,14 @@ def producer_config(
     }
 
 
+def idempotent_config(kafka: Mapping[str, Any]) -> dict[str, Any]:
+    """A producer without transactions (reports, schemas): the transactional producer's
+    settings, writes idempotent."""
+    config = producer_config(kafka, transactional_id="-", transaction_timeout=60.0)
+    del config["transactional.id"], config["transaction.timeout.ms"]
+    return config | {"enable.idempotence": True}
+
+
 def group_config(
     kafka: Mapping[str, Any], *, group: str, session_timeout: float, instance_id: str | None
 ) -> dict[str, Any]:

@@ -12,9 +12,10 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any, Protocol
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 
 from watukuy.core.clock import SYSTEM_CLOCK, Clock, SystemClock
 from watukuy.store.kafka import clients
@@ -27,6 +28,7 @@ __all__ = [
     "ConfluentClients",
     "SystemClock",
     "group_consumer",
+    "init_transactions",
     "new_producer",
     "tail_consumer",
 ]
@@ -50,9 +52,12 @@ class ConfluentClients:
         return Consumer(config)
 
 
-def new_producer(settings: KafkaSettings, factory: ClientFactory) -> Producer:
+def new_producer(
+    settings: KafkaSettings, factory: ClientFactory, *, initialised: bool = True
+) -> Producer:
     """A transactional producer with a ``transactional.id`` of its own
-    (:func:`.clients.fresh_transactional_id`), its transactions initialised."""
+    (:func:`.clients.fresh_transactional_id`), its transactions initialised unless
+    ``initialised`` is false (then :func:`init_transactions` before its first use)."""
     s = settings
     suffix = s.runner_id if s.use_group else f"{s.runner_id}.cli"
     producer = factory.producer(
@@ -62,8 +67,30 @@ def new_producer(settings: KafkaSettings, factory: ClientFactory) -> Producer:
             transaction_timeout=s.transaction_timeout,
         )
     )
-    producer.init_transactions(max(30.0, s.transaction_timeout * 3))
+    if initialised:
+        init_transactions(producer, settings)
     return producer
+
+
+NUDGE = 1.0
+"""Seconds the metadata request before ``init_transactions`` may take."""
+
+
+def init_transactions(producer: Producer, settings: KafkaSettings) -> None:
+    """Get the producer its id from the transaction coordinator (blocking).
+
+    Two metadata requests first: librdkafka looks for the coordinator when it is asked to, and
+    if no broker is connected yet then, again only 0.5 s later (a start in five here). The
+    first request connects the bootstrap address, and its answer names the brokers, which the
+    client then connects anew: the second goes to one of those, so one is up when the id is
+    asked for (with one request, runners still waited at three starts of seven; with two, at
+    none of 75 tries alone nor of six runner starts).
+    Unanswered within :data:`NUDGE` (a broker down: the timer would have fired by then),
+    ``init_transactions`` goes on and says why it fails."""
+    with suppress(KafkaException):
+        for _ in range(2):
+            producer.list_topics(settings.layout.state, timeout=NUDGE)
+    producer.init_transactions(max(30.0, settings.transaction_timeout * 3))
 
 
 def group_consumer(settings: KafkaSettings, factory: ClientFactory) -> Consumer:

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from confluent_kafka import Consumer, KafkaException
 
 from watukuy.core.errors import Retriable, WatukuyError
+from watukuy.observe import startup
 from watukuy.store.kafka.catchup import EventsCatchUp, EventsOf
 from watukuy.store.kafka.clients import bootstrap_of
 from watukuy.store.kafka.disk import DiskCopy
@@ -35,6 +36,7 @@ from watukuy.store.kafka.factory import (
     Clock,
     ConfluentClients,
     group_consumer,
+    init_transactions,
     new_producer,
     tail_consumer,
 )
@@ -51,11 +53,12 @@ from watukuy.store.kafka.notifications import (
     Revoked,
     Transacted,
 )
+from watukuy.store.kafka.offsets import watermarks
 from watukuy.store.kafka.rebalance import Membership
 from watukuy.store.kafka.served import Served, served_of
 from watukuy.store.kafka.settings import KafkaSettings
 from watukuy.store.kafka.standby import Roster, Standbys
-from watukuy.store.kafka.tail import Restores, watermarks
+from watukuy.store.kafka.tail import Restores
 from watukuy.store.kafka.transactions import Done, Requests, Transactions
 
 __all__ = [
@@ -178,6 +181,8 @@ class KafkaIO:
             self._parts = self._build()
         except Exception as exc:
             self.startup_error = exc
+            for consumer in self._consumers:  # those built before the failure
+                consumer.close()
             if self._disk is not None:
                 self._disk.close()
             self.ready.set()
@@ -209,7 +214,9 @@ class KafkaIO:
 
     def _build(self) -> _Parts:
         settings, clients, clock = self.settings, self._clients, self._clock
-        producer = new_producer(settings, clients)
+        # Its transactions are initialised once the group is joined: both take a round trip
+        # or two to a coordinator, and the join goes on in librdkafka's threads meanwhile.
+        producer = new_producer(settings, clients, initialised=False)
         tail = tail_consumer(settings, clients)
         restores = self._restores(tail)
         group = group_consumer(settings, clients) if settings.use_group else None
@@ -260,6 +267,9 @@ class KafkaIO:
             fence_window=2 * settings.session_timeout,
         )
         membership.subscribe()
+        startup.mark("group subscribed")
+        init_transactions(producer, settings)  # nothing uses the producer before _build returns
+        startup.mark("producer's transactions initialised")
         return _Parts(restores, transactions, membership)
 
     def _restores(self, tail: Consumer) -> Restores:

@@ -27,9 +27,10 @@ from watukuy.core.keys import key_text
 from watukuy.core.observe import Observer, fanout, outcome_kind
 from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
+from watukuy.observe import startup
 from watukuy.store.apply import PageRuns
 from watukuy.store.base import KeyCommit, PageRun, StoredKey
-from watukuy.store.kafka import clients, records
+from watukuy.store.kafka import records
 from watukuy.store.kafka.codec import EventCodec
 from watukuy.store.kafka.disk import open_disk
 from watukuy.store.kafka.factory import ClientFactory, Clock
@@ -50,9 +51,11 @@ from watukuy.store.kafka.io import (
 from watukuy.store.kafka.member import GroupMember
 from watukuy.store.kafka.outgoing import Outgoing
 from watukuy.store.kafka.rolled import Done, write_rolled
+from watukuy.store.kafka.schemas import publish_schemas
 from watukuy.store.kafka.settings import KafkaSettings
 from watukuy.store.kafka.standby import Roster
-from watukuy.store.kafka.topics import BrokerUnavailable, TopicInfo, ensure_topics
+from watukuy.store.kafka.topiccheck import TopicCheck
+from watukuy.store.kafka.topics import TopicInfo
 from watukuy.store.kafka.view import OwnedKeys
 
 __all__ = ["KafkaSettings", "KafkaStore"]
@@ -68,10 +71,13 @@ class KafkaStore:
         *,
         clients: ClientFactory | None = None,
         clock: Clock | None = None,
+        topic_check: TopicCheck | None = None,
     ) -> None:
         """``clients`` and ``clock``: what the Kafka thread builds its clients with and reads
-        the time from (confluent-kafka's and the system's by default; see :mod:`.factory`)."""
+        the time from (confluent-kafka's and the system's by default; see :mod:`.factory`).
+        ``topic_check``: the check of its topics, started already (:mod:`.topiccheck`)."""
         self.settings = settings
+        self._topic_check = topic_check
         self._clients = clients
         self._clock = clock
         # Transactions, leases, restores and DLQ copies are told to them, on the event loop.
@@ -79,7 +85,6 @@ class KafkaStore:
         self.layout = settings.layout
         self._pollers: dict[str, Poller] = {}
         self._view = OwnedKeys(self.layout.partitions)
-        self._restoring: set[int] = set()  # Kafka partitions assigned, not restored yet
         self._runs = PageRuns()  # pages in flight refused before they reach the thread
         self._codec = EventCodec(settings)
         self._commands: list[Command] = []
@@ -126,13 +131,19 @@ class KafkaStore:
             roster=lambda: {} if self.roster is None else self.roster(),
         )
         io.start()
-        await asyncio.to_thread(io.ready.wait)
+        # The schemas go out while the Kafka thread starts its clients and joins the group.
+        _, published = await asyncio.gather(
+            _started(io),
+            self._publish_schemas(codec.schema_texts()),
+            return_exceptions=True,
+        )
         if io.startup_error is not None:
             raise Retriable(f"cannot start the Kafka clients: {io.startup_error}") from (
                 io.startup_error
             )
         self._io = io
-        await self._publish_schemas(codec.schema_texts())
+        if isinstance(published, BaseException):
+            raise published
         for feed in self._feeds:
             feed.start(self._loop)
 
@@ -150,36 +161,22 @@ class KafkaStore:
         await self._publish_schemas({writer.fingerprint_hex: writer.text})
 
     async def _ensure_topics(self, pollers: Sequence[Poller]) -> None:
-        """The internal topics and those of ``pollers``: created if missing, then checked."""
-        kafka, timeout = self.settings.kafka, self.settings.startup_timeout
-        admin = clients.admin_client(kafka)
-        try:
-            infos = await asyncio.to_thread(
-                ensure_topics,
-                admin,
-                self.layout,
-                [(p.name, p.topic) for p in pollers],
-                bootstrap=clients.bootstrap_of(kafka),
-                timeout=timeout,
-            )
-        except BrokerUnavailable as exc:
-            raise clients.unreachable(kafka, timeout) from exc
-        finally:
-            clients.drain_logs(admin)  # why it could not connect, if it could not
-        self._codec.learned(infos)
+        """The internal topics and those of ``pollers``: created if missing, then checked (by
+        the check started before the store, if it covers them: :mod:`.topiccheck`)."""
+        wanted = [(p.name, p.topic) for p in pollers]
+        check, self._topic_check = self._topic_check, None
+        if check is None or not check.covers(self.layout, wanted):
+            settings = self.settings
+            check = TopicCheck(settings.kafka, self.layout, wanted, settings.startup_timeout)
+        self._codec.learned(await check.result())
 
     async def _publish_schemas(self, texts: dict[str, str]) -> None:
-        """Writer schemas, keyed by fingerprint: consumers without a registry resolve here.
-
-        Compacted and keyed by content, so publishing again (each start) is idempotent.
-        """
-        done: list[asyncio.Future[None]] = []
-        for fingerprint_hex, text in sorted(texts.items()):
-            future = self._new_future()
-            record = Record(self.layout.schemas, fingerprint_hex.encode(), text.encode())
-            self._running().send_plain(record, self._hop(partial(_settle, future)))
-            done.append(future)
-        await asyncio.gather(*done)
+        """Writer schemas, keyed by fingerprint: consumers without a registry resolve here
+        (:mod:`.schemas`)."""
+        settings = self.settings
+        topic, timeout = self.layout.schemas, settings.startup_timeout
+        await asyncio.to_thread(publish_schemas, settings.kafka, topic, texts, timeout)
+        startup.mark("schemas published")
 
     async def close(self) -> None:
         for feed in self._feeds:  # before the clients: a dead letter may still be on its way
@@ -218,7 +215,7 @@ class KafkaStore:
 
     def restoring_kafka_partitions(self) -> list[int]:
         """Assigned to this instance and still being restored."""
-        return sorted(self._restoring)
+        return sorted(self._view.restoring)
 
     @property
     def member(self) -> GroupMember:
@@ -244,13 +241,12 @@ class KafkaStore:
             self._transacted(notification)
             return  # nothing moved: the engine need not look at ownership
         if isinstance(notification, Assigned):
-            self._restoring.update(notification.kafka_partitions)
+            self._view.restoring.update(notification.kafka_partitions)
             self.observer.leases_gained(notification.kafka_partitions)
         elif isinstance(notification, Restored):
-            self._restoring.discard(notification.lease.kafka_partition)
+            self._view.restoring.discard(notification.lease.kafka_partition)
             self._restored(notification)
         elif isinstance(notification, Revoked):
-            self._restoring.difference_update(notification.kafka_partitions)
             self.observer.leases_lost(notification.kafka_partitions, notification.lost)
             self._view.revoke(notification.kafka_partitions)
         elif isinstance(notification, CommandReceived):
@@ -484,6 +480,11 @@ class KafkaStore:
         if self._outgoing is None:
             raise ConfigError("start the Kafka store before using it")
         return self._outgoing
+
+
+async def _started(io: KafkaIO) -> None:
+    await asyncio.to_thread(io.ready.wait)
+    startup.mark("Kafka clients ready")
 
 
 def _observer_failed(observer: Observer, hook: str, error: Exception) -> None:

@@ -47,6 +47,7 @@ class OwnedKeys:
     def __init__(self, kafka_partitions: int) -> None:
         self._kafka_partitions = kafka_partitions
         self.owned: dict[int, int] = {}  # Kafka partition -> lease generation
+        self.restoring: set[int] = set()  # assigned, not restored (taken in) yet
         self._states: dict[str, PartitionState] = {}
         # Each key's state as last written (restored, or committed since): an idle poll's
         # state that differs from it only as idle polls move a key is not written (see
@@ -115,6 +116,7 @@ class OwnedKeys:
 
     def revoke(self, kafka_partitions: Sequence[int]) -> None:
         gone = set(kafka_partitions)
+        self.restoring -= gone
         for kafka_partition in gone:
             self.owned.pop(kafka_partition, None)
         self.forget(gone)
