@@ -47,6 +47,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
@@ -67,10 +68,11 @@ POLLER = "restore"
 NOW = 1_800_000_000.0
 
 
-def rss_mb() -> float:
+def rss_mb(field: str = "VmRSS") -> float:
+    """The process's resident memory (``VmHWM``: its peak), in MB."""
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -113,19 +115,39 @@ def produce_records(
     return written
 
 
-def write(bootstrap: str, layout: TopicLayout, entries: int, keys: int) -> dict[str, float]:
-    """The state records of ``keys`` keys and ``entries`` snapshot entries; timings."""
+def write(bootstrap: str, layout: TopicLayout, entries: int, names: list[str]) -> dict[str, float]:
+    """The state records of the keys ``names`` and ``entries`` snapshot entries; timings."""
     started = time.monotonic()
-    written = produce_records(bootstrap, layout, _snapshot_records(layout, entries, keys))
+    written = produce_records(bootstrap, layout, _snapshot_records(layout, entries, names))
     return {"written": written, "write_s": time.monotonic() - started}
 
 
+def key_names(shape: str, keys: int, partitions: int) -> list[str]:
+    """The partition keys of the tenants: ``even``, ``t00000`` on (spread by the hash);
+    ``big``, all but the last on one Kafka partition (the one ``t00000`` hashes to) and the
+    last on another, as issue 42 found four big tenants (three on one partition)."""
+    if shape == "even":
+        return [f"t{k:05d}" for k in range(keys)]
+    crowded = partition_for(f"{POLLER}/t00000", partitions)
+    together: list[str] = []
+    apart: list[str] = []
+    for n in range(1_000_000):
+        name = f"t{n:05d}"
+        on_crowded = partition_for(f"{POLLER}/{name}", partitions) == crowded
+        if on_crowded and len(together) < max(keys - 1, 1):
+            together.append(name)
+        elif not on_crowded and not apart and keys > 1:
+            apart.append(name)
+        if len(together) + len(apart) == keys:
+            break
+    return together + apart
+
+
 def _snapshot_records(
-    layout: TopicLayout, entries: int, keys: int
+    layout: TopicLayout, entries: int, names: list[str]
 ) -> Iterator[tuple[str, int, bytes, bytes | None]]:
-    per_key, extra = divmod(entries, keys)
-    for k in range(keys):
-        partition_key = f"t{k:05d}"
+    per_key, extra = divmod(entries, len(names))
+    for k, partition_key in enumerate(names):
         partition = partition_for(f"{POLLER}/{partition_key}", layout.partitions)
         state = PartitionState(
             poller=POLLER,
@@ -197,17 +219,26 @@ async def restore(
         "assign_s": last - timings.gained,
         "start_s": last - started,
         "slowest_s": max(seconds for _, _, seconds, _ in timings.done.values()),
+        # kafka partition -> (keys, records, seconds) of its own restore
+        "per_partition": {p: done[:3] for p, done in sorted(timings.done.items())},
         "rss_before_mb": rss_before,
         "rss_mb": rss_after,
+        "rss_peak_mb": rss_mb("VmHWM"),
         "from_disk": store.restored_from_disk,
     }
 
 
 def measure_in_child(
-    bootstrap: str, prefix: str, partitions: int, state_dir: str | None = None
+    bootstrap: str,
+    prefix: str,
+    partitions: int,
+    state_dir: str | None = None,
+    connector: str | None = None,
 ) -> dict[str, Any]:
+    """One restore in a fresh process, of the code in ``connector`` (a checkout's connector
+    directory; this one's by default)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "connector")])
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), connector or str(ROOT / "connector")])
     command = [sys.executable, "-m", "integration.bench.restore", "--child", bootstrap, prefix]
     command += ["--partitions", str(partitions)]
     if state_dir is not None:
@@ -222,36 +253,63 @@ def measure_in_child(
 # -- the table ------------------------------------------------------------------------------
 
 HEADER = (
-    f"{'store':<13} {'entries':>9} {'keys':>5} {'parts':>5} {'records':>9} {'from disk':>9} "
-    f"{'assign->restored s':>18} "
-    f"{'records/s':>9} {'start->restored s':>17} {'slowest partition s':>19} "
-    f"{'RSS MB':>6} {'RSS before MB':>13} {'load':>5}"
+    f"{'code':<6} {'store':<13} {'entries':>9} {'keys':>5} {'parts':>5} {'records':>9} "
+    f"{'from disk':>9} {'assign->restored s':>18} {'records/s':>9} {'biggest part.':>13} "
+    f"{'its records':>11} {'its s':>6} {'its records/s':>13} {'RSS MB':>6} {'before':>6} "
+    f"{'peak':>6} {'B/entry':>7} {'load':>5}"
 )
 
 
+def biggest(r: dict[str, Any]) -> tuple[int, int, float]:
+    """The partition that read the most records: (partition, records, seconds)."""
+    part, (_, records, seconds) = max(r["per_partition"].items(), key=lambda kv: kv[1][1])
+    return int(part), records, seconds
+
+
 def row(r: dict[str, Any]) -> str:
+    part, records, seconds = biggest(r)
+    rate = r["records"] / r["assign_s"] if r["records"] else float("nan")
+    per_entry = (r["rss_mb"] - r["rss_before_mb"]) * 1024 * 1024 / r["entries"]
     return (
-        f"{r['mode']:<13} {r['entries']:>9} {r['keys']:>5} {r['partitions']:>5} "
-        f"{r['records']:>9} {r['from_disk']:>9} "
-        f"{r['assign_s']:>18.2f} {r['records'] / r['assign_s']:>9.0f} {r['start_s']:>17.2f} "
-        f"{r['slowest_s']:>19.2f} {r['rss_mb']:>6.0f} {r['rss_before_mb']:>13.0f} "
-        f"{r['load']:>5.1f}"
+        f"{r['code']:<6} {r['mode']:<13} {r['entries']:>9} {r['keys']:>5} {r['partitions']:>5} "
+        f"{r['records']:>9} {r['from_disk']:>9} {r['assign_s']:>18.2f} {rate:>9.0f} "
+        f"{part:>13} {records:>11} {seconds:>6.2f} {records / seconds:>13.0f} "
+        f"{r['rss_mb']:>6.0f} {r['rss_before_mb']:>6.0f} {r['rss_peak_mb']:>6.0f} "
+        f"{per_entry:>7.0f} {r['load']:>5.1f}"
     )
 
 
+def partitions_table(r: dict[str, Any]) -> str:
+    """Each partition's own restore: keys, records, seconds, records/s."""
+    lines = [f"  {r['code']} {r['mode']}: partition keys records s records/s"]
+    for part, (keys, records, seconds) in r["per_partition"].items():
+        rate = records / seconds if seconds > 0 else float("nan")
+        lines.append(f"    {part:>3} {keys:>5} {records:>9} {seconds:>7.2f} {rate:>9.0f}")
+    return "\n".join(lines)
+
+
 def _measured(
-    bootstrap: str, prefix: str, partitions: int, state_dir: str | None
+    bootstrap: str, prefix: str, args: argparse.Namespace, codes: list[tuple[str, str | None]]
 ) -> list[dict[str, Any]]:
-    """The restores: in memory, then (with ``state_dir``) to an empty disk and from it."""
+    """The restores, each code in turn (alternating, ``--rounds`` times): in memory, then (with
+    ``--state-dir``) to an empty disk and from it."""
+    state_dir: str | None = args.state_dir
+    entries, partitions = args.entries, args.partitions
     modes: list[tuple[str, str | None]] = [("memory", None)]
     if state_dir is not None:
-        shutil.rmtree(state_dir, ignore_errors=True)
         modes += [("disk, cold", state_dir), ("disk, restart", state_dir)]
     results = []
-    for mode, where in modes:
-        load = os.getloadavg()[0]
-        result = measure_in_child(bootstrap, prefix, partitions, where)
-        results.append(result | {"mode": mode, "load": load})
+    for _ in range(args.rounds):
+        for code, connector in codes:
+            if state_dir is not None:
+                shutil.rmtree(state_dir, ignore_errors=True)
+            for mode, where in modes:
+                load = os.getloadavg()[0]
+                result = measure_in_child(bootstrap, prefix, partitions, where, connector)
+                result |= {"mode": mode, "load": load, "code": code}
+                result |= {"entries": entries, "partitions": partitions}
+                results.append(result)
+                print(row(result), file=sys.stderr, flush=True)
     return results
 
 
@@ -264,11 +322,30 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--entries", type=int, default=1_000_000, help="snapshot entries to restore (1000000)"
     )
-    parser.add_argument("--keys", type=int, default=1000, help="keys they belong to (1000)")
+    parser.add_argument("--keys", type=int, help="keys they belong to (1000; with --shape big, 4)")
+    parser.add_argument(
+        "--shape",
+        choices=("even", "big"),
+        default="even",
+        help="even: keys spread by the hash; big: all keys but one on one Kafka partition",
+    )
     parser.add_argument("--partitions", type=int, default=8, help="topics.partitions (8)")
     parser.add_argument("--keep-topics", action="store_true", help="keep the topics written")
     parser.add_argument(
         "--state-dir", metavar="DIR", help="restore also with a local state store there"
+    )
+    parser.add_argument(
+        "--against",
+        metavar="CONNECTOR_DIR",
+        help="restore also with the connector code there (another checkout's connector/), "
+        "alternating with this one's",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="times each code restores (1)")
+    parser.add_argument(
+        "--topics",
+        metavar="PREFIX",
+        help="restore the topics a run with --keep-topics left (the same --entries and "
+        "--partitions), writing none",
     )
     parser.add_argument("--child", nargs=2, metavar=("BOOTSTRAP", "PREFIX"), help=argparse.SUPPRESS)
     return parser
@@ -281,40 +358,70 @@ def main(argv: list[str] | None = None) -> int:
         restored = asyncio.run(restore(bootstrap, prefix, args.partitions, args.state_dir))
         print(json.dumps(restored), flush=True)
         return 0
-    if args.entries < 1 or args.keys < 1 or args.partitions < 1:
-        print("restore: --entries, --keys and --partitions must be positive", file=sys.stderr)
+    keys = args.keys if args.keys is not None else 4 if args.shape == "big" else 1000
+    if args.entries < 1 or keys < 1 or args.partitions < 1 or args.rounds < 1:
+        print(
+            "restore: --entries, --keys, --partitions and --rounds must be positive",
+            file=sys.stderr,
+        )
         return 2
     signals_interrupt()
-    prefix = f"bench-restore-{uuid.uuid4().hex[:8]}"
-    layout = TopicLayout(prefix=prefix, partitions=args.partitions, replication_factor=1)
+    prefix = args.topics or f"bench-restore-{uuid.uuid4().hex[:8]}"
+    codes: list[tuple[str, str | None]] = [("this", None)]
+    if args.against:
+        codes = [("base", str(Path(args.against).resolve())), *codes]
     with kafka_broker("restore") as bootstrap:
         try:
-            print(
-                f"restore: writing {args.keys} state records and {args.entries} snapshot "
-                f"entries to {prefix}.* ...",
-                file=sys.stderr,
-                flush=True,
-            )
-            wrote = write(bootstrap, layout, args.entries, args.keys)
-            print(
-                f"restore: written in {wrote['write_s']:.1f} s "
-                f"({wrote['written'] / wrote['write_s']:.0f} records/s); restoring ...",
-                file=sys.stderr,
-                flush=True,
-            )
-            results = _measured(bootstrap, prefix, args.partitions, args.state_dir)
+            if not args.topics:
+                _write_all(bootstrap, prefix, args, key_names(args.shape, keys, args.partitions))
+            results = _measured(bootstrap, prefix, args, codes)
         finally:
-            if not args.keep_topics:
+            if not (args.keep_topics or args.topics):
                 delete_topics(bootstrap, prefix)
     print(HEADER)
     for result in results:
-        result |= {"entries": args.entries, "partitions": args.partitions}
         print(row(result))
-    result = results[0]
-    rate = result["records"] / result["assign_s"]
-    verdict = "ok" if rate >= 200_000 else "MISSED"
-    print(f"target >= 200,000 records/s: {verdict}")
+    for result in results:
+        print(partitions_table(result))
+    _verdict(args.shape, [r for r in results if r["code"] == "this"])
     return 0
+
+
+def _write_all(bootstrap: str, prefix: str, args: argparse.Namespace, names: list[str]) -> None:
+    layout = TopicLayout(prefix=prefix, partitions=args.partitions, replication_factor=1)
+    print(
+        f"restore: writing {len(names)} state records and {args.entries} snapshot "
+        f"entries to {prefix}.* ...",
+        file=sys.stderr,
+        flush=True,
+    )
+    wrote = write(bootstrap, layout, args.entries, names)
+    print(
+        f"restore: written in {wrote['write_s']:.1f} s "
+        f"({wrote['written'] / wrote['write_s']:.0f} records/s); restoring ...",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _verdict(shape: str, results: list[dict[str, Any]]) -> None:
+    """Issue 13's target for the whole restore (even keys); issue 42's for the biggest
+    partition's own (big keys), in memory and into the local store."""
+    if shape == "even":
+        rate = min(r["records"] / r["assign_s"] for r in results if r["mode"] == "memory")
+        verdict = "ok" if rate >= 200_000 else "MISSED"
+        print(f"target >= 200,000 records/s (memory): {verdict} ({rate:,.0f})")
+        return
+    for mode in ("memory", "disk, cold"):
+        rates = [
+            records / s for _, records, s in (biggest(r) for r in results if r["mode"] == mode)
+        ]
+        if rates:
+            verdict = "ok" if min(rates) >= 150_000 else "MISSED"
+            print(
+                f"target >= 150,000 records/s within the biggest partition ({mode}): "
+                f"{verdict} ({min(rates):,.0f})"
+            )
 
 
 if __name__ == "__main__":
