@@ -1,22 +1,34 @@
 """The restore's catch-up on the Kafka thread (watukuy.store.kafka.catchup), over stand-in
 consumers and a clock that only moves when told: it finds its windows even when a client's
-metadata went stale, and never holds a partition past its patience."""
+metadata went stale, never holds a partition past its patience, and leaves the roll-forward
+what decoding every event of the window would (it decodes only those beyond the state)."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from tests.clock import ManualClock
+from watukuy.core.events import Event
+from watukuy.core.poll import fresh_state
+from watukuy.core.poller import define_poller
+from watukuy.serde.events import EventSchemas, encode_event, published_event
+from watukuy.store.kafka import records
 from watukuy.store.kafka.catchup import PATIENCE, EventsCatchUp
+from watukuy.store.kafka.catchup_rule import missed
 from watukuy.store.kafka.restore import RestoredKeys
 
 pytestmark = pytest.mark.unit
 
 TOPIC = "p.events.invoices"
+INVOICES = define_poller(
+    name="invoices", fetch=lambda ctx: [], identity=lambda i: i["id"], version=lambda i: i["v"]
+)
 
 
 class Offsets:
@@ -127,3 +139,102 @@ def test_a_window_that_is_never_read_to_its_end_is_given_up_after_the_patience(
     catchup.read()
     assert finished == [3] and reader.assigned == {}
     assert "its events were not read to their end" in caplog.text
+
+
+# -- what a window's events leave for the roll-forward ---------------------------------------
+
+
+class Message:
+    """A fetched event record (what the reader's ``consume`` gives)."""
+
+    def __init__(self, key: bytes, value: bytes, offset: int, stamp: int) -> None:
+        self._key, self._value, self._offset, self._stamp = key, value, offset, stamp
+
+    def key(self) -> bytes:
+        return self._key
+
+    def value(self) -> bytes:
+        return self._value
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, self._stamp)
+
+    def topic(self) -> str:
+        return TOPIC
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return self._offset
+
+    def error(self) -> None:
+        return None
+
+
+class Fetched(Reader):
+    def __init__(self, messages: list[Message]) -> None:
+        super().__init__()
+        self.messages = messages
+
+    def consume(self, count: int, timeout: float) -> list[Any]:
+        taken, self.messages = self.messages[:count], self.messages[count:]
+        if taken:
+            self.at = taken[-1].offset() + 1
+        return taken
+
+
+def _events(sequences: list[int]) -> list[bytes]:
+    schemas = EventSchemas({"invoices": None})
+    out = []
+    for n, sequence in enumerate(sequences):
+        subject = f"inv-{n % 7}"
+        event = Event(
+            f"e-{n}", "invoices", "t_1", subject, "updated", f"v{n}", sequence,
+            datetime.fromtimestamp(1_000 + n, UTC), "live", 1, None,
+        )  # fmt: skip
+        out.append(encode_event(event, schemas))
+    return out
+
+
+@pytest.mark.parametrize(
+    "sequences",
+    [
+        list(range(1, 2_601)),  # the state accounts for its newest event: nothing missed
+        list(range(1, 2_504)),  # three events beyond the state, after many it accounts for
+        [*range(2_000, 2_501), *range(1, 2_200)],  # removed and added again: its numbering anew
+        [*range(1, 1_500), 2_501, 2_502, *range(10, 20), 2_501, 2_502, 2_503],
+        # beyond it across the first thousand, then an event it accounts for, then beyond again
+        [*range(1, 996), *range(2_501, 2_511), *range(5, 21), 2_501, 2_502],
+        [2_501, 2_502],  # only events beyond it
+    ],
+)
+def test_a_windows_events_leave_what_decoding_every_one_of_them_leaves(
+    sequences: list[int],
+) -> None:
+    name, key = "invoices/t_1", b"invoices/t_1"
+    state = replace(fresh_state(INVOICES, "t_1", 1_000.0), sequence=2_500)
+    raw = _events(sequences)
+    garbage = [b"\xc3\x01not an event"]  # of the key, not readable: left out, as before
+    values = [*raw[: len(raw) // 2], *garbage, *raw[len(raw) // 2 :]]
+    keys = RestoredKeys()
+    keys.apply_state(key, records.encode_state(state), timestamp=1_000_000)
+    offsets = Offsets(healthy=True)
+    messages = [Message(key, value, 5 + n, 1_000_000) for n, value in enumerate(values)]
+    reader = Fetched(messages)
+    finished: list[int] = []
+    catchup = EventsCatchUp(
+        reader,  # type: ignore[arg-type]
+        offsets,  # type: ignore[arg-type]
+        lambda poller: (TOPIC, 1) if poller == "invoices" else None,
+        ManualClock(),
+    )
+    offsets.get_watermark_offsets = lambda *_, **__: (0, 5 + len(messages))  # type: ignore[method-assign]
+    catchup.begin(3, keys, lambda: finished.append(3))
+    while not finished:
+        catchup.read()
+
+    every = [published_event(value, "invoices", "t_1") for value in raw]
+    expected = missed(2_500, every)
+    assert keys.state(name).sequence == (expected[-1].sequence if expected else 2_500)
+    assert keys.missed(name) == expected

@@ -15,6 +15,15 @@ every restore at once, as long as no two need the same events partition at the s
 (events topics may have another partition count than the state topic); a restore that would
 share one waits for the other to finish.
 
+A window can hold hundreds of thousands of events (a big tenant's backlog, published in the
+last ``SLACK`` seconds before its newest state), nearly all of them accounted for by the key's
+state. So a key's events are kept undecoded as they come, and looked at from the newest back:
+the newest one the state accounts for (its sequence is at most the state's, read by hand from
+its head: :mod:`watukuy.serde.event_head`) makes every earlier one irrelevant to the
+roll-forward (:func:`.catchup_rule.missed` starts after it), and only those after it are
+decoded. Issue 42: decoding every event of the window tripled the restore of the partition
+holding the big tenants.
+
 The catch-up never holds a partition for long: if the windows cannot be found or read within
 ``PATIENCE`` (a broker restarting, a client whose metadata went stale), the partition is owned
 without it, with a warning. Its keys then run as they would have before the catch-up existed.
@@ -30,10 +39,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from watukuy.core.errors import Retriable
+from watukuy.core.errors import NewerRelease, Retriable, StateCorrupted
 from watukuy.core.keys import KeyId
+from watukuy.serde.event_head import event_sequence, key_head
 from watukuy.serde.events import UndecodableEvent, published_event
-from watukuy.store.kafka import clients
+from watukuy.store.kafka import clients, records
 from watukuy.store.kafka.factory import Clock
 from watukuy.store.kafka.partitioner import partition_for
 from watukuy.store.kafka.restore import RestoredKeys
@@ -41,7 +51,8 @@ from watukuy.store.kafka.restore import RestoredKeys
 log = logging.getLogger("watukuy.kafka")
 
 SLACK_MS = 30_000  # clock skew allowed between the host of a state record and of its events
-BATCH = 5_000
+BATCH = 20_000
+KEPT = 1_000  # a key's events held undecoded before the ones its state accounts for are dropped
 OFFSET_TIMEOUT = 5.0  # seconds an offset query may take (it blocks the Kafka thread)
 RETRY_AFTER = 1.0  # seconds before asking again after a failed query (a broker restarting)
 PATIENCE = 30.0  # seconds a partition's catch-up may take before the partition goes on without
@@ -61,6 +72,63 @@ class _CatchUp:
     ends: dict[TopicPart, int] = field(default_factory=dict)  # where each window ends
     names: dict[bytes, tuple[str, str]] = field(default_factory=dict)  # key -> poller, name
     undecodable: int = 0
+    # key -> its events read and not looked at yet, undecoded, in the order of the topic
+    pending: dict[bytes, list[bytes]] = field(default_factory=dict)
+    # key -> its state's sequence and what its events' heads hold of the key (None: its state
+    # cannot be read here, so every event of it is decoded, as the state's reader will say)
+    floors: dict[bytes, tuple[int, bytes] | None] = field(default_factory=dict)
+
+    def settle(self, key: bytes) -> None:
+        """Look at the key's pending events from the newest back: the newest one its state
+        accounts for ends the search, and it and every event before it (those kept from
+        earlier too) are dropped; those after it are decoded and kept."""
+        pending = self.pending.pop(key, None)
+        if not pending:
+            return
+        poller, partition = self.names[key]
+        floor = self._floor(key)
+        start = 0
+        if floor is not None:
+            sequence, head = floor
+            for at in range(len(pending) - 1, -1, -1):
+                found = event_sequence(pending[at], head)
+                if found is None:  # not read by hand: as the decoder reads it
+                    try:
+                        found = published_event(pending[at], poller, partition).sequence
+                    except UndecodableEvent:
+                        continue  # counted below if it comes after the one looked for
+                if found <= sequence:
+                    start = at + 1
+                    self.keys.published.pop(key, None)
+                    break
+        for raw in pending[start:]:
+            try:
+                event = published_event(raw, poller, partition)
+            except UndecodableEvent:
+                self.undecodable += 1
+                continue
+            self.keys.published.setdefault(key, []).append(event)
+
+    def settle_all(self) -> None:
+        for key in list(self.pending):
+            self.settle(key)
+
+    def _floor(self, key: bytes) -> tuple[int, bytes] | None:
+        """The key's state's sequence (decoded once), with its events' key head. The state is
+        the one :meth:`RestoredKeys.state` decodes later: the restore has read its topics to
+        their ends, and nobody else writes the partition's states while it is ours."""
+        if key in self.floors:
+            return self.floors[key]
+        floor = None
+        head = key_head(*self.names[key])
+        raw = self.keys.states.get(key)
+        if head is not None and raw is not None:
+            try:
+                floor = (records.decode_state(raw).sequence, head)
+            except (NewerRelease, StateCorrupted):
+                floor = None
+        self.floors[key] = floor
+        return floor
 
 
 class EventsCatchUp:
@@ -94,13 +162,14 @@ class EventsCatchUp:
             del self._reading[tp]
         self._unassign(stopped)
 
-    def read(self) -> None:
-        """Apply what the reader fetched; finish the catch-ups whose windows are read."""
+    def read(self, wait: float = 0.0) -> None:
+        """Apply what the reader fetched, waiting up to ``wait`` seconds for it; finish the
+        catch-ups whose windows are read."""
         self._start_waiting()
         if not self._reading:
             return
         self._give_up_slow_reads()
-        messages: list[Any] = self._reader.consume(BATCH, 0.0)
+        messages: list[Any] = self._reader.consume(BATCH, wait)
         touched: set[TopicPart] = set()
         for message in messages:
             tp = (message.topic(), message.partition())
@@ -216,6 +285,7 @@ class EventsCatchUp:
             self._clock.monotonic() - catching.started,
             why,
         )
+        catching.settle_all()
         catching.finish()
 
     def _give_up_slow_reads(self) -> None:
@@ -232,19 +302,17 @@ class EventsCatchUp:
 
     def _apply(self, catching: _CatchUp, message: Any) -> None:
         key = message.key()
-        named = catching.names.get(key) if key is not None else None
         value = message.value()
-        if named is None or value is None:
+        if value is None or key not in catching.names:
             return
-        keys = catching.keys
-        if message.timestamp()[1] < keys.stamps.get(key, 0) - SLACK_MS:
+        if message.timestamp()[1] < catching.keys.stamps.get(key, 0) - SLACK_MS:
             return  # before its state: accounted for, or of an earlier life of the key
-        try:
-            event = published_event(value, *named)
-        except UndecodableEvent:
-            catching.undecodable += 1
-            return
-        keys.published.setdefault(key, []).append(event)
+        pending = catching.pending.get(key)
+        if pending is None:
+            catching.pending[key] = pending = []
+        pending.append(value)
+        if len(pending) >= KEPT:
+            catching.settle(key)
 
     def _check_read(self, touched: set[TopicPart]) -> None:
         if not touched:
@@ -266,6 +334,7 @@ class EventsCatchUp:
                 finished.append(catching)
         self._unassign(read)
         for catching in finished:
+            catching.settle_all()
             if catching.undecodable:
                 log.warning(
                     "partition %d: %d record(s) of its events topics are not watukuy events of"

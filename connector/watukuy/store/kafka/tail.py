@@ -300,7 +300,11 @@ class Restores:
         """What the tail has fetched: restore records, or commands for owned partitions."""
         # Any: a fetched message always has its topic and partition (the stubs say "or None"),
         # and this loop runs per restored record.
-        if self._restoring:
+        # The wait goes where the records are: to the tail while a restore reads its topics,
+        # else to the catch-up reader while one reads its events (a tail waiting 20 ms a pass
+        # for nothing held each catch-up to a batch per 20 ms).
+        topics = any(not restoring.catching_up for restoring in self._restoring.values())
+        if topics:
             messages: list[Any] = self.tail.consume(RESTORE_BATCH, RESTORE_WAIT)
         else:
             messages = self.tail.consume(TAIL_BATCH, 0.0)
@@ -328,7 +332,7 @@ class Restores:
                     self._check_restored(kafka_partition)
         if self._disk is not None:
             self._disk.write()
-        self._catchup.read()
+        self._catchup.read(0.0 if topics or not self._restoring else RESTORE_WAIT)
 
     def _apply(self, message: Any, kafka_partition: int) -> None:
         key: bytes | None = message.key()
