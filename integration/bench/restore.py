@@ -46,18 +46,24 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
 
 from integration.demo import ROOT, delete_topics, kafka_broker, signals_interrupt
+from watukuy.core.events import Event
 from watukuy.core.observe import Observer
+from watukuy.core.poller import define_poller
 from watukuy.core.schedule import KeySchedule
 from watukuy.core.state import LaneState, PartitionState, SnapshotEntry
+from watukuy.serde.events import EventSchemas, encode_event
 from watukuy.serde.state import encode_item, encode_state
 from watukuy.store.kafka import clients
+from watukuy.store.kafka.outgoing import ce_time
 from watukuy.store.kafka.partitioner import partition_for
 from watukuy.store.kafka.records import item_key, state_key
 from watukuy.store.kafka.settings import KafkaSettings
@@ -66,6 +72,11 @@ from watukuy.store.kafka.topics import TopicLayout, ensure_topics
 
 POLLER = "restore"
 NOW = 1_800_000_000.0
+PAGE = 100  # items a page (integration.pollers' page size)
+# The poller whose keys are restored: its events topic is read by the restore's catch-up.
+BENCH_POLLER = define_poller(
+    name=POLLER, fetch=lambda ctx: [], identity=lambda item: item["id"], schedule=None
+)
 
 
 def rss_mb(field: str = "VmRSS") -> float:
@@ -80,13 +91,20 @@ def rss_mb(field: str = "VmRSS") -> float:
 # -- writing the snapshot ----------------------------------------------------------------------
 
 
+Produced = tuple[str, int, bytes, bytes | None] | tuple[str, int, bytes, bytes | None, int, Any]
+"""topic, partition, key, value; and maybe the record's timestamp (ms) and headers."""
+
+
 def produce_records(
-    bootstrap: str, layout: TopicLayout, records: Iterable[tuple[str, int, bytes, bytes | None]]
+    bootstrap: str,
+    layout: TopicLayout,
+    records: Iterable[Produced],
+    pollers: Sequence[tuple[str, str | None]] = (),
 ) -> int:
-    """Create the internal topics as a runner does and write ``records`` (topic, partition,
-    key, value) with a plain producer, not transactional; how many were written."""
+    """Create the internal topics (and the events topics of ``pollers``) as a runner does and
+    write ``records`` with a plain producer, not transactional; how many were written."""
     admin = clients.admin_client({"bootstrap.servers": bootstrap})
-    ensure_topics(admin, layout, [], bootstrap=bootstrap)
+    ensure_topics(admin, layout, pollers, bootstrap=bootstrap)
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -99,10 +117,11 @@ def produce_records(
         }
     )
     written = 0
-    for topic, partition, key, value in records:
+    for topic, partition, key, value, *when in records:
+        stamp = {"timestamp": when[0], "headers": when[1]} if when else {}
         while True:
             try:
-                producer.produce(topic, value, key, partition=partition)
+                producer.produce(topic, value, key, partition=partition, **stamp)
                 break
             except BufferError:  # the local queue is full: let deliveries drain it
                 producer.poll(0.05)
@@ -115,10 +134,17 @@ def produce_records(
     return written
 
 
-def write(bootstrap: str, layout: TopicLayout, entries: int, names: list[str]) -> dict[str, float]:
-    """The state records of the keys ``names`` and ``entries`` snapshot entries; timings."""
+def write(
+    bootstrap: str, layout: TopicLayout, entries: int, names: list[str], rate: float | None = None
+) -> dict[str, float]:
+    """The state records of the keys ``names`` and ``entries`` snapshot entries (with
+    ``rate``: as a runner writes them, see :func:`_runner_records`); timings."""
     started = time.monotonic()
-    written = produce_records(bootstrap, layout, _snapshot_records(layout, entries, names))
+    if rate is None:
+        written = produce_records(bootstrap, layout, _snapshot_records(layout, entries, names))
+    else:
+        records = _runner_records(layout, entries, names, rate)
+        written = produce_records(bootstrap, layout, records, [(POLLER, None)])
     return {"written": written, "write_s": time.monotonic() - started}
 
 
@@ -165,6 +191,67 @@ def _snapshot_records(
             yield layout.items, partition, item_key(POLLER, partition_key, identity), value
 
 
+def _runner_records(
+    layout: TopicLayout, entries: int, names: list[str], rate: float
+) -> Iterator[Produced]:
+    """What a runner writes when its keys' first polls find ``entries`` items: per page of
+    ``PAGE`` items of a key (the keys take turns), each item's snapshot entry and its
+    ``created`` event (with the headers the runner writes), and the key's state counting
+    them. The runner wrote ``rate`` events a second, ending now: the records carry those
+    times, so the restore's catch-up reads the events of the last ``SLACK_MS`` before the
+    newest state (issue 42: a big tenant's backlog puts hundreds of thousands there)."""
+    schemas = EventSchemas({POLLER: None})
+    events = layout.events(POLLER)
+    per_key, extra = divmod(entries, len(names))
+    sizes = [per_key + (1 if k < extra else 0) for k in range(len(names))]
+    started_ms = time.time() * 1000 - entries / rate * 1000
+    written = 0
+    for start in range(0, max(sizes), PAGE):
+        for k, partition_key in enumerate(names):
+            page = range(start, min(start + PAGE, sizes[k]))
+            if not page:
+                continue
+            key = f"{POLLER}/{partition_key}"
+            partition = partition_for(key, layout.partitions)
+            stamp = int(started_ms + written / rate * 1000)
+            when = datetime.fromtimestamp(stamp / 1000, UTC)
+            for i in page:
+                identity = f"inv_{k:05d}_{i:06d}"
+                version = f'W/"{k:05x}{i:011x}"'
+                entry = SnapshotEntry(version=version, seen=stamp / 1000)
+                value = encode_item(POLLER, partition_key, identity, entry)
+                item = item_key(POLLER, partition_key, identity)
+                yield layout.items, partition, item, value, stamp, None
+                event = Event(
+                    uuid.uuid4().hex, POLLER, partition_key, identity, "created", version,
+                    i + 1, when, "live", 1, json.dumps({"id": identity, "amount": i}),
+                )  # fmt: skip
+                headers = [
+                    ("ce_specversion", b"1.0"),
+                    ("ce_id", event.id.encode()),
+                    ("ce_type", b"watukuy.created"),
+                    ("ce_source", f"watukuy/{key}".encode()),
+                    ("ce_subject", identity.encode()),
+                    ("ce_time", ce_time(when)),
+                    ("content-type", b"application/avro"),
+                ]
+                yield events, partition, key.encode(), encode_event(event, schemas), stamp, headers
+            written += len(page)
+            state = replace(_state(k, partition_key), sequence=page[-1] + 1)
+            yield layout.state, partition, key.encode(), encode_state(state), stamp, None
+
+
+def _state(k: int, partition_key: str) -> PartitionState:
+    return PartitionState(
+        poller=POLLER,
+        partition=partition_key,
+        live=LaneState(cursor=f"c{k}"),
+        schedule=KeySchedule(interval=30.0, next_due=NOW + 30),
+        sequence=0,
+        created=NOW,
+    )
+
+
 # -- restoring it (in a child process) ------------------------------------------------------
 
 
@@ -195,7 +282,7 @@ async def restore(
         state_dir=state_dir,
     )
     store = KafkaStore(settings, timings)
-    store.bind({})
+    store.bind({POLLER: BENCH_POLLER})
     all_owned = asyncio.Event()
 
     def check() -> None:
@@ -204,11 +291,13 @@ async def restore(
 
     store.watch(check)
     started = time.monotonic()
+    cpu_started = time.process_time()
     await store.start()
     try:
         async with asyncio.timeout(600):
             await all_owned.wait()
         rss_after = rss_mb()
+        cpu = time.process_time() - cpu_started
     finally:
         await store.close()
     assert timings.gained is not None
@@ -224,6 +313,7 @@ async def restore(
         "rss_before_mb": rss_before,
         "rss_mb": rss_after,
         "rss_peak_mb": rss_mb("VmHWM"),
+        "cpu_s": cpu,  # the process's, every thread, from the start to the last restore
         "from_disk": store.restored_from_disk,
     }
 
@@ -256,7 +346,7 @@ HEADER = (
     f"{'code':<6} {'store':<13} {'entries':>9} {'keys':>5} {'parts':>5} {'records':>9} "
     f"{'from disk':>9} {'assign->restored s':>18} {'records/s':>9} {'biggest part.':>13} "
     f"{'its records':>11} {'its s':>6} {'its records/s':>13} {'RSS MB':>6} {'before':>6} "
-    f"{'peak':>6} {'B/entry':>7} {'load':>5}"
+    f"{'peak':>6} {'B/entry':>7} {'CPU s':>6} {'load':>5}"
 )
 
 
@@ -269,13 +359,14 @@ def biggest(r: dict[str, Any]) -> tuple[int, int, float]:
 def row(r: dict[str, Any]) -> str:
     part, records, seconds = biggest(r)
     rate = r["records"] / r["assign_s"] if r["records"] else float("nan")
+    its = records / seconds if records else float("nan")
     per_entry = (r["rss_mb"] - r["rss_before_mb"]) * 1024 * 1024 / r["entries"]
     return (
         f"{r['code']:<6} {r['mode']:<13} {r['entries']:>9} {r['keys']:>5} {r['partitions']:>5} "
         f"{r['records']:>9} {r['from_disk']:>9} {r['assign_s']:>18.2f} {rate:>9.0f} "
-        f"{part:>13} {records:>11} {seconds:>6.2f} {records / seconds:>13.0f} "
+        f"{part:>13} {records:>11} {seconds:>6.2f} {its:>13.0f} "
         f"{r['rss_mb']:>6.0f} {r['rss_before_mb']:>6.0f} {r['rss_peak_mb']:>6.0f} "
-        f"{per_entry:>7.0f} {r['load']:>5.1f}"
+        f"{per_entry:>7.0f} {r['cpu_s']:>6.2f} {r['load']:>5.1f}"
     )
 
 
@@ -330,6 +421,14 @@ def _parser() -> argparse.ArgumentParser:
         help="even: keys spread by the hash; big: all keys but one on one Kafka partition",
     )
     parser.add_argument("--partitions", type=int, default=8, help="topics.partitions (8)")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=14_000.0,
+        help="with --shape big: the events/s of the runner that wrote them, with their events "
+        "and a state per page (14000, one runner's rate on the development machine; 0: the "
+        "entries and one state per key alone, as --shape even writes them)",
+    )
     parser.add_argument("--keep-topics", action="store_true", help="keep the topics written")
     parser.add_argument(
         "--state-dir", metavar="DIR", help="restore also with a local state store there"
@@ -395,7 +494,8 @@ def _write_all(bootstrap: str, prefix: str, args: argparse.Namespace, names: lis
         file=sys.stderr,
         flush=True,
     )
-    wrote = write(bootstrap, layout, args.entries, names)
+    rate = args.rate if args.shape == "big" and args.rate > 0 else None
+    wrote = write(bootstrap, layout, args.entries, names, rate)
     print(
         f"restore: written in {wrote['write_s']:.1f} s "
         f"({wrote['written'] / wrote['write_s']:.0f} records/s); restoring ...",
