@@ -1,38 +1,62 @@
-"""Restore speed on assignment: snapshot records/s and the RSS after, for a KafkaStore.
+"""Restore speed on assignment: records/s, of the whole restore and of each Kafka partition,
+and the RSS after, for a KafkaStore.
 
     PYTHONPATH=connector:. .venv/bin/python -m integration.bench.restore \
-        [--entries 1000000] [--keys 1000] [--partitions 8] [--keep-topics] [--state-dir DIR]
+        [--entries 1000000] [--keys 1000] [--shape even|big] [--rate 14000] [--partitions 8] \
+        [--state-dir DIR] [--against OTHER/connector] [--rounds 1] [--keep-topics] \
+        [--topics PREFIX]
 
 On a fresh topics prefix, the internal topics are created the way a runner creates them
 (``ensure_topics``: compacted, ``--partitions`` partitions), then a plain (not transactional)
-producer writes what a runner would have committed for one poller's ``--keys`` keys: one
-``<prefix>.state`` record per key (``encode_state``) and ``--entries`` snapshot entries spread
-evenly over the keys in ``<prefix>.items`` (``encode_item``, record keys as the store writes
-them, each on the partition ``partition_for`` gives its key, so they are co-partitioned with
-the key's state). The write is timed too, but it is not the figure.
+producer writes what a runner would have committed for one poller's keys, each record on the
+partition ``partition_for`` gives its key, so they are co-partitioned with the key's state:
 
-Then a fresh child process (so its RSS holds only the restored state, not the producer's)
-starts a :class:`KafkaStore` in a consumer group of its own, which is assigned every partition
-and restores them all, and reports:
+- ``--shape even`` (issue 13): ``--keys`` keys (1000) spread by the hash, one
+  ``<prefix>.state`` record per key and ``--entries`` snapshot entries spread evenly over them
+  in ``<prefix>.items``;
+- ``--shape big`` (issue 42): ``--keys`` big tenants (4), all but one on one Kafka partition
+  (three of four: 757,500 of 1,010,000 records), written as the runner writes a backlog: per
+  page of 100 items of a key (the keys take turns) each item's snapshot entry and its
+  ``created`` event in ``<prefix>.events.restore`` (with the runner's headers), then the key's
+  state. The records carry the times a runner writing ``--rate`` events/s (14,000: one
+  runner's rate in the throughput bench on the development machine) ending now would have
+  given them, so the restore's catch-up reads the events of the last 30 s before the newest
+  state (about 420,000). ``--rate 0`` writes the entries and one state per key alone.
 
-- ``assign -> restored s``: from the rebalance that assigned the partitions (the store's
-  ``leases_gained``) to the last partition restored (``restore_done``); ``start ->`` also counts
-  the store's start (topic checks, clients, joining the group);
-- ``records/s``: records the restore read (state + snapshot entries) over ``assign ->
-  restored``; ``slowest partition s``: the longest single restore (partitions restore at once
-  through one consumer);
-- ``RSS MB``: the child's resident memory after the restore, and before the store started
-  (the interpreter and its imports).
+The write is timed too, but it is not the figure. Then a fresh child process (so its RSS
+holds only the restored state, not the producer's) starts a :class:`KafkaStore` in a consumer
+group of its own, which is assigned every partition and restores them all, and reports:
+
+- ``assign->restored s``: from the rebalance that assigned the partitions (the store's
+  ``leases_gained``) to the last partition restored (``restore_done``);
+- ``records/s``: records the restore read (state, items, parked) over that;
+- ``biggest part.``: the Kafka partition that read the most records, its records, its own
+  restore's seconds (from its lease to owning it: reading its topics, then the catch-up of
+  its keys' events) and ``its records/s`` (issue 42's figure: partitions restore at once
+  through one consumer and one thread, so the biggest one is the one a takeover waits for);
+  each partition's own figures are listed after the table;
+- ``RSS MB`` after the restore, ``before`` the store started (the interpreter and its
+  imports), its ``peak``, and ``B/entry``: (after - before) / entries;
+- ``CPU s``: the child's CPU time (every thread) from the store's start to the last restore,
+  a figure that depends less on what else runs on the machine.
 
 With ``--state-dir DIR`` (issue 25) the same topics are restored three times, each by a fresh
-child: in memory (no local state store, the row above), ``disk, cold`` (an empty local state
-store under DIR, filled as it restores), and ``disk, restart`` (the same store again, as a
-runner restarted with its disk kept: it reads only what the topics gained, here nothing).
-``from disk`` is the records the store gave instead of Kafka. DIR is emptied first.
+child: in memory (no local state store), ``disk, cold`` (an empty local state store under
+DIR, filled as it restores), and ``disk, restart`` (the same store again, as a runner
+restarted with its disk kept: it reads only what the topics gained, here nothing, and the
+catch-up's events). ``from disk`` is the records the store gave instead of Kafka. DIR is
+emptied before each code's restores.
 
-Target (issue 13): >= 200,000 records/s with 1,000,000 entries. The broker is
-``$WATUKUY_BOOTSTRAP``, else the one in ``.watukuy/broker`` (started if not running). The
-topics are deleted at the end unless ``--keep-topics``.
+``--against DIR`` restores the same topics with the connector code in DIR too (another
+checkout's ``connector/``, e.g. a worktree of the base commit), alternating with this one's,
+``--rounds`` times: before and after, side by side on a machine shared with other work.
+``--keep-topics`` keeps the topics written; ``--topics PREFIX`` restores such topics again
+(same ``--entries`` and ``--partitions``) without writing.
+
+Targets: >= 200,000 records/s for the whole restore of 1,000,000 entries (issue 13, even);
+>= 150,000 records/s within the biggest partition, in memory and into the store (issue 42,
+big). The broker is ``$WATUKUY_BOOTSTRAP``, else the one in ``.watukuy/broker`` (started if not
+running). The topics are deleted at the end unless ``--keep-topics`` or ``--topics``.
 """
 
 from __future__ import annotations
