@@ -18,8 +18,9 @@ from watukuy.core.events import Event
 from watukuy.core.poll import fresh_state
 from watukuy.core.poller import define_poller
 from watukuy.serde.events import EventSchemas, encode_event, published_event
+from watukuy.store.kafka import catchup as catchup_module
 from watukuy.store.kafka import records
-from watukuy.store.kafka.catchup import PATIENCE, EventsCatchUp
+from watukuy.store.kafka.catchup import PATIENCE, PROBE, EventsCatchUp
 from watukuy.store.kafka.catchup_rule import missed
 from watukuy.store.kafka.restore import RestoredKeys
 
@@ -173,55 +174,93 @@ class Message:
 
 
 class Fetched(Reader):
+    """Gives the window's records from where it was assigned, in order."""
+
     def __init__(self, messages: list[Message]) -> None:
         super().__init__()
         self.messages = messages
+        self.starts: list[int] = []  # where it was assigned, each time
+        self.next: int | None = None
+
+    def incremental_assign(self, tps: list[TopicPartition]) -> None:
+        super().incremental_assign(tps)
+        self.starts.append(tps[0].offset)
+        self.next, self.at = tps[0].offset, -1001
+
+    def incremental_unassign(self, tps: list[TopicPartition]) -> None:
+        super().incremental_unassign(tps)
+        self.next = None
 
     def consume(self, count: int, timeout: float) -> list[Any]:
-        taken, self.messages = self.messages[:count], self.messages[count:]
+        at = self.next
+        if at is None:
+            return []
+        taken = [m for m in self.messages if at <= m.offset() < at + count]
         if taken:
-            self.at = taken[-1].offset() + 1
+            self.next = self.at = taken[-1].offset() + 1
         return taken
 
 
-def _events(sequences: list[int]) -> list[bytes]:
+def _events(sequences: list[int], partition: str = "t_1") -> list[bytes]:
     schemas = EventSchemas({"invoices": None})
     out = []
     for n, sequence in enumerate(sequences):
         subject = f"inv-{n % 7}"
         event = Event(
-            f"e-{n}", "invoices", "t_1", subject, "updated", f"v{n}", sequence,
+            f"e-{n}", "invoices", partition, subject, "updated", f"v{n}", sequence,
             datetime.fromtimestamp(1_000 + n, UTC), "live", 1, None,
         )  # fmt: skip
         out.append(encode_event(event, schemas))
     return out
 
 
+BIG, IDLE = "t_1", "t_2"  # two keys whose events share one partition
+BIG_STATE, IDLE_STATE = 2_500, 10
+
+
+@pytest.mark.parametrize("probe", [100, PROBE])
 @pytest.mark.parametrize(
-    "sequences",
+    ("sequences", "idle"),
     [
-        list(range(1, 2_601)),  # the state accounts for its newest event: nothing missed
-        list(range(1, 2_504)),  # three events beyond the state, after many it accounts for
-        [*range(2_000, 2_501), *range(1, 2_200)],  # removed and added again: its numbering anew
-        [*range(1, 1_500), 2_501, 2_502, *range(10, 20), 2_501, 2_502, 2_503],
+        (list(range(1, 2_601)), None),  # the state accounts for its newest event: nothing missed
+        (list(range(1, 2_504)), None),  # three beyond the state, after many it accounts for
+        ([*range(2_000, 2_501), *range(1, 2_200)], None),  # removed and added again: anew
+        ([*range(1, 1_500), 2_501, 2_502, *range(10, 20), 2_501, 2_502, 2_503], None),
         # beyond it across the first thousand, then an event it accounts for, then beyond again
-        [*range(1, 996), *range(2_501, 2_511), *range(5, 21), 2_501, 2_502],
-        [2_501, 2_502],  # only events beyond it
+        ([*range(1, 996), *range(2_501, 2_511), *range(5, 21), 2_501, 2_502], None),
+        ([2_501, 2_502], None),  # only events beyond it
+        ([*range(1, 2_401), *range(2_501, 2_801)], None),  # beyond it: more than the last events
+        # another key of the partition, its events early: the window is read from its start
+        (list(range(1, 2_501)), list(range(1, 13))),
+        (list(range(1, 2_501)), [5, 6, 7, 8, 9, 10]),
+        (list(range(1, 2_501)), []),  # and one without events: the same
     ],
 )
 def test_a_windows_events_leave_what_decoding_every_one_of_them_leaves(
-    sequences: list[int],
+    sequences: list[int], idle: list[int] | None, probe: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    name, key = "invoices/t_1", b"invoices/t_1"
-    state = replace(fresh_state(INVOICES, "t_1", 1_000.0), sequence=2_500)
-    raw = _events(sequences)
-    garbage = [b"\xc3\x01not an event"]  # of the key, not readable: left out, as before
-    values = [*raw[: len(raw) // 2], *garbage, *raw[len(raw) // 2 :]]
+    """Whether its last events were enough or the whole window was read after all."""
+    monkeypatch.setattr(catchup_module, "PROBE", probe)
+    raw = {BIG: _events(sequences, BIG), IDLE: _events(idle or [], IDLE)}
+    garbage = b"\xc3\x01not an event"  # of the key, not readable: left out, as before
+    half = len(raw[BIG]) // 2
+    values = [
+        *((IDLE, value) for value in raw[IDLE]),  # early in the window
+        *((BIG, value) for value in raw[BIG][:half]),
+        (BIG, garbage),
+        *((BIG, value) for value in raw[BIG][half:]),
+    ]
     keys = RestoredKeys()
-    keys.apply_state(key, records.encode_state(state), timestamp=1_000_000)
-    offsets = Offsets(healthy=True)
-    messages = [Message(key, value, 5 + n, 1_000_000) for n, value in enumerate(values)]
-    reader = Fetched(messages)
+    restored = [(BIG, BIG_STATE)] if idle is None else [(BIG, BIG_STATE), (IDLE, IDLE_STATE)]
+    for partition, sequence in restored:
+        state = replace(fresh_state(INVOICES, partition, 1_000.0), sequence=sequence)
+        keys.apply_state(f"invoices/{partition}".encode(), records.encode_state(state), 1_000_000)
+    messages = [
+        Message(f"invoices/{partition}".encode(), value, 5 + n, 1_000_000)
+        for n, (partition, value) in enumerate(values)
+    ]
+    reader, offsets = Fetched(messages), Offsets(healthy=True)
+    offsets.get_watermark_offsets = lambda *_, **__: (0, 5 + len(messages))  # type: ignore[method-assign]
     finished: list[int] = []
     catchup = EventsCatchUp(
         reader,  # type: ignore[arg-type]
@@ -229,12 +268,17 @@ def test_a_windows_events_leave_what_decoding_every_one_of_them_leaves(
         lambda poller: (TOPIC, 1) if poller == "invoices" else None,
         ManualClock(),
     )
-    offsets.get_watermark_offsets = lambda *_, **__: (0, 5 + len(messages))  # type: ignore[method-assign]
     catchup.begin(3, keys, lambda: finished.append(3))
     while not finished:
         catchup.read()
 
-    every = [published_event(value, "invoices", "t_1") for value in raw]
-    expected = missed(2_500, every)
-    assert keys.state(name).sequence == (expected[-1].sequence if expected else 2_500)
-    assert keys.missed(name) == expected
+    for partition, sequence in restored:
+        every = [published_event(value, "invoices", partition) for value in raw[partition]]
+        expected = missed(sequence, every)
+        name = f"invoices/{partition}"
+        assert keys.state(name).sequence == (expected[-1].sequence if expected else sequence)
+        assert keys.missed(name) == expected
+    probed = len(messages) > 2 * probe
+    enough = probed and idle is None and any(n <= BIG_STATE for n in sequences[-probe:])
+    whole = [] if enough else [5]
+    assert reader.starts == ([5 + len(messages) - probe] if probed else []) + whole

@@ -21,8 +21,11 @@ state. So a key's events are kept undecoded as they come, and looked at from the
 the newest one the state accounts for (its sequence is at most the state's, read by hand from
 its head: :mod:`watukuy.serde.event_head`) makes every earlier one irrelevant to the
 roll-forward (:func:`.catchup_rule.missed` starts after it), and only those after it are
-decoded. Issue 42: decoding every event of the window tripled the restore of the partition
-holding the big tenants.
+decoded. And a long window is read from its last ``PROBE`` events first: when each key of its
+partition has its newest accounted-for event there, nothing before can change what the keys
+missed, and the rest of the window is not read; else it is read from its start after all.
+Issue 42: reading and decoding every event of the window tripled the restore of the partition
+holding the big tenants (whose events fill the window, up to the moment of their states).
 
 The catch-up never holds a partition for long: if the windows cannot be found or read within
 ``PATIENCE`` (a broker restarting, a client whose metadata went stale), the partition is owned
@@ -53,6 +56,7 @@ log = logging.getLogger("watukuy.kafka")
 SLACK_MS = 30_000  # clock skew allowed between the host of a state record and of its events
 BATCH = 20_000
 KEPT = 1_000  # a key's events held undecoded before the ones its state accounts for are dropped
+PROBE = 20_000  # a window's last events read first, when it holds more than twice as many
 OFFSET_TIMEOUT = 5.0  # seconds an offset query may take (it blocks the Kafka thread)
 RETRY_AFTER = 1.0  # seconds before asking again after a failed query (a broker restarting)
 PATIENCE = 30.0  # seconds a partition's catch-up may take before the partition goes on without
@@ -71,7 +75,11 @@ class _CatchUp:
     started: float
     ends: dict[TopicPart, int] = field(default_factory=dict)  # where each window ends
     names: dict[bytes, tuple[str, str]] = field(default_factory=dict)  # key -> poller, name
-    undecodable: int = 0
+    parts: dict[bytes, TopicPart] = field(default_factory=dict)  # key -> its events partition
+    undecodable: dict[bytes, int] = field(default_factory=dict)  # key -> events left out
+    # keys whose newest accounted-for event was found (those before it cannot matter)
+    accounted: set[bytes] = field(default_factory=set)
+    probed: dict[TopicPart, int] = field(default_factory=dict)  # read from its tail; its start
     # key -> its events read and not looked at yet, undecoded, in the order of the topic
     pending: dict[bytes, list[bytes]] = field(default_factory=dict)
     # key -> its state's sequence and what its events' heads hold of the key (None: its state
@@ -100,18 +108,35 @@ class _CatchUp:
                 if found <= sequence:
                     start = at + 1
                     self.keys.published.pop(key, None)
+                    self.undecodable.pop(key, None)
+                    self.accounted.add(key)
                     break
         for raw in pending[start:]:
             try:
                 event = published_event(raw, poller, partition)
             except UndecodableEvent:
-                self.undecodable += 1
+                self.undecodable[key] = self.undecodable.get(key, 0) + 1
                 continue
             self.keys.published.setdefault(key, []).append(event)
 
     def settle_all(self) -> None:
         for key in list(self.pending):
             self.settle(key)
+
+    def probe_done(self, tp: TopicPart) -> bool:
+        """``tp``'s last events are read: whether that is enough (each of its keys has its
+        newest accounted-for event there); if not, what they left is forgotten, to be read
+        again from the window's start."""
+        keys = [key for key, part in self.parts.items() if part == tp]
+        for key in keys:
+            self.settle(key)
+        if all(key in self.accounted for key in keys):
+            return True
+        for key in keys:
+            self.keys.published.pop(key, None)
+            self.undecodable.pop(key, None)
+            self.accounted.discard(key)
+        return False
 
     def _floor(self, key: bytes) -> tuple[int, bytes] | None:
         """The key's state's sequence (decoded once), with its events' key head. The state is
@@ -220,13 +245,15 @@ class EventsCatchUp:
                 catching.finish()
                 continue
             catching.ends = {tp: end for tp, (_, end) in windows.items()}
-            for tp in windows:
+            starts = {}
+            for tp, (start, end) in windows.items():
                 self._reading[tp] = catching
+                if end - start > 2 * PROBE:
+                    catching.probed[tp] = start
+                    start = end - PROBE
+                starts[tp] = start
             self._reader.incremental_assign(
-                [
-                    TopicPartition(t, kafka_partition, start)
-                    for (t, kafka_partition), (start, _) in windows.items()
-                ]
+                [TopicPartition(t, part, start) for (t, part), start in starts.items()]
             )
         self._waiting = waiting
 
@@ -246,7 +273,8 @@ class EventsCatchUp:
             if topic is None:
                 continue
             catching.names[key] = (key_id.poller, key_id.partition)
-            wanted.add((topic[0], partition_for(key_id.text, topic[1])))
+            catching.parts[key] = part = (topic[0], partition_for(key_id.text, topic[1]))
+            wanted.add(part)
         if not wanted:
             return {}
         try:
@@ -324,8 +352,14 @@ class EventsCatchUp:
         for tp in positions:
             at = (tp.topic, tp.partition)
             catching = self._reading.get(at)
-            if catching is not None and tp.offset >= catching.ends[at]:
+            if catching is None or tp.offset < catching.ends[at]:
+                continue
+            start = catching.probed.pop(at, None)
+            if start is None or catching.probe_done(at):
                 read.append(at)
+            else:  # its tail was not enough: the whole window after all
+                self._unassign([at])
+                self._reader.incremental_assign([TopicPartition(at[0], at[1], start)])
         finished: list[_CatchUp] = []
         for at in read:
             catching = self._reading.pop(at)
@@ -340,7 +374,7 @@ class EventsCatchUp:
                     "partition %d: %d record(s) of its events topics are not watukuy events of"
                     " its keys; they were left out of the catch-up",
                     catching.kafka_partition,
-                    catching.undecodable,
+                    sum(catching.undecodable.values()),
                 )
             catching.finish()
 
