@@ -173,6 +173,11 @@ class EventsCatchUp:
     def busy(self) -> bool:
         return bool(self._waiting or self._reading)
 
+    @property
+    def reading(self) -> bool:
+        """Events are being read (what :meth:`read` may wait for)."""
+        return bool(self._reading)
+
     def begin(self, kafka_partition: int, keys: RestoredKeys, finish: Callable[[], None]) -> None:
         """Read what ``keys`` published beyond their states, then call ``finish``."""
         self._waiting.append(_CatchUp(kafka_partition, keys, finish, self._clock.monotonic()))

@@ -300,11 +300,12 @@ class Restores:
         """What the tail has fetched: restore records, or commands for owned partitions."""
         # Any: a fetched message always has its topic and partition (the stubs say "or None"),
         # and this loop runs per restored record.
-        # The wait goes where the records are: to the tail while a restore reads its topics,
-        # else to the catch-up reader while one reads its events (a tail waiting 20 ms a pass
-        # for nothing held each catch-up to a batch per 20 ms).
+        # The wait goes where the records are: to the catch-up reader while it reads events
+        # and no restore reads its topics (a tail waiting 20 ms a pass for nothing held each
+        # catch-up to a batch per 20 ms), else to the tail while a restore is in progress.
         topics = any(not restoring.catching_up for restoring in self._restoring.values())
-        if topics:
+        events = not topics and self._catchup.reading
+        if self._restoring and not events:
             messages: list[Any] = self.tail.consume(RESTORE_BATCH, RESTORE_WAIT)
         else:
             messages = self.tail.consume(TAIL_BATCH, 0.0)
@@ -321,7 +322,7 @@ class Restores:
                     self._check_restored(kafka_partition)
         if self._disk is not None:
             self._disk.write()
-        self._catchup.read(0.0 if topics or not self._restoring else RESTORE_WAIT)
+        self._catchup.read(RESTORE_WAIT if events else 0.0)
 
     def _apply_runs(self, messages: list[Any]) -> set[int]:
         """Apply ``messages`` in runs of one topic-partition (a run is a fetched batch, often
