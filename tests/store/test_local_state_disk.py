@@ -228,17 +228,28 @@ _WRITER = textwrap.dedent(
     while True:
         batch += 1
         puts = [(layout.items, b"k%03d" % i, b"%d" % batch, 0) for i in range(200)]
-        store.write(0, puts, {layout.items: batch, layout.state: 0, layout.parked: 0}, now_ms=1)
+        offsets = {layout.items: batch, layout.state: 0, layout.parked: 0}
+        if sys.argv[2] == "now":
+            store.write(0, puts, offsets, now_ms=1)
+        else:  # as records read are: handed to the store's writer thread
+            staged = store.staged(0)
+            for put in puts:
+                staged.put(*put)
+            staged.offsets.update(offsets)
+            store.write_staged(staged, now_ms=1)
         if batch == 50:
             print("writing", flush=True)
     """
 )
 
 
-def test_a_store_killed_while_writing_holds_whole_batches_and_their_offset(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["now", "handed to the writer thread"])
+def test_a_store_killed_while_writing_holds_whole_batches_and_their_offset(
+    tmp_path: Path, how: str
+) -> None:
     """SIGKILL at any point: the offset and the records it stands for were written together."""
     child = subprocess.Popen(
-        [sys.executable, "-c", _WRITER, str(tmp_path)],
+        [sys.executable, "-c", _WRITER, str(tmp_path), how],
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
@@ -256,3 +267,23 @@ def test_a_store_killed_while_writing_holds_whole_batches_and_their_offset(tmp_p
     assert offsets[ITEMS] >= 50
     assert len(records) == 200
     assert {value for _, _, value, _ in records} == {b"%d" % offsets[ITEMS]}
+
+
+def test_a_write_failing_on_the_writer_thread_closes_the_store_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Records read are written by the store's own thread: a write that fails there (a full
+    disk, a volume gone) closes the store at the thread's next call, as one made there does,
+    so its partitions are restored from the topics alone."""
+    store = _store(tmp_path)
+    disk = DiskCopy(store, LAYOUT, lambda: NOW / 1000, max_age_ms=DAY)
+    assert disk.resume(1, WIDE, RestoredKeys()) is None
+    disk.read(1, ITEMS, b"inv/t1/a", b"item-a", 0, 3)
+    disk.flush()
+    assert not disk.failed
+    store._db.close()  # type: ignore[union-attr]  # the volume goes: every write now fails
+    disk.read(1, ITEMS, b"inv/t1/b", b"item-b", 0, 4)
+    disk.write()  # handed over: the thread's write fails
+    disk.flush()
+    assert disk.failed and not store.usable
+    assert f"the local state store at {tmp_path} failed" in caplog.text

@@ -153,3 +153,55 @@ def test_record_keys_keep_their_wire_layout_for_a_child_partition() -> None:
     assert records.last_segment(item) == "a/%"
     with pytest.raises(StateCorrupted):
         records.last_segment(b"p/t/parent/a")  # an unescaped partition: not this layout
+
+
+class Fetched:
+    """A record as the Kafka thread's consumer gives it."""
+
+    def __init__(self, key: bytes | None, value: bytes | None, stamp: int = 0) -> None:
+        self._key, self._value, self._stamp = key, value, stamp
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, self._stamp)
+
+
+def test_records_read_in_runs_leave_what_records_applied_one_by_one_leave() -> None:
+    other = "t/2"
+    states = [
+        (records.state_key("p", KEY), records.encode_state(fresh_state(POLLER, KEY, 1.0)), 7),
+        (records.state_key("p", other), records.encode_state(fresh_state(POLLER, other, 1.0)), 8),
+        (records.state_key("p", other), None, 9),
+    ]
+    items = [
+        item("a", "v1"),
+        item("b", "v1"),
+        (records.item_key("p", other, "x"), b"x1"),
+        item("a", "v2"),
+        (records.item_key("p", KEY, "b"), None),
+        (records.item_key("p", KEY, "never"), None),  # a tombstone of nothing
+        (records.item_key("p", "t/3", "gone"), None),  # of an owner never seen
+        (records.item_key("p", other, "y"), b"y1"),
+        (None, b"no key: left out"),
+    ]
+    parked_records = [parked("x"), parked("y"), (records.parked_key("p", KEY, "y"), None)]
+    one_by_one, in_runs = RestoredKeys(), RestoredKeys()
+    for key, value, stamp in states:
+        one_by_one.apply_state(key, value, stamp)
+    for key, value in items:
+        if key is not None:
+            one_by_one.apply_item(key, value)
+    for key, value in parked_records:
+        one_by_one.apply_parked(key, value)
+    in_runs.states_read([Fetched(key, value, stamp) for key, value, stamp in states])
+    in_runs.items_read([Fetched(key, value) for key, value in items])
+    in_runs.parked_read([Fetched(key, value) for key, value in parked_records])
+    assert in_runs.states == one_by_one.states and in_runs.stamps == one_by_one.stamps
+    assert in_runs.items == one_by_one.items and in_runs.parked == one_by_one.parked
+    snapshot, parked_items = in_runs.take(NAME)
+    assert snapshot == {"a": entry("v2")} and list(parked_items) == ["x"]

@@ -15,6 +15,18 @@ every restore at once, as long as no two need the same events partition at the s
 (events topics may have another partition count than the state topic); a restore that would
 share one waits for the other to finish.
 
+A window can hold hundreds of thousands of events (a big tenant's backlog, published in the
+last ``SLACK`` seconds before its newest state), nearly all of them accounted for by the key's
+state. So a key's events are kept undecoded as they come, and looked at from the newest back:
+the newest one the state accounts for (its sequence is at most the state's, read by hand from
+its head: :mod:`watukuy.serde.event_head`) makes every earlier one irrelevant to the
+roll-forward (:func:`.catchup_rule.missed` starts after it), and only those after it are
+decoded. And a long window is read from its last ``PROBE`` events first: when each key of its
+partition has its newest accounted-for event there, nothing before can change what the keys
+missed, and the rest of the window is not read; else it is read from its start after all.
+Issue 42: reading and decoding every event of the window tripled the restore of the partition
+holding the big tenants (whose events fill the window, up to the moment of their states).
+
 The catch-up never holds a partition for long: if the windows cannot be found or read within
 ``PATIENCE`` (a broker restarting, a client whose metadata went stale), the partition is owned
 without it, with a warning. Its keys then run as they would have before the catch-up existed.
@@ -30,10 +42,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from watukuy.core.errors import Retriable
+from watukuy.core.errors import NewerRelease, Retriable, StateCorrupted
 from watukuy.core.keys import KeyId
+from watukuy.serde.event_head import event_sequence, key_head
 from watukuy.serde.events import UndecodableEvent, published_event
-from watukuy.store.kafka import clients
+from watukuy.store.kafka import clients, records
 from watukuy.store.kafka.factory import Clock
 from watukuy.store.kafka.partitioner import partition_for
 from watukuy.store.kafka.restore import RestoredKeys
@@ -41,7 +54,9 @@ from watukuy.store.kafka.restore import RestoredKeys
 log = logging.getLogger("watukuy.kafka")
 
 SLACK_MS = 30_000  # clock skew allowed between the host of a state record and of its events
-BATCH = 5_000
+BATCH = 20_000
+KEPT = 1_000  # a key's events held undecoded before the ones its state accounts for are dropped
+PROBE = 20_000  # a window's last events read first, when it holds more than twice as many
 OFFSET_TIMEOUT = 5.0  # seconds an offset query may take (it blocks the Kafka thread)
 RETRY_AFTER = 1.0  # seconds before asking again after a failed query (a broker restarting)
 PATIENCE = 30.0  # seconds a partition's catch-up may take before the partition goes on without
@@ -60,7 +75,85 @@ class _CatchUp:
     started: float
     ends: dict[TopicPart, int] = field(default_factory=dict)  # where each window ends
     names: dict[bytes, tuple[str, str]] = field(default_factory=dict)  # key -> poller, name
-    undecodable: int = 0
+    parts: dict[bytes, TopicPart] = field(default_factory=dict)  # key -> its events partition
+    undecodable: dict[bytes, int] = field(default_factory=dict)  # key -> events left out
+    # keys whose newest accounted-for event was found (those before it cannot matter)
+    accounted: set[bytes] = field(default_factory=set)
+    probed: dict[TopicPart, int] = field(default_factory=dict)  # read from its tail; its start
+    # key -> its events read and not looked at yet, undecoded, in the order of the topic
+    pending: dict[bytes, list[bytes]] = field(default_factory=dict)
+    # key -> its state's sequence and what its events' heads hold of the key (None: its state
+    # cannot be read here, so every event of it is decoded, as the state's reader will say)
+    floors: dict[bytes, tuple[int, bytes] | None] = field(default_factory=dict)
+
+    def settle(self, key: bytes) -> None:
+        """Look at the key's pending events from the newest back: the newest one its state
+        accounts for ends the search, and it and every event before it (those kept from
+        earlier too) are dropped; those after it are decoded and kept."""
+        pending = self.pending.pop(key, None)
+        if not pending:
+            return
+        poller, partition = self.names[key]
+        floor = self._floor(key)
+        start = 0
+        if floor is not None:
+            sequence, head = floor
+            for at in range(len(pending) - 1, -1, -1):
+                found = event_sequence(pending[at], head)
+                if found is None:  # not read by hand: as the decoder reads it
+                    try:
+                        found = published_event(pending[at], poller, partition).sequence
+                    except UndecodableEvent:
+                        continue  # counted below if it comes after the one looked for
+                if found <= sequence:
+                    start = at + 1
+                    self.keys.published.pop(key, None)
+                    self.undecodable.pop(key, None)
+                    self.accounted.add(key)
+                    break
+        for raw in pending[start:]:
+            try:
+                event = published_event(raw, poller, partition)
+            except UndecodableEvent:
+                self.undecodable[key] = self.undecodable.get(key, 0) + 1
+                continue
+            self.keys.published.setdefault(key, []).append(event)
+
+    def settle_all(self) -> None:
+        for key in list(self.pending):
+            self.settle(key)
+
+    def probe_done(self, tp: TopicPart) -> bool:
+        """``tp``'s last events are read: whether that is enough (each of its keys has its
+        newest accounted-for event there); if not, what they left is forgotten, to be read
+        again from the window's start."""
+        keys = [key for key, part in self.parts.items() if part == tp]
+        for key in keys:
+            self.settle(key)
+        if all(key in self.accounted for key in keys):
+            return True
+        for key in keys:
+            self.keys.published.pop(key, None)
+            self.undecodable.pop(key, None)
+            self.accounted.discard(key)
+        return False
+
+    def _floor(self, key: bytes) -> tuple[int, bytes] | None:
+        """The key's state's sequence (decoded once), with its events' key head. The state is
+        the one :meth:`RestoredKeys.state` decodes later: the restore has read its topics to
+        their ends, and nobody else writes the partition's states while it is ours."""
+        if key in self.floors:
+            return self.floors[key]
+        floor = None
+        head = key_head(*self.names[key])
+        raw = self.keys.states.get(key)
+        if head is not None and raw is not None:
+            try:
+                floor = (records.decode_state(raw).sequence, head)
+            except (NewerRelease, StateCorrupted):
+                floor = None
+        self.floors[key] = floor
+        return floor
 
 
 class EventsCatchUp:
@@ -80,6 +173,11 @@ class EventsCatchUp:
     def busy(self) -> bool:
         return bool(self._waiting or self._reading)
 
+    @property
+    def reading(self) -> bool:
+        """Events are being read (what :meth:`read` may wait for)."""
+        return bool(self._reading)
+
     def begin(self, kafka_partition: int, keys: RestoredKeys, finish: Callable[[], None]) -> None:
         """Read what ``keys`` published beyond their states, then call ``finish``."""
         self._waiting.append(_CatchUp(kafka_partition, keys, finish, self._clock.monotonic()))
@@ -94,13 +192,14 @@ class EventsCatchUp:
             del self._reading[tp]
         self._unassign(stopped)
 
-    def read(self) -> None:
-        """Apply what the reader fetched; finish the catch-ups whose windows are read."""
+    def read(self, wait: float = 0.0) -> None:
+        """Apply what the reader fetched, waiting up to ``wait`` seconds for it; finish the
+        catch-ups whose windows are read."""
         self._start_waiting()
         if not self._reading:
             return
         self._give_up_slow_reads()
-        messages: list[Any] = self._reader.consume(BATCH, 0.0)
+        messages: list[Any] = self._reader.consume(BATCH, wait)
         touched: set[TopicPart] = set()
         for message in messages:
             tp = (message.topic(), message.partition())
@@ -151,13 +250,15 @@ class EventsCatchUp:
                 catching.finish()
                 continue
             catching.ends = {tp: end for tp, (_, end) in windows.items()}
-            for tp in windows:
+            starts = {}
+            for tp, (start, end) in windows.items():
                 self._reading[tp] = catching
+                if end - start > 2 * PROBE:
+                    catching.probed[tp] = start
+                    start = end - PROBE
+                starts[tp] = start
             self._reader.incremental_assign(
-                [
-                    TopicPartition(t, kafka_partition, start)
-                    for (t, kafka_partition), (start, _) in windows.items()
-                ]
+                [TopicPartition(t, part, start) for (t, part), start in starts.items()]
             )
         self._waiting = waiting
 
@@ -177,7 +278,8 @@ class EventsCatchUp:
             if topic is None:
                 continue
             catching.names[key] = (key_id.poller, key_id.partition)
-            wanted.add((topic[0], partition_for(key_id.text, topic[1])))
+            catching.parts[key] = part = (topic[0], partition_for(key_id.text, topic[1]))
+            wanted.add(part)
         if not wanted:
             return {}
         try:
@@ -216,6 +318,7 @@ class EventsCatchUp:
             self._clock.monotonic() - catching.started,
             why,
         )
+        catching.settle_all()
         catching.finish()
 
     def _give_up_slow_reads(self) -> None:
@@ -232,19 +335,17 @@ class EventsCatchUp:
 
     def _apply(self, catching: _CatchUp, message: Any) -> None:
         key = message.key()
-        named = catching.names.get(key) if key is not None else None
         value = message.value()
-        if named is None or value is None:
+        if value is None or key not in catching.names:
             return
-        keys = catching.keys
-        if message.timestamp()[1] < keys.stamps.get(key, 0) - SLACK_MS:
+        if message.timestamp()[1] < catching.keys.stamps.get(key, 0) - SLACK_MS:
             return  # before its state: accounted for, or of an earlier life of the key
-        try:
-            event = published_event(value, *named)
-        except UndecodableEvent:
-            catching.undecodable += 1
-            return
-        keys.published.setdefault(key, []).append(event)
+        pending = catching.pending.get(key)
+        if pending is None:
+            catching.pending[key] = pending = []
+        pending.append(value)
+        if len(pending) >= KEPT:
+            catching.settle(key)
 
     def _check_read(self, touched: set[TopicPart]) -> None:
         if not touched:
@@ -256,8 +357,14 @@ class EventsCatchUp:
         for tp in positions:
             at = (tp.topic, tp.partition)
             catching = self._reading.get(at)
-            if catching is not None and tp.offset >= catching.ends[at]:
+            if catching is None or tp.offset < catching.ends[at]:
+                continue
+            start = catching.probed.pop(at, None)
+            if start is None or catching.probe_done(at):
                 read.append(at)
+            else:  # its tail was not enough: the whole window after all
+                self._unassign([at])
+                self._reader.incremental_assign([TopicPartition(at[0], at[1], start)])
         finished: list[_CatchUp] = []
         for at in read:
             catching = self._reading.pop(at)
@@ -266,12 +373,13 @@ class EventsCatchUp:
                 finished.append(catching)
         self._unassign(read)
         for catching in finished:
+            catching.settle_all()
             if catching.undecodable:
                 log.warning(
                     "partition %d: %d record(s) of its events topics are not watukuy events of"
                     " its keys; they were left out of the catch-up",
                     catching.kafka_partition,
-                    catching.undecodable,
+                    sum(catching.undecodable.values()),
                 )
             catching.finish()
 

@@ -11,16 +11,19 @@ a topic-partition below its stored offset is in the store):
   the offset after the last one of each topic-partition (its delivery report). State records
   are left to the tail: other runners write commands there, which only the tail sees.
 
-Reads are buffered and written once per pass of the thread (one write batch per partition).
+Reads are put in a write batch per partition as they come (:class:`~.local_writes.Staged`), and
+handed to the store's writer thread once per pass of the thread; a restore waits for them to be
+written (:meth:`DiskCopy.flush`) before its keys are taken.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from watukuy.core.clock import SYSTEM_CLOCK, Clock
-from watukuy.store.kafka.local import LocalIdentity, LocalState, Put, state_path
+from watukuy.store.kafka.local import LocalIdentity, LocalState, Put, Staged, state_path
 from watukuy.store.kafka.notifications import Record
 from watukuy.store.kafka.restore import RestoredKeys
 from watukuy.store.kafka.settings import KafkaSettings
@@ -79,8 +82,7 @@ class DiskCopy:
         self._state, self._items, self._parked = layout.state, layout.items, layout.parked
         self._now = now
         self._max_age_ms = max_age_ms
-        self._puts: dict[int, list[Put]] = {}
-        self._offsets: dict[int, dict[str, int]] = {}
+        self._staged: dict[int, Staged] = {}  # records read since the last write, per partition
 
     def _now_ms(self) -> int:
         return int(self._now() * 1000)
@@ -94,8 +96,7 @@ class DiskCopy:
         parked records stay on disk: ``keys`` reads a key's when it is taken); where each
         topic's read starts, and how many records the store gave (``None``: read every topic
         from its start; its records still go to the store, and are read from there)."""
-        self._puts.pop(kafka_partition, None)
-        self._offsets.pop(kafka_partition, None)
+        self._staged.pop(kafka_partition, None)
         if not self.local.usable:
             return None
         keys.on_disk = PartitionOnDisk(self.local, kafka_partition, self._items, self._parked)
@@ -109,8 +110,8 @@ class DiskCopy:
         if resumed is None:
             # From each topic's start: the store holds that much of it (nothing) from now on,
             # so a read stopped early (a crash, a standby granted) goes on from where it was.
-            self._offsets[kafka_partition] = {t: start for t, (start, _) in bounds.items()}
-            self._puts[kafka_partition] = []
+            staged = self._staging(kafka_partition)
+            staged.offsets.update({t: start for t, (start, _) in bounds.items()})
             return None
         offsets, stored = resumed
         for _, key, value, stamp in stored:
@@ -135,29 +136,42 @@ class DiskCopy:
         offset: int,
     ) -> None:
         """A committed record the thread read, in offset order: kept at the next write."""
-        puts = self._puts.get(kafka_partition)
-        if puts is None:
-            self._puts[kafka_partition] = puts = []
-            self._offsets.setdefault(kafka_partition, {})
-        puts.append((topic, key, value, stamp))
-        self._offsets[kafka_partition][topic] = offset + 1
+        staged = self._staging(kafka_partition)
+        staged.put(topic, key, value, stamp)
+        staged.offsets[topic] = offset + 1
+
+    def read_run(self, kafka_partition: int, topic: str, messages: Sequence[Any]) -> None:
+        """Consecutive committed records of one topic-partition as fetched, in offset order:
+        kept at the next write."""
+        self._staging(kafka_partition).run(topic, messages)
 
     def reached(self, kafka_partition: int, positions: Mapping[str, int]) -> None:
         """A restore read each topic up to ``positions`` (nothing committed below is unread)."""
-        offsets = self._offsets.setdefault(kafka_partition, {})
+        offsets = self._staging(kafka_partition).offsets
         for topic, position in positions.items():
             offsets[topic] = max(position, offsets.get(topic, 0))
-        self._puts.setdefault(kafka_partition, [])
+
+    def _staging(self, kafka_partition: int) -> Staged:
+        staged = self._staged.get(kafka_partition)
+        if staged is None:
+            self._staged[kafka_partition] = staged = self.local.staged(kafka_partition)
+        return staged
 
     def write(self) -> None:
-        """What was read since the last call, one batch per partition."""
-        if not self._puts:
+        """Hand what was read since the last call to the store's writer, one batch per
+        partition."""
+        if not self._staged:
             return
         now_ms = self._now_ms()
-        for kafka_partition, puts in self._puts.items():
-            offsets = self._offsets.pop(kafka_partition, {})
-            self.local.write(kafka_partition, puts, offsets, now_ms=now_ms)
-        self._puts.clear()
+        for staged in self._staged.values():
+            self.local.write_staged(staged, now_ms=now_ms)
+        self._staged.clear()
+
+    def flush(self) -> None:
+        """Write what was read, and wait until it is written (the keys of a restore read
+        their records from the store once it is done)."""
+        self.write()
+        self.local.drain()
 
     def committed(
         self, records: Iterable[Record], delivered: Mapping[tuple[str, int], int]
@@ -191,5 +205,5 @@ class DiskCopy:
         return {ident: where for where, ident in last.items()}
 
     def close(self) -> None:
-        self.write()
+        self.flush()
         self.local.close()

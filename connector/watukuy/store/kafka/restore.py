@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from watukuy.core.commands import Command
 from watukuy.core.errors import NewerRelease
@@ -86,6 +86,23 @@ class RestoredKeys:
     def apply_parked(self, key: bytes, value: bytes | None) -> None:
         if self.on_disk is None:
             _apply_owned(self.parked, key, value)
+
+    # The same, for consecutive records of one topic as fetched (``Message``\ s, in offset
+    # order): what the Kafka thread calls, one loop per run.
+
+    def states_read(self, run: Sequence[Any]) -> None:
+        for message in run:
+            key = message.key()
+            if key is not None:
+                self.apply_state(key, message.value(), message.timestamp()[1])
+
+    def items_read(self, run: Sequence[Any]) -> None:
+        if self.on_disk is None:
+            _apply_owned_run(self.items, run)
+
+    def parked_read(self, run: Sequence[Any]) -> None:
+        if self.on_disk is None:
+            _apply_owned_run(self.parked, run)
 
     def _apply_command(self, key: bytes, value: bytes | None) -> None:
         if value is None:
@@ -219,6 +236,29 @@ def _apply_owned(grouped: dict[bytes, Raw], key: bytes, value: bytes | None) -> 
     if of_owner is None:
         grouped[owner] = of_owner = {}
     of_owner[key] = value
+
+
+def _apply_owned_run(grouped: dict[bytes, Raw], run: Sequence[Any]) -> None:
+    """:func:`_apply_owned` for each record of ``run``, written out: this loop is the cost of a
+    restore held in memory, per record (issue 42). A key's records come one after the other (a
+    page of them per commit), so its dict is looked up when the owner changes, not per record."""
+    owner = b""
+    held: Raw | None = None
+    for message in run:
+        key: bytes | None = message.key()
+        if key is None:
+            continue
+        this = key.rpartition(b"/")[0]  # records.owner_of(key), without the call
+        if this != owner:
+            owner = this
+            held = grouped.get(owner)
+        value: bytes | None = message.value()
+        if value is not None:
+            if held is None:
+                grouped[owner] = held = {}
+            held[key] = value
+        elif held is not None:
+            held.pop(key, None)
 
 
 def _owner(name: str) -> bytes:
