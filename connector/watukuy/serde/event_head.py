@@ -102,6 +102,8 @@ def _long(raw: bytes, at: int) -> tuple[int, int]:
         byte = raw[at]
         z |= (byte & 0x7F) << shift
         if byte < 0x80:
+            if z >> 64:  # ten bytes can say more than a long holds: not ours to read
+                raise IndexError("a varint past a long's 64 bits")
             return (z >> 1) ^ -(z & 1), at + 1
         shift += 7
         if shift > 63:
