@@ -70,10 +70,10 @@ def started(
 def test_every_shape_publishes_each_item_once(
     kafka_bootstrap: str, prefix: str, simulator: Simulator, tmp_path: Path
 ) -> None:
-    runner = started(kafka_bootstrap, prefix, simulator, tmp_path, "shapes-1")
     tenants = [tenant["id"] for tenant in simulator.tenants]
     slugs = {tenant["id"]: tenant["slug"] for tenant in simulator.tenants}
     items = {t: sorted(i["id"] for i in held(simulator, t)) for t in tenants}
+    runner = started(kafka_bootstrap, prefix, simulator, tmp_path, "shapes-1")
     lists = ("tickets", "messages", "issues", "contacts", "customers")
 
     def topic(stream: str) -> str:
