@@ -24,7 +24,7 @@ from tests.integration.runners import Runner, runner_env, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 TENANTS = 2
-ITEMS = 12
+ITEMS = 8
 
 
 @pytest.fixture
@@ -115,8 +115,8 @@ def test_a_runner_killed_mid_listing_on_next_urls_is_taken_over_once(
     connector = shapes(page_size=1)
     connector["streams"] = [s for s in connector["streams"] if s["name"] == "tickets"]
     tenants = [tenant["id"] for tenant in simulator.tenants]
-    for tenant in tenants:  # a slow vendor: 12 pages take 10 s, so the kill lands inside
-        slow = json.dumps({"delay": 0.8}).encode()
+    for tenant in tenants:  # a slow vendor: 8 pages take 5 s, so the kill lands inside
+        slow = json.dumps({"delay": 0.6}).encode()
         url = f"{simulator.base_url}/_admin/tenants/{tenant}/faults"
         request = urllib.request.Request(url, data=slow, method="POST")
         request.add_header("Content-Type", "application/json")
@@ -125,6 +125,7 @@ def test_a_runner_killed_mid_listing_on_next_urls_is_taken_over_once(
     runners = []
     for name in ("first", "second"):
         config = runner_config(kafka_bootstrap, prefix, name, example={"pollers": [connector]})
+        config["runner"]["session.timeout"] = "3s"  # the dead one's keys move within seconds
         path = write_runner_config(tmp_path / f"{name}.yaml", config)
         runners.append(Runner(name, path, runner_env(simulator.base_url), tmp_path / f"{name}.log"))
     first, second = runners
