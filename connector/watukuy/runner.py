@@ -116,7 +116,7 @@ async def run(config: RunnerConfig, *, clients: ClientFactory | None = None) -> 
         owner=config.runner.id,
         observers=metrics,
     )
-    metrics.watch(engine.inspect, lambda: engine.pollers)
+    metrics.watch(engine.figures.table, lambda: engine.pollers)
     metrics.watch_state(partial(state_figures, engine, store))
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
