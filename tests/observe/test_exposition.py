@@ -68,9 +68,12 @@ class UpgradedStore(MemoryStore):
         return await super().load(poller, partition, snapshot=snapshot)
 
 
+FAILING = {"fails"}
+
+
 def vendor(request: Request) -> Any:
     tenant = request.url.query.get("tenant")
-    if tenant == "fails":
+    if tenant in FAILING:
         return reply(500)
     if request.headers.get("If-None-Match") == '"v1"':
         return reply(304)
@@ -151,6 +154,7 @@ def same(observer: PrometheusObserver, engine: Engine) -> None:
 
 
 async def test_a_scrape_is_byte_for_byte_what_prometheus_client_writes() -> None:
+    FAILING.add("fails")
     listed = list(TENANTS)
     clock = FakeClock(START)
     transport = ScriptedTransport()
@@ -198,9 +202,16 @@ async def test_a_scrape_is_byte_for_byte_what_prometheus_client_writes() -> None
 
         clock.advance(4000)  # the open circuit probes and fails; the half-open one closes
         await engine.tick()
-        assert {
-            (i.partition, i.circuit) for i in engine.inspect() if i.partition in {"fails", "probe"}
-        } == {("fails", "open"), ("probe", "closed")}
+        shown = {(i.partition, i.circuit, i.lag is None) for i in engine.inspect()}
+        assert {("fails", "open", True), ("probe", "closed", False)} <= shown
+        for observer in observers:
+            same(observer, engine)
+
+        FAILING.clear()  # its next probe succeeds: closed, and its first lag
+        clock.advance(4000)
+        await engine.tick()
+        shown = {(i.partition, i.circuit, i.lag is None) for i in engine.inspect()}
+        assert ("fails", "closed", False) in shown
         for observer in observers:
             same(observer, engine)
 

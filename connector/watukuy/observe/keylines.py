@@ -75,6 +75,7 @@ class KeyLines:
         self._circuit: list[bytes] = []  # each key's circuit lines (none for a waiting key)
         self._parked: list[bytes] = []
         # The keys with a lag (held here, succeeded once), and their lines up to the number.
+        self._lagged: list[bool] = []  # per key, whether it has a lag
         self._lagging: list[KeyFigures] = []
         self._before: list[str] = []
 
@@ -123,12 +124,16 @@ class KeyLines:
         self._lags()
 
     def _reshape(self) -> None:
-        """Some keys' shapes moved: their lines anew."""
+        """Some keys' shapes moved: their lines anew, and the keys with a lag if one of them
+        began or stopped having one."""
+        lags = False
         for at, row in enumerate(self._rows):
             if row.shape != self._shape[at]:
                 self._circuit[at], self._parked[at] = self._lines(row, self._names)
                 self._shape[at] = row.shape
-        self._lags()
+                lags = lags or _lags(row) != self._lagged[at]
+        if lags:
+            self._lags()
 
     def _lines(self, row: KeyFigures, names: dict[str, PollerLabels]) -> tuple[bytes, bytes]:
         if row.waiting:
@@ -139,7 +144,8 @@ class KeyLines:
         return circuit.encode(), made.parked(row.parked, partition).encode()
 
     def _lags(self) -> None:
-        self._lagging = [r for r in self._rows if not r.waiting and r.last_success is not None]
+        self._lagged = [_lags(row) for row in self._rows]
+        self._lagging = [row for row, lags in zip(self._rows, self._lagged, strict=True) if lags]
         self._before = [
             escape(row.partition).join(self._forms_of(self._names[row.poller]).lag)
             for row in self._lagging
@@ -150,6 +156,11 @@ class KeyLines:
         if made is None:
             made = self._forms[named] = _KeyForms(named)
         return made
+
+
+def _lags(row: KeyFigures) -> bool:
+    """Whether a key has a lag line: held here (not waiting) and succeeded once."""
+    return not row.waiting and row.last_success is not None
 
 
 def _shown(seconds: float) -> str:
