@@ -48,7 +48,13 @@ class KeyCounter:
         series = self._values.get(owner)
         if series is None:
             series = self._values[owner] = {}
-        series[more] = series.get(more, 0.0) + by
+        value = series.get(more)
+        if value is None:
+            series[more] = 0.0 + by
+        elif by:
+            series[more] = value + by
+        else:
+            return  # nothing moved (a page of no items): its lines hold
         self._moved.add(owner)
 
     def remove(self, owner: Labels) -> None:
@@ -68,19 +74,21 @@ class KeyCounter:
                 f"{prefix(f'{self.name}_total', self._labels(owner, more))}{number(value)}\n"
                 for more, value in series.items()
             ).encode()
-        head, hole = owner[:-1], escape(owner[-1])
+        head, hole = owner[:-1], owner[-1]
+        if "\\" in hole or "\n" in hole or '"' in hole:
+            hole = escape(hole)
         made = self._forms.get(head)
         if made is None:
             made = self._forms[head] = {}
-        lines = []
+        text = ""
         for more, value in series.items():
             form = made.get(more)
             if form is None:
                 labels = self._labels(owner, more)
                 form = made[more] = forms(f"{self.name}_total", labels, self.labels[len(head)])
             shown = repr(value) if value < _GO_EXPONENT else number(value)
-            lines.append(f"{form[0]}{hole}{form[1]}{shown}\n")
-        return "".join(lines).encode()
+            text += f"{form[0]}{hole}{form[1]}{shown}\n"
+        return text.encode()
 
     def _labels(self, owner: Labels, more: Labels) -> dict[str, str]:
         return dict(zip(self.labels, (*owner, *more), strict=True))
@@ -110,10 +118,11 @@ class _Lines:
             lines[:] = [lines[where] for where in at.values()]  # values: in the owners' order
             self._at = at = {owner: where for where, owner in enumerate(at)}
             self._gaps = 0
+        write = self._write
         for owner in self.moved:
             where = at.get(owner)
             if where is not None:
-                lines[where] = self._write(owner, values[owner])
+                lines[where] = write(owner, values[owner])
         self.moved.clear()
         # The owners that came since: the last ones of ``values``, which keeps them in order.
         came = list(islice(reversed(values), len(values) - len(at)))
