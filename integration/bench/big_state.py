@@ -17,7 +17,7 @@ Reported:
   and the records its restore read from Kafka;
 - over ``--window`` seconds, ``--settle`` seconds after that: the runner's CPU (user + sys,
   % of one core, read before the closing scrape of ``/metrics``, whose own CPU is printed
-  apart: from the request to its text read, every key polled since the scrape before, which
+  apart: from the request to its text read, with the polls since the scrape before, which
   opened the window), polls/s, and its RSS at the end and at its peak (``VmHWM``, which
   includes the restore); then the CPU of ``--scrapes`` scrapes 15 s apart; the snapshot
   entries read one by one and the whole snapshots loaded (must stay 0: no page of the window
@@ -159,9 +159,10 @@ def run(args: argparse.Namespace, bootstrap: str, sim: Simulator, prefix: str) -
         f"window {took:.0f} s ({args.settle:g} s after that): CPU {cpu:.1f}% of a core, "
         f"{gained('watukuy_polls_total') / took:.1f} polls/s; RSS {rss:.0f} MB at the end, "
         f"{peak:.0f} MB at the peak (target <= 1,024); one /metrics scrape after the window "
-        f"took {scrape_cpu:.2f} s of the runner's CPU ({len(text) / 2**20:.1f} MB of text; every "
-        f"key polled since the scrape before, {args.window:g} s earlier); then scrapes 15 s "
-        f"apart took {', '.join(f'{cpu:.2f}' for cpu in every_15s) or 'none'} s",
+        f"took {scrape_cpu:.2f} s of the runner's CPU ({len(text) / 2**20:.1f} MB of text; "
+        f"{gained('watukuy_polls_total'):.0f} polls since the scrape before, {took:.0f} s "
+        f"earlier); then scrapes 15 s apart took "
+        f"{', '.join(f'{cpu:.2f}' for cpu in every_15s) or 'none'} s",
         f"snapshot entries read one by one {reads:.0f}, whole snapshots loaded {loads:.0f}; "
         f"local state {disk_mb:.0f} MB on disk; {preload_events} events about a preloaded "
         "entry (must be 0)",
