@@ -131,7 +131,7 @@ class KeyLines:
             if row.shape != self._shape[at]:
                 self._circuit[at], self._parked[at] = self._lines(row, self._names)
                 self._shape[at] = row.shape
-                lags = lags or _lags(row) != self._lagged[at]
+                lags = lags or _has_lag(row) != self._lagged[at]
         if lags:
             self._lags()
 
@@ -144,7 +144,7 @@ class KeyLines:
         return circuit.encode(), made.parked(row.parked, partition).encode()
 
     def _lags(self) -> None:
-        self._lagged = [_lags(row) for row in self._rows]
+        self._lagged = [_has_lag(row) for row in self._rows]
         self._lagging = [row for row, lags in zip(self._rows, self._lagged, strict=True) if lags]
         self._before = [
             escape(row.partition).join(self._forms_of(self._names[row.poller]).lag)
@@ -158,7 +158,7 @@ class KeyLines:
         return made
 
 
-def _lags(row: KeyFigures) -> bool:
+def _has_lag(row: KeyFigures) -> bool:
     """Whether a key has a lag line: held here (not waiting) and succeeded once."""
     return not row.waiting and row.last_success is not None
 
