@@ -140,7 +140,7 @@ async def run(
         owner=config.runner.id,
         observers=observers,
     )
-    metrics.watch(engine.inspect, lambda: engine.pollers)
+    metrics.watch(engine.figures.table, lambda: engine.pollers)
     metrics.watch_state(partial(state_figures, engine, store))
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

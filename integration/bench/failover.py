@@ -329,14 +329,21 @@ def scrape(port: int, attempts: int = 3) -> dict[str, float]:
     """A runner's ``GET /metrics``, parsed; ``{}`` when it does not answer. The REST server
     shares the runner's event loop, which a takeover keeps busy loading snapshots: it is
     given 10 s, ``attempts`` times."""
+    text = scraped_text(port, attempts)
+    return {} if text is None else parse_metrics(text)
+
+
+def scraped_text(port: int, attempts: int = 3) -> str | None:
+    """The text of a runner's ``GET /metrics`` (see :func:`scrape`), ``None`` if none came."""
     for _ in range(attempts):
         try:
             url = f"http://127.0.0.1:{port}/metrics"
             with urllib.request.urlopen(url, timeout=10) as response:
-                return parse_metrics(response.read().decode())
+                text: str = response.read().decode()
+                return text
         except OSError:
             continue
-    return {}
+    return None
 
 
 RESTORED = "watukuy_restore_records_total"

@@ -80,7 +80,7 @@ async def test_a_waiting_key_is_shown_unassigned_by_its_owner_and_not_counted_as
     env: Env,
 ) -> None:
     """What users read: its status (Connect's UNASSIGNED, owned here, with why) and the
-    metrics (a waiting key, not a held one), from the same ``inspect()``."""
+    metrics (a waiting key, not a held one), from the same engine."""
     waits, runs = env.tid(0), env.tid(1)
     engine = env.make_engine(env.make_poller(), store=UpgradedStore({key(waits)}), owner="r1")
     await engine.tick()
@@ -94,7 +94,7 @@ async def test_a_waiting_key_is_shown_unassigned_by_its_owner_and_not_counted_as
     assert statuses[runs].state == "RUNNING"
 
     metrics = PrometheusObserver(process=False)
-    metrics.watch(engine.inspect)
+    metrics.watch(engine.figures.table)
     body = metrics.render()[0].decode()
     named = 'connector="invoices",poller="invoices",stream=""'
     assert f"watukuy_owned_keys{{{named}}} 2.0" in body

@@ -161,7 +161,7 @@ def _series(observer: PrometheusObserver, name: str) -> dict[str, float]:
 async def test_prometheus_series_of_a_tenant_that_leaves_are_removed(env: Env) -> None:
     metrics = PrometheusObserver(process=False)
     engine = env.make_engine(env.make_poller(), observers=metrics)
-    metrics.watch(engine.inspect)
+    metrics.watch(engine.figures.table)
     await engine.tick()
     tenants = {env.tid(0), env.tid(1), env.tid(2)}
     assert _series(metrics, "watukuy_events_total") == dict.fromkeys(tenants, 10)

@@ -10,7 +10,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from watukuy.config import ConfigError, parse_config
-from watukuy.core.inspect import PollerInspect
+from watukuy.core.clock import FakeClock
+from watukuy.core.figures import FigureTable, parked_counts
 from watukuy.core.observe import OutcomeKind, StateFigures
 from watukuy.core.poller import StreamOf, define_poller
 from watukuy.observe.metrics import PrometheusObserver
@@ -45,17 +46,34 @@ def values(
     }
 
 
-def inspected(poller: str, partition: str, **fields: Any) -> PollerInspect:
-    defaults: dict[str, Any] = {
-        "paused": False,
-        "circuit": "closed",
-        "interval": 30.0,
-        "next_due": None,
-        "lag": 5.0,
-        "parked": {"invalid": 0, "poison": 0},
-    }
-    defaults.update(fields)
-    return PollerInspect(poller=poller, partition=partition, **defaults)
+NOW = 1_800_000_000.0
+
+
+def held(
+    *keys: tuple[str, str] | tuple[str, str, dict[str, Any]],
+) -> FigureTable:
+    """The figures of held keys, ``(poller, partition[, fields])``, as the engine keeps them:
+    ``lag`` (5.0; ``None``: never succeeded), ``circuit``, ``parked`` (kinds of the items
+    parked), ``waiting``."""
+    table = FigureTable(FakeClock(NOW))
+    for poller, partition, *more in keys:
+        put(table, poller, partition, **(more[0] if more else {}))
+    return table
+
+
+def put(
+    table: FigureTable,
+    poller: str,
+    partition: str,
+    *,
+    lag: float | None = 5.0,
+    circuit: str = "closed",
+    parked: tuple[str, ...] = (),
+    waiting: bool = False,
+) -> None:
+    success = None if lag is None else NOW - lag
+    key = f"{poller}/{partition}"
+    table.put(key, poller, partition, success, circuit, parked_counts(parked), waiting)
 
 
 def exercise(observer: PrometheusObserver) -> None:
@@ -86,7 +104,8 @@ def exercise(observer: PrometheusObserver) -> None:
 
 def test_names_follow_prometheus_rules() -> None:
     observer = PrometheusObserver()
-    observer.watch(lambda: [inspected("invoices", "t_1")])
+    figures = held(("invoices", "t_1"))
+    observer.watch(lambda: figures)
     exercise(observer)
     body = observer.render()[0].decode()
     families = list(text_string_to_metric_families(body))
@@ -183,12 +202,11 @@ def test_counters_carry_poller_and_partition() -> None:
 
 def test_without_the_partition_label_series_aggregate_per_poller() -> None:
     observer = PrometheusObserver(partition_label=False)
-    observer.watch(
-        lambda: [
-            inspected("invoices", "t_1", lag=5.0, parked={"invalid": 1, "poison": 0}),
-            inspected("invoices", "t_2", lag=50.0, circuit="open", parked={"invalid": 2}),
-        ]
+    figures = held(
+        ("invoices", "t_1", {"lag": 5.0, "parked": ("invalid",)}),
+        ("invoices", "t_2", {"lag": 50.0, "circuit": "open", "parked": ("invalid", "invalid")}),
     )
+    observer.watch(lambda: figures)
     exercise(observer)
     samples = scrape(observer)
     assert not [s for s in samples if "partition" in s[1]]
@@ -212,9 +230,11 @@ def test_without_the_partition_label_series_aggregate_per_poller() -> None:
 
 
 def test_key_states_are_read_at_each_scrape() -> None:
-    keys = [inspected("invoices", "t_1", lag=7.5, circuit="half-open", parked={"poison": 2})]
+    figures = held(("invoices", "t_1", {"lag": 7.5, "circuit": "half-open"}))
     observer = PrometheusObserver()
-    observer.watch(lambda: keys)
+    observer.watch(lambda: figures)
+    scrape(observer)  # what a scrape keeps of a key's lines moves with the key
+    put(figures, "invoices", "t_1", lag=7.5, circuit="half-open", parked=("poison", "poison"))
     samples = scrape(observer)
     t_1 = (("partition", "t_1"), ("poller", "invoices"))
     assert values(samples, "watukuy_lag_seconds") == {t_1: 7.5}
@@ -223,9 +243,12 @@ def test_key_states_are_read_at_each_scrape() -> None:
         (*t_1, ("state", "open")): 0,
         (*t_1, ("state", "half-open")): 1,
     }
-    assert values(samples, "watukuy_parked_items") == {(("kind", "poison"), *t_1): 2}
+    assert values(samples, "watukuy_parked_items") == {
+        (("kind", "invalid"), *t_1): 0,
+        (("kind", "poison"), *t_1): 2,
+    }
     assert values(samples, "watukuy_owned_keys") == {(("poller", "invoices"),): 1}
-    keys.clear()  # the key left: its state series go with it
+    figures.drop("invoices/t_1")  # the key left: its state series go with it
     samples = scrape(observer)
     for name in ("watukuy_lag_seconds", "watukuy_circuit_state", "watukuy_parked_items"):
         assert values(samples, name) == {}
@@ -234,13 +257,13 @@ def test_key_states_are_read_at_each_scrape() -> None:
 def test_a_key_waiting_for_a_newer_release_is_counted_apart() -> None:
     """Owned but not run here: not a held key, and its fresh-looking lag, closed circuit and
     zero parked counts are not its own, so none of them is reported."""
-    keys = [
-        inspected("invoices", "t_1"),
-        inspected("invoices", "t_2", lag=None, waiting_newer=True),
-        inspected("orders", "", lag=None, waiting_newer=True),
-    ]
+    figures = held(
+        ("invoices", "t_1"),
+        ("invoices", "t_2", {"lag": None, "waiting": True}),
+        ("orders", "", {"lag": None, "waiting": True}),
+    )
     observer = PrometheusObserver()
-    observer.watch(lambda: keys)
+    observer.watch(lambda: figures)
     samples = scrape(observer)
     invoices, orders = (("poller", "invoices"),), (("poller", "orders"),)
     assert values(samples, "watukuy_owned_keys") == {invoices: 1, orders: 0}
@@ -274,7 +297,8 @@ def test_a_key_that_comes_back_counts_from_zero_in_the_series_it_had() -> None:
     ones a key had before it left are made anew when it comes back, not left unexported."""
     observer = PrometheusObserver(process=False)
     poller = define_poller(name="invoices", fetch=lambda ctx: None, identity=lambda i: i["id"])
-    observer.watch(lambda: [], lambda: {"invoices": poller})
+    figures = held()
+    observer.watch(lambda: figures, lambda: {"invoices": poller})
     for _ in range(3):
         observer.poll_decided("invoices", "t_1", "live", OutcomeKind.NOT_MODIFIED, 0.1)
     observer.key_released("invoices", "t_1", "fenced")
@@ -339,7 +363,8 @@ def test_a_stream_pollers_series_name_its_connector_and_stream() -> None:
     pollers = {p.name: p for p in (tracker, plain)}
     for partition_label in (True, False):
         observer = PrometheusObserver(partition_label=partition_label, process=False)
-        observer.watch(lambda: [inspected("tracker.issues", "acme/P1")], lambda: pollers)
+        figures = held(("tracker.issues", "acme/P1"))
+        observer.watch(lambda figures=figures: figures, lambda: pollers)
         observer.events_committed("tracker.issues", "acme/P1", "live", {"created": 2})
         observer.events_committed("invoices", "t_1", "live", {"created": 1})
         observer.http_response("tracker.issues", "acme/P1", "GET", 200, 0.1)

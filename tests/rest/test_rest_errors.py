@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -9,7 +10,8 @@ import pytest
 from tests.rest.fake_control import FakeControl
 from tests.rest.support import config, error_of, rest_client, seed
 from watukuy.core.errors import Retriable
-from watukuy.rest.port import Health
+from watukuy.rest.port import Health, Metrics
+from watukuy.rest.routes import METRICS_CHUNK
 
 CANARY = "tenant-secret-canary-5521"
 
@@ -114,6 +116,29 @@ async def test_health_follows_kip_1017(state: str, status: int) -> None:
         response = await client.get("/health")
         assert response.status == status
         assert await response.json() == {"status": state, "message": f"the runner is {state}"}
+
+
+class LargeScrape(FakeControl):
+    """A scrape of many keys: several megabytes of text."""
+
+    body = b"".join(
+        f'watukuy_lag_seconds{{partition="t-{i}"}} 1.5\n'.encode() for i in range(99_999)
+    )
+
+    async def metrics(self) -> Metrics:
+        return Metrics(self.body, "text/plain; version=0.0.4; charset=utf-8")
+
+
+async def test_a_large_scrape_arrives_whole_with_its_length() -> None:
+    """It is sent a slice at a time (routes.metrics): the scraper reads it all, once."""
+    assert len(LargeScrape.body) > 3 * METRICS_CHUNK
+    async with rest_client(seed(LargeScrape())) as client:
+        response = await client.get("/metrics")
+        assert response.status == 200
+        assert response.headers["Content-Length"] == str(len(LargeScrape.body))
+        assert "Transfer-Encoding" not in response.headers
+        async with asyncio.timeout(10):  # short of its length, the body would never end
+            assert await response.read() == LargeScrape.body
 
 
 async def test_healthz_and_metrics() -> None:

@@ -10,8 +10,9 @@ held: looking at each of 10,000 idle keys every second was most of an idle runne
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
+from typing import Protocol
 
-__all__ = ["KeyChanges", "Watchers"]
+__all__ = ["Follower", "KeyChanges", "Watchers"]
 
 Marks = Callable[[Iterable[str]], dict[str, Hashable]]
 
@@ -61,13 +62,21 @@ class KeyChanges:
         return len(self._keys)
 
 
+class Follower(Protocol):
+    """Who hears of each touch as it happens (a :class:`KeyChanges` notes the key; the
+    metrics' figures take the key's new figures in at once)."""
+
+    def touch(self, key: str) -> None: ...
+
+
 class Watchers:
-    """Every watcher of one engine's keys: the roster touches a key here as it changes."""
+    """Every watcher of one engine's keys: the roster touches a key here as it changes, after
+    the change (a follower reads the key's new state)."""
 
     __slots__ = ("_watching",)
 
     def __init__(self) -> None:
-        self._watching: list[KeyChanges] = []
+        self._watching: list[Follower] = []
 
     def watch(
         self, held: Iterable[str], marks: Marks, backlogged: Callable[[], bool]
@@ -76,6 +85,10 @@ class Watchers:
         watcher = KeyChanges(held, marks, backlogged)
         self._watching.append(watcher)
         return watcher
+
+    def follow(self, follower: Follower) -> None:
+        """Tell ``follower`` of every touch from now on."""
+        self._watching.append(follower)
 
     def touch(self, key: str) -> None:
         """What ``inspect()`` shows of ``key`` may have changed (or the key was let go)."""

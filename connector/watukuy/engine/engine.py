@@ -25,6 +25,7 @@ from watukuy.engine.budgets import split_budgets
 from watukuy.engine.changes import KeyChanges
 from watukuy.engine.connectors import Connectors, OffsetsApi
 from watukuy.engine.definitions import budget_gates, checked_pollers, with_data_schema
+from watukuy.engine.figures import HeldFigures
 from watukuy.engine.handlers import Dispatcher, Handler, Subscription
 from watukuy.engine.inflight import PageLimits
 from watukuy.engine.inspection import inspection, status_mark
@@ -133,6 +134,7 @@ class Engine:
             self._roster, self._dispatcher, self._ops, self._prepare, self._wake.set
         )
         self.offsets = OffsetsApi(self._connectors)
+        self.figures = HeldFigures(self._roster)  # what metrics read of the held keys
 
     @property
     def snapshots(self) -> Snapshots:

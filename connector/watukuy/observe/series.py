@@ -1,42 +1,45 @@
 """The series counted on every poll: a key's counters and a poller's histograms, kept as plain
-numbers and turned into Prometheus families at each scrape.
+numbers and written as Prometheus text at each scrape (:mod:`.exposition`).
 
 prometheus_client's labelled children take a lock and check their arguments on each ``inc``
 and ``observe`` (about 1.5 µs and 3 µs): four of them per idle poll made the metrics a tenth
-of an idle runner's CPU (10,000 keys polled every 30 s, answered 304). These are bumped by the
-event loop alone, so they need no lock; a scrape copies a family's numbers in one step
-before it reads them, so it may run on another thread.
+of an idle runner's CPU (10,000 keys polled every 30 s, answered 304). These are bumped and
+read on the event loop alone, so they need no lock.
 
 A counter's series are grouped by the key that owns them (its labels up to the partition),
-so a key that leaves takes its series with it in one step.
+so a key that leaves takes its series with it in one step. A scrape writes each owner's lines
+as pieces: the label text before its last label (the partition), that label, the label text
+after it, and the number. The label text is made once per poller and kept, so a key's lines
+cost their numbers and no text of their own.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
+from itertools import islice
 
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.registry import Collector, CollectorRegistry
-from prometheus_client.utils import floatToGoString
+from watukuy.observe.exposition import Forms, escape, forms, header, number, prefix
 
 __all__ = ["KeyCounter", "PollerHistogram"]
 
 Labels = tuple[str, ...]
+_GO_EXPONENT = 1e6  # see exposition.number: a counter is never negative, nor -inf
 
 
-class KeyCounter(Collector):
+class KeyCounter:
     """A counter whose series are named by an owner's labels (a key's, or a poller's) and
     ``more`` labels after them (a lane, an outcome)."""
 
-    def __init__(
-        self, name: str, documentation: str, labels: Sequence[str], registry: CollectorRegistry
-    ) -> None:
+    def __init__(self, name: str, documentation: str, labels: Sequence[str]) -> None:
         self.name = name
         self.documentation = documentation
         self.labels = list(labels)
         self._values: dict[Labels, dict[Labels, float]] = {}
-        registry.register(self)
+        self._forms: dict[Labels, dict[Labels, Forms]] = {}  # by owner but its last label
+        self._header = header(f"{name}_total", documentation, "counter").encode()
+        self._text = _Lines(self._lines)
+        self._moved = self._text.moved  # the same set, for inc() to reach in one step
 
     def inc(self, owner: Labels, more: Labels, by: float = 1.0) -> None:
         """Add ``by`` (not negative: a counter only grows) to the series ``owner + more``."""
@@ -45,24 +48,91 @@ class KeyCounter(Collector):
         series = self._values.get(owner)
         if series is None:
             series = self._values[owner] = {}
-        series[more] = series.get(more, 0.0) + by
+        value = series.get(more)
+        if value is None:
+            series[more] = 0.0 + by
+        elif by:
+            series[more] = value + by
+        else:
+            return  # nothing moved (a page of no items): its lines hold
+        self._moved.add(owner)
 
     def remove(self, owner: Labels) -> None:
         """Forget every series of ``owner``."""
-        self._values.pop(owner, None)
+        if self._values.pop(owner, None) is not None:
+            self._text.remove(owner)
 
-    def describe(self) -> list[Metric]:
-        return [CounterMetricFamily(self.name, self.documentation, labels=self.labels)]
+    def render(self, out: list[bytes]) -> None:
+        """Add the family's text to ``out``: its series by owner, in the order the owners
+        came (each owner's lines written again only if its numbers moved since)."""
+        out.append(self._header)
+        out += self._text.lines(self._values)
 
-    def collect(self) -> Iterator[Metric]:
-        family = CounterMetricFamily(self.name, self.documentation, labels=self.labels)
-        for owner, series in list(self._values.items()):
-            for more, value in list(series.items()):
-                family.add_metric([*owner, *more], value)
-        yield family
+    def _lines(self, owner: Labels, series: dict[Labels, float]) -> bytes:
+        if not owner:
+            return "".join(
+                f"{prefix(f'{self.name}_total', self._labels(owner, more))}{number(value)}\n"
+                for more, value in series.items()
+            ).encode()
+        head, hole = owner[:-1], owner[-1]
+        if "\\" in hole or "\n" in hole or '"' in hole:
+            hole = escape(hole)
+        made = self._forms.get(head)
+        if made is None:
+            made = self._forms[head] = {}
+        text = ""
+        for more, value in series.items():
+            form = made.get(more)
+            if form is None:
+                labels = self._labels(owner, more)
+                form = made[more] = forms(f"{self.name}_total", labels, self.labels[len(head)])
+            shown = repr(value) if value < _GO_EXPONENT else number(value)
+            text += f"{form[0]}{hole}{form[1]}{shown}\n"
+        return text.encode()
+
+    def _labels(self, owner: Labels, more: Labels) -> dict[str, str]:
+        return dict(zip(self.labels, (*owner, *more), strict=True))
 
 
-class PollerHistogram(Collector):
+class _Lines:
+    """Each owner's lines as last written, in the order the owners came: a scrape writes again
+    only the owners whose numbers ``moved``, and the rest is a join of what it kept."""
+
+    def __init__(self, write: Callable[[Labels, dict[Labels, float]], bytes]) -> None:
+        self._write = write
+        self.moved: set[Labels] = set()
+        self._lines: list[bytes] = []
+        self._at: dict[Labels, int] = {}
+        self._gaps = 0
+
+    def remove(self, owner: Labels) -> None:
+        self.moved.discard(owner)
+        at = self._at.pop(owner, None)
+        if at is not None:
+            self._lines[at] = b""
+            self._gaps += 1
+
+    def lines(self, values: dict[Labels, dict[Labels, float]]) -> list[bytes]:
+        lines, at = self._lines, self._at
+        if self._gaps > len(lines) // 2:
+            lines[:] = [lines[where] for where in at.values()]  # values: in the owners' order
+            self._at = at = {owner: where for where, owner in enumerate(at)}
+            self._gaps = 0
+        write = self._write
+        for owner in self.moved:
+            where = at.get(owner)
+            if where is not None:
+                lines[where] = write(owner, values[owner])
+        self.moved.clear()
+        # The owners that came since: the last ones of ``values``, which keeps them in order.
+        came = list(islice(reversed(values), len(values) - len(at)))
+        for owner in reversed(came):
+            at[owner] = len(lines)
+            lines.append(self._write(owner, values[owner]))
+        return lines
+
+
+class PollerHistogram:
     """A histogram per owner (a poller's labels), with fixed bucket bounds."""
 
     def __init__(
@@ -70,7 +140,6 @@ class PollerHistogram(Collector):
         name: str,
         documentation: str,
         labels: Sequence[str],
-        registry: CollectorRegistry,
         *,
         buckets: Sequence[float],
     ) -> None:
@@ -78,10 +147,11 @@ class PollerHistogram(Collector):
         self.documentation = documentation
         self.labels = list(labels)
         self._bounds = (*sorted(buckets), float("inf"))
-        self._names = [floatToGoString(bound) for bound in self._bounds]  # type: ignore[no-untyped-call]
+        self._names = [number(bound) for bound in self._bounds]
         # Per owner: the observations in each bucket (not cumulative), then their sum.
         self._values: dict[Labels, list[float]] = {}
-        registry.register(self)
+        self._prefixes: dict[Labels, list[str]] = {}  # per owner: buckets', _count's, _sum's
+        self._header = header(name, documentation, "histogram")
 
     def observe(self, owner: Labels, value: float) -> None:
         counts = self._values.get(owner)
@@ -90,16 +160,24 @@ class PollerHistogram(Collector):
         counts[bisect_left(self._bounds, value)] += 1  # the first bound >= value: Prometheus' le
         counts[-1] += value
 
-    def describe(self) -> list[Metric]:
-        return [HistogramMetricFamily(self.name, self.documentation, labels=self.labels)]
-
-    def collect(self) -> Iterator[Metric]:
-        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
-        for owner, counts in list(self._values.items()):
-            counts = list(counts)
-            cumulative, buckets = 0.0, []
-            for bound, count in zip(self._names, counts, strict=False):
+    def render(self, out: list[bytes]) -> None:
+        """Add the family's text to ``out``: per owner its cumulative buckets, then ``_count``
+        and ``_sum``."""
+        parts = [self._header]
+        for owner, counts in self._values.items():
+            prefixes = self._prefixes.get(owner)
+            if prefixes is None:
+                prefixes = self._prefixes[owner] = self._made(owner)
+            cumulative = 0.0
+            for before, count in zip(prefixes, counts[:-1], strict=False):  # the buckets'
                 cumulative += count
-                buckets.append((bound, cumulative))
-            family.add_metric(list(owner), buckets, sum_value=counts[-1])
-        yield family
+                parts.append(f"{before}{number(cumulative)}\n")
+            parts.append(
+                f"{prefixes[-2]}{number(cumulative)}\n{prefixes[-1]}{number(counts[-1])}\n"
+            )
+        out.append("".join(parts).encode())
+
+    def _made(self, owner: Labels) -> list[str]:
+        labels = dict(zip(self.labels, owner, strict=True))
+        made = [prefix(f"{self.name}_bucket", {**labels, "le": le}) for le in self._names]
+        return [*made, prefix(f"{self.name}_count", labels), prefix(f"{self.name}_sum", labels)]

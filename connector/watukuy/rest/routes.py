@@ -326,9 +326,27 @@ async def healthz(request: web.Request) -> web.Response:
     return _json(await _control(request).healthz())
 
 
-async def metrics(request: web.Request) -> web.Response:
+METRICS_CHUNK = 1 << 20
+"""Bytes of ``/metrics`` handed to the socket at a time (see :func:`metrics`)."""
+
+
+async def metrics(request: web.Request) -> web.StreamResponse:
+    """The scrape, written a megabyte at a time: 100,000 keys make 120 MB of text, which a
+    ``web.Response`` hands to the transport whole. What the socket does not take at once
+    the transport copies into its buffer (twice, on Python 3.11): 0.3 s of CPU for 120 MB,
+    against 0.02-0.05 s in slices of the one body, each sent as the socket drains."""
     served = await _control(request).metrics()
-    return web.Response(body=served.body, headers={"Content-Type": served.content_type})
+    response = web.StreamResponse(headers={"Content-Type": served.content_type})
+    response.content_length = len(served.body)
+    await response.prepare(request)
+    body = memoryview(served.body)
+    try:
+        for start in range(0, len(body), METRICS_CHUNK):
+            await response.write(body[start : start + METRICS_CHUNK])
+        await response.write_eof()
+    except ConnectionResetError:
+        pass  # the scraper went away: nothing is owed to it
+    return response
 
 
 async def openapi(request: web.Request) -> web.Response:
