@@ -171,7 +171,7 @@ class PrometheusObserver(Observer):
         " look.",
         "topic",
     )
-    unowned = _gauge(
+    unowned = gauge(
         "watukuy_unowned_partitions",
         "Kafka partitions of <prefix>.state that no live runner has held (restored or"
         " restoring) for longer than a session timeout: their keys are polled by no one.",
