@@ -316,24 +316,34 @@ def snapshot_entry(
 ) -> bytes | None:
     """The body of a snapshot entry; ``key`` is ``poller`` and ``partition`` already encoded
     (:func:`strings`)."""
-    if deleted is None:
-        gone: bytes | None = b"\x00"
-    else:
-        gone = _double(deleted)
-        if gone is not None:
-            gone = b"\x02" + gone
     fields = [
         _int(format_version),
         key,
         _text(identity),
         _text(version),
-        _double(seen),
-        _long(scan),
-        gone,
+        entry_tail(seen, scan, deleted),
     ]
     if None in fields:
         return None
     return b"".join(fields)  # type: ignore[arg-type]
+
+
+def entry_tail(seen: Any, scan: Any, deleted: Any) -> bytes | None:
+    """A snapshot entry's fields after ``version`` (``seen``, ``scan``, ``deleted``), which
+    every entry one page writes shares: encoded once for them all."""
+    first, second = _double(seen), _long(scan)
+    if first is None or second is None:
+        return None
+    if deleted is None:
+        return first + second + b"\x00"
+    gone = _double(deleted)
+    return None if gone is None else first + second + b"\x02" + gone
+
+
+def text(value: Any) -> bytes | None:
+    """A ``string`` field (``None`` for anything but a ``str``; UnicodeEncodeError for a lone
+    surrogate)."""
+    return _text(value)
 
 
 def strings(*values: str) -> bytes | None:
@@ -348,10 +358,12 @@ __all__ = [
     "EVENT_CANONICAL",
     "SNAPSHOT_ENTRY_CANONICAL",
     "EnvelopeFields",
+    "entry_tail",
     "json_data",
     "long_bytes",
     "record_check",
     "record_writer",
     "snapshot_entry",
     "strings",
+    "text",
 ]
