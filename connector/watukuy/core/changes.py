@@ -51,10 +51,16 @@ def _identity_version(poller: Poller, item: Any) -> tuple[str, str]:
         raw_identity = poller.identity(item)
     except Exception as exc:
         raise ValueError(f"identity() raised {type(exc).__name__}: {exc}") from exc
-    identity = _as_text(raw_identity, "identity")
+    # A non-empty str, the common case, is tested here: a call of _as_text less per item.
+    if type(raw_identity) is str and raw_identity:
+        identity = raw_identity
+    else:
+        identity = _as_text(raw_identity, "identity")
     try:
         if poller.version is not None:
-            version = _as_text(poller.version(item), "version")
+            version = poller.version(item)
+            if type(version) is not str or not version:
+                version = _as_text(version, "version")
         elif poller.fingerprint is not None:
             version = _as_text(poller.fingerprint(item), "fingerprint")
         else:
