@@ -12,7 +12,8 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 from watukuy.core.events import Event, canonical_json
 from watukuy.core.keys import key_text
@@ -41,6 +42,13 @@ _ITEM_HEADER = framing.MAGIC + _ITEM_SCHEMA.fingerprint
 # The hand-written snapshot entry is only for the schema it was written for.
 _ITEM_FIELDS = _ITEM_SCHEMA.canonical == binary.SNAPSHOT_ENTRY_CANONICAL
 _ITEM_FORMAT = binary.long_bytes(FORMAT_VERSION)  # an Avro int is written as a long
+
+# What ``Record(...)`` makes, from all five fields, without the named tuple's ``__new__`` (a
+# Python function: a frame per record, and a page's records are two an item).
+_new_record = cast(
+    Callable[[tuple[str, bytes, bytes | None, int | None, Sequence[tuple[str, bytes]]]], Record],
+    partial(tuple.__new__, Record),
+)
 
 OVERHEAD = 4096  # record batch, key and headers: keep well inside max.message.bytes
 ENCODED_KEPT = 65_536  # events measured by `unpublishable` whose value waits for their commit
@@ -177,7 +185,7 @@ class Outgoing:
                 value = b"".join((head, name, version, tail))
             if "/" in identity or "%" in identity:
                 identity = records.escape(identity)
-            out.append(Record(topic, prefix + identity.encode(), value, kafka_partition))
+            out.append(_new_record((topic, prefix + identity.encode(), value, kafka_partition, ())))
         return out
 
     def removal(
@@ -240,7 +248,7 @@ class Outgoing:
                 time_header,
                 _CONTENT_TYPE,
             ]
-            out.append(Record(topic, record_key, value, None, headers))
+            out.append(_new_record((topic, record_key, value, None, headers)))
         return out
 
     def dlq(self, item: ParkedItem, *, cursor: str) -> Record:
