@@ -18,14 +18,16 @@ body decoded (``Response.json``), the key's committed entries of its items read 
 backlog's first pass), detection against them under the pages in flight (an ``Overlay``,
 as a key with pages in flight sees its snapshot) with each event measured by the store
 (``unpublishable``, which encodes it), the transaction's records, and each record handed
-to a producer (librdkafka's queue; no broker, purged after each round). It prints the
-same three figures, the second being the records and their produce.
+to a producer (librdkafka's queue; no broker, purged after each round), with the
+collector's thresholds a runner sets (``watukuy.runner.GC_THRESHOLDS``). It prints the same
+three figures, the second being the records and their produce.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import pstats
 import time
@@ -40,6 +42,7 @@ from watukuy.core.poll import fresh_state
 from watukuy.core.poller import Poller
 from watukuy.engine.inflight import Overlay
 from watukuy.http.response import Response
+from watukuy.runner import GC_THRESHOLDS
 from watukuy.serde.events import EventSchemas, encode_event
 from watukuy.store.base import KeyCommit
 from watukuy.store.kafka import transactions
@@ -149,6 +152,7 @@ def main() -> None:
         lambda event: encode_event(event, schemas, validated=True),
     )
     if args.full:
+        gc.set_threshold(*GC_THRESHOLDS)
         bodies = [json.dumps({"data": chunk, "next": None}).encode() for chunk in chunks]
         producer = Producer(
             {
