@@ -454,13 +454,11 @@ def _produce_all(producer: Producer, records: list[Record]) -> None:
             kafka_partition = -1
         try:
             if headers:
-                produce(
-                    topic,
-                    value,
-                    key,
-                    kafka_partition,
-                    headers=headers if isinstance(headers, list) else list(headers),
-                )
+                # Every argument by position (callback, on_delivery, timestamp: None, None
+                # and 0 are their defaults): the client parses keywords by name on each call,
+                # 0.36 µs more an event record (0.89 -> 1.25 µs, 7 headers, timeit).
+                listed = headers if isinstance(headers, list) else list(headers)
+                produce(topic, value, key, kafka_partition, None, None, 0, listed)
             else:
                 produce(topic, value, key, kafka_partition)
         except BufferError:  # the local queue is full: as _produce, which waits for room
