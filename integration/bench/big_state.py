@@ -21,7 +21,10 @@ Reported:
   opened the window), polls/s, and its RSS at the end and at its peak (``VmHWM``, which
   includes the restore); then the CPU of ``--scrapes`` scrapes 15 s apart; the snapshot
   entries read one by one and the whole snapshots loaded (must stay 0: no page of the window
-  needs one), and the store's bytes on disk.
+  needs one), and the store's bytes on disk;
+- the machine's speed over the window (:class:`~integration.bench.cpu.MachineSpeed`): this
+  VM's speed varies by up to about twice, unseen by the load average, so a CPU figure is
+  compared with another only beside it.
 
 Targets (issue 25): 50,000,000 entries (10,000 keys x 5,000) on one runner, RSS <= 1 GB; the
 idle polls of those keys within the idle target (10,000 idle keys <= 10% of a core). The
@@ -42,6 +45,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from integration.bench.cpu import MachineSpeed
 from integration.bench.failover import (
     RESTORED,
     Visible,
@@ -128,7 +132,8 @@ def run(args: argparse.Namespace, bootstrap: str, sim: Simulator, prefix: str) -
         say(f"every key published {first - start:.1f} s after the start; measuring ...")
         time.sleep(args.settle)
         before, cpu_before, at = scrape(port), cpu_seconds(runner.pid), time.monotonic()
-        time.sleep(args.window)
+        with MachineSpeed() as speed:
+            time.sleep(args.window)
         # The runner's CPU is read before the closing scrape: rendering /metrics for 10,000
         # keys is work of its own (reported apart), not the idle polls'.
         cpu_after, took = cpu_seconds(runner.pid), time.monotonic() - at
@@ -166,6 +171,8 @@ def run(args: argparse.Namespace, bootstrap: str, sim: Simulator, prefix: str) -
         f"snapshot entries read one by one {reads:.0f}, whole snapshots loaded {loads:.0f}; "
         f"local state {disk_mb:.0f} MB on disk; {preload_events} events about a preloaded "
         "entry (must be 0)",
+        f"machine speed over the window: the reference work took {speed.summary()} of CPU "
+        "(integration/bench/cpu.py MachineSpeed; compare CPU figures only beside it)",
     ]
 
 

@@ -75,6 +75,8 @@ def commits(draw: Any) -> KeyCommit:
     events: list[Event] = []
     upserts: dict[str, SnapshotEntry] = {}
     for time in pages:  # a commit may hold several pages, each with its own time
+        # Detection gives a page's entries one seen, scan and deleted (the same objects).
+        seen, scan, deleted = draw(SEEN), draw(st.integers(0, 2**63 - 1)), draw(st.none() | SEEN)
         for identity in draw(st.lists(TEXT, max_size=4)):
             kind = draw(st.sampled_from(["created", "updated", "deleted"]))
             version = draw(TEXT)
@@ -93,11 +95,12 @@ def commits(draw: Any) -> KeyCommit:
                     None if kind == "deleted" else {"id": identity, "n": draw(SEEN)},
                 )
             )
+            # Each of them the page's or its own, so that any one may differ alone.
             upserts[identity] = SnapshotEntry(
                 version,
-                draw(SEEN),
-                draw(st.integers(0, 2**63 - 1)),
-                draw(st.none() | SEEN),
+                draw(st.just(seen) | SEEN),
+                draw(st.just(scan) | st.integers(0, 2**63 - 1)),
+                draw(st.just(deleted) | st.none() | SEEN),
             )
     return KeyCommit(state=state_of(poller, partition), events=events, upserts=upserts)
 

@@ -53,10 +53,16 @@ def _identity_version(poller: Poller, item: Any) -> tuple[str, str]:
         raw_identity = poller.identity(item)
     except Exception as exc:
         raise ValueError(f"identity() raised {type(exc).__name__}: {exc}") from exc
-    identity = _as_text(raw_identity, "identity")
+    # A non-empty str, the common case, is tested here: a call of _as_text less per item.
+    if type(raw_identity) is str and raw_identity:
+        identity = raw_identity
+    else:
+        identity = _as_text(raw_identity, "identity")
     try:
         if poller.version is not None:
-            version = _as_text(poller.version(item), "version")
+            version = poller.version(item)
+            if type(version) is not str or not version:
+                version = _as_text(version, "version")
         elif poller.fingerprint is not None:
             version = _as_text(poller.fingerprint(item), "fingerprint")
         else:
@@ -164,10 +170,9 @@ Read = tuple[tuple[str, str] | ParkedItem | _Left, Any]
 """An item's identity and version (or why not) and its published form."""
 
 
-def _reader(poller: Poller, partition: str, lane: str, now: float) -> Callable[[Any], Read]:
-    transform = poller.transform
-    if transform is None:
-        return lambda item: (_read(poller, partition, item, lane, now), item)
+def _reader(
+    poller: Poller, transform: Transform, partition: str, lane: str, now: float
+) -> Callable[[Any], Read]:
     context = transform.context(partition)  # once per page
     return lambda item: _read_transformed(poller, transform, context, partition, item, lane, now)
 
@@ -277,18 +282,20 @@ def detect(
     parked: Container[str] = (),
     publishable: Callable[[Event], str | None] | None = None,
 ) -> Detected:
-    """Events for ``items`` against ``snapshot``; ``scan`` marks entries seen by a reconcile.
-
-    ``parked`` holds the ids of the key's parked items; ``publishable`` says why an event
-    cannot be published (``None`` when it can).
-    """
+    """Events for ``items`` against ``snapshot``; ``scan`` marks entries seen by a reconcile,
+    ``parked`` holds the ids of the key's parked items, ``publishable`` says why an event
+    cannot be published (``None`` when it can)."""
     out = Detected(sequence=sequence)
     # What every event of the page shares is computed once per page, not per item.
     name, schema_version, time = poller.name, poller.schema_version, utc(now)
     upserts, events = out.upserts, out.events
-    read_item = _reader(poller, partition, lane, now)
+    transform = poller.transform  # without one, an item is read here: no call per item more
+    read_item = None if transform is None else _reader(poller, transform, partition, lane, now)
     for item in items:
-        read, published = read_item(item)
+        if read_item is not None:
+            read, published = read_item(item)
+        else:
+            read, published = _read(poller, partition, item, lane, now), item
         if not isinstance(read, tuple):  # parked, or left out by the filter
             _set_aside(out, poller, partition, read, snapshot, parked, lane, now)
             continue
@@ -312,10 +319,8 @@ def detect(
             )
             refused = publishable(event) if publishable is not None else None
             if refused is not None:  # parked like a schema error: a fix is a change
-                refusal = invalid_item(
-                    poller, partition, item, refused, lane, now, identity, published
-                )
-                _park(out, parked, refusal)
+                why = invalid_item(poller, partition, item, refused, lane, now, identity, published)
+                _park(out, parked, why)
                 continue
             out.sequence += 1
             events.append(event)

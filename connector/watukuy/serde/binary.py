@@ -119,16 +119,17 @@ EVENT_CANONICAL = (
 
 class EnvelopeFields:
     """Writes the envelope's fields before ``data``; what one key's events share (poller and
-    partition, the time of a page) is encoded once and kept until another key's event comes.
+    partition; a page's time, lane and schema version) is encoded once and kept until an event
+    comes that differs in it.
 
     One instance may be used from several threads: each cache is one tuple, replaced whole.
     """
 
-    __slots__ = ("_key", "_time")
+    __slots__ = ("_key", "_tail")
 
     def __init__(self) -> None:
         self._key: tuple[str, str, bytes] | None = None
-        self._time: tuple[object, bytes] | None = None
+        self._tail: tuple[object, object, object, bytes] | None = None
 
     def head(self, event: Event, first: bytes = b"") -> list[bytes] | None:
         """``first``, then the encoded fields ``id`` .. ``schema_version`` of ``event``; or
@@ -143,14 +144,22 @@ class EnvelopeFields:
                 return None
             key = (poller, partition, both)
             self._key = key
-        time = event.time
-        cached = self._time
-        if cached is None or cached[0] is not time:
+        time, lane, schema_version = event.time, event.lane, event.schema_version
+        tail = self._tail
+        # By identity: a page's events share these objects, and an equal value of another
+        # type (True for 1) must not reuse another's bytes.
+        if (
+            tail is None
+            or tail[0] is not time
+            or tail[1] is not lane
+            or tail[2] is not schema_version
+        ):
             millis = _long(_TIMESTAMP_MILLIS(time, _TIME_SCHEMA))
-            if millis is None:
+            lane_field, version_field = _LANES.get(lane), _int(schema_version)
+            if millis is None or lane_field is None or version_field is None:
                 return None
-            cached = (time, millis)
-            self._time = cached
+            tail = (time, lane, schema_version, millis + lane_field + version_field)
+            self._tail = tail
         fields = [
             first,
             _text(event.id),
@@ -159,19 +168,20 @@ class EnvelopeFields:
             _EVENT_TYPES.get(event.type),
             _text(event.version),
             _long(event.sequence),
-            cached[1],
-            _LANES.get(event.lane),
-            _int(event.schema_version),
+            tail[3],
         ]
         if None in fields:
             return None
         return fields  # type: ignore[return-value]
 
 
-def json_data(raw: bytes) -> bytes:
-    """The ``string`` branch of a JSON-data envelope's ``data`` (``["null", "string"]``),
-    ``raw`` being the text's UTF-8."""
-    return b"\x02" + _utf8(raw)
+def json_branch(size: int) -> bytes:
+    """What comes before a JSON-data envelope's ``data`` text of ``size`` UTF-8 bytes: the
+    ``string`` branch of ``["null", "string"]`` and the length (the text follows as is)."""
+    return _JSON_BRANCHES[size] if size < 4096 else b"\x02" + long_bytes(size)
+
+
+_JSON_BRANCHES = tuple(b"\x02" + _SMALL[n] for n in range(4096))
 
 
 # -- a poller's data record --------------------------------------------------------------------
@@ -318,24 +328,34 @@ def snapshot_entry(
 ) -> bytes | None:
     """The body of a snapshot entry; ``key`` is ``poller`` and ``partition`` already encoded
     (:func:`strings`)."""
-    if deleted is None:
-        gone: bytes | None = b"\x00"
-    else:
-        gone = _double(deleted)
-        if gone is not None:
-            gone = b"\x02" + gone
     fields = [
         _int(format_version),
         key,
         _text(identity),
         _text(version),
-        _double(seen),
-        _long(scan),
-        gone,
+        entry_tail(seen, scan, deleted),
     ]
     if None in fields:
         return None
     return b"".join(fields)  # type: ignore[arg-type]
+
+
+def entry_tail(seen: Any, scan: Any, deleted: Any) -> bytes | None:
+    """A snapshot entry's fields after ``version`` (``seen``, ``scan``, ``deleted``), which
+    every entry one page writes shares: encoded once for them all."""
+    first, second = _double(seen), _long(scan)
+    if first is None or second is None:
+        return None
+    if deleted is None:
+        return first + second + b"\x00"
+    gone = _double(deleted)
+    return None if gone is None else first + second + b"\x02" + gone
+
+
+def text(value: Any) -> bytes | None:
+    """A ``string`` field (``None`` for anything but a ``str``; UnicodeEncodeError for a lone
+    surrogate)."""
+    return _text(value)
 
 
 def strings(*values: str) -> bytes | None:
@@ -480,11 +500,13 @@ __all__ = [
     "PARTITION_STATE_CANONICAL",
     "SNAPSHOT_ENTRY_CANONICAL",
     "EnvelopeFields",
-    "json_data",
+    "entry_tail",
+    "json_branch",
     "long_bytes",
     "partition_state",
     "record_check",
     "record_writer",
     "snapshot_entry",
     "strings",
+    "text",
 ]

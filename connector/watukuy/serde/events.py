@@ -301,7 +301,8 @@ def _fast(event: Event, writer: WriterSchema, first: bytes, validated: bool) -> 
         if data is None:
             fields.append(b"\x00")
         elif writer.data is None:
-            fields.append(binary.json_data(_data_utf8(data)))
+            text = _data_utf8(data)
+            fields += (binary.json_branch(len(text)), text)
         elif validated:
             fields.append(b"\x02")  # the record branch of [null, record]
             body = None if writer.data_body is None else writer.data_body(data)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from watukuy.core.commands import Command
 from watukuy.store.base import PageRun
@@ -27,8 +28,12 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
+    """One record of a transaction. A named tuple, not a frozen dataclass: a transaction
+    makes two a changed item (its event and its snapshot entry), and a frozen dataclass's
+    ``__init__`` sets each field through ``object.__setattr__`` (1.35 µs a record, 0.4 as a
+    named tuple)."""
+
     topic: str
     key: bytes
     value: bytes | None

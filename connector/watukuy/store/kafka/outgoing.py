@@ -12,7 +12,8 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 from watukuy.core.events import Event, canonical_json
 from watukuy.core.keys import key_text
@@ -40,6 +41,14 @@ _ITEM_SCHEMA = SCHEMAS.current[ITEM]
 _ITEM_HEADER = framing.MAGIC + _ITEM_SCHEMA.fingerprint
 # The hand-written snapshot entry is only for the schema it was written for.
 _ITEM_FIELDS = _ITEM_SCHEMA.canonical == binary.SNAPSHOT_ENTRY_CANONICAL
+_ITEM_FORMAT = binary.long_bytes(FORMAT_VERSION)  # an Avro int is written as a long
+
+# What ``Record(...)`` makes, from all five fields, without the named tuple's ``__new__`` (a
+# Python function: a frame per record, and a page's records are two an item).
+_new_record = cast(
+    Callable[[tuple[str, bytes, bytes | None, int | None, Sequence[tuple[str, bytes]]]], Record],
+    partial(tuple.__new__, Record),
+)
 
 OVERHEAD = 4096  # record batch, key and headers: keep well inside max.message.bytes
 ENCODED_KEPT = 65_536  # events measured by `unpublishable` whose value waits for their commit
@@ -133,38 +142,50 @@ class Outgoing:
         self, poller: str, key_name: str, upserts: Mapping[str, SnapshotEntry], kafka_partition: int
     ) -> list[Record]:
         """The records of one key's snapshot entries. Every entry of a commit shares
-        ``poller/partition/`` in its key and ``poller``, ``partition`` in its value: both are
+        ``poller/partition/`` in its key and ``format_version``, ``poller``, ``partition`` in its
+        value, and the entries of one page share ``seen``, ``scan`` and ``deleted``: each is
         encoded once; the value is written by :mod:`watukuy.serde.binary` (what
         ``encode_item`` writes, byte for byte), or by ``encode_item`` for what it leaves."""
         topic = self.layout.items
         prefix = records.item_key(poller, key_name, "")
-        escape, encode_item, entry_body = records.escape, records.encode_item, binary.snapshot_entry
         try:
             shared = _ITEM_FIELDS and binary.strings(poller, key_name)
         except UnicodeEncodeError:  # a lone surrogate: encode_item says what is wrong
             shared = None
+        if not shared:
+            return [
+                Record(
+                    topic,
+                    prefix + records.escape(identity).encode(),
+                    records.encode_item(poller, key_name, identity, entry),
+                    kafka_partition,
+                )
+                for identity, entry in upserts.items()
+            ]
+        head = _ITEM_HEADER + _ITEM_FORMAT + shared
+        text, entry_tail = binary.text, binary.entry_tail
         out: list[Record] = []
+        last: SnapshotEntry | None = None
+        tail: bytes | None = None
         for identity, entry in upserts.items():
-            body = None
-            if shared:
-                try:
-                    body = entry_body(
-                        FORMAT_VERSION,
-                        shared,
-                        identity,
-                        entry.version,
-                        entry.seen,
-                        entry.scan,
-                        entry.deleted,
-                    )
-                except UnicodeEncodeError:  # a lone surrogate: encode_item says what is wrong
-                    body = None
-            value = (
-                _ITEM_HEADER + body
-                if body is not None
-                else encode_item(poller, key_name, identity, entry)
-            )
-            out.append(Record(topic, prefix + escape(identity).encode(), value, kafka_partition))
+            if (
+                last is None
+                or entry.seen is not last.seen
+                or entry.scan is not last.scan
+                or entry.deleted is not last.deleted
+            ):
+                last, tail = entry, entry_tail(entry.seen, entry.scan, entry.deleted)
+            try:
+                name, version = text(identity), text(entry.version)
+            except UnicodeEncodeError:  # a lone surrogate: encode_item says what is wrong
+                name = version = None
+            if name is None or version is None or tail is None:
+                value = records.encode_item(poller, key_name, identity, entry)
+            else:
+                value = b"".join((head, name, version, tail))
+            if "/" in identity or "%" in identity:
+                identity = records.escape(identity)
+            out.append(_new_record((topic, prefix + identity.encode(), value, kafka_partition, ())))
         return out
 
     def removal(
@@ -227,7 +248,7 @@ class Outgoing:
                 time_header,
                 _CONTENT_TYPE,
             ]
-            out.append(Record(topic, record_key, value, None, headers))
+            out.append(_new_record((topic, record_key, value, None, headers)))
         return out
 
     def dlq(self, item: ParkedItem, *, cursor: str) -> Record:

@@ -187,9 +187,12 @@ class Transactions:
         try:
             producer.begin_transaction()
             for request in batch:
-                for record in request.records:
-                    where = reported.get(id(record)) if reported else None
-                    _produce(producer, record, None if where is None else _report(delivered))
+                if reported:
+                    for record in request.records:
+                        where = reported.get(id(record))
+                        _produce(producer, record, None if where is None else _report(delivered))
+                else:
+                    _produce_all(producer, request.records)
             said = self._send_offsets(producer, batch)
             producer.commit_transaction(timeout * 3)
         except KafkaException as exc:
@@ -438,6 +441,28 @@ def _report(delivered: dict[tuple[str, int], int]) -> Callable[[Any, Any], None]
             delivered[(message.topic(), message.partition())] = message.offset() + 1
 
     return report
+
+
+def _produce_all(producer: Producer, records: list[Record]) -> None:
+    """Every record of a request, none reporting its delivery: :func:`_produce`'s common case
+    in one loop (a transaction's records are two a changed item, and a call and its tests per
+    record cost about 0.3 µs an item)."""
+    produce = producer.produce
+    for record in records:
+        topic, key, value, kafka_partition, headers = record
+        if kafka_partition is None:
+            kafka_partition = -1
+        try:
+            if headers:
+                # Every argument by position (callback, on_delivery, timestamp: None, None
+                # and 0 are their defaults): the client parses keywords by name on each call,
+                # 0.36 µs more an event record (0.89 -> 1.25 µs, 7 headers, timeit).
+                listed = headers if isinstance(headers, list) else list(headers)
+                produce(topic, value, key, kafka_partition, None, None, 0, listed)
+            else:
+                produce(topic, value, key, kafka_partition)
+        except BufferError:  # the local queue is full: as _produce, which waits for room
+            _produce(producer, record)
 
 
 def _produce(
