@@ -145,11 +145,12 @@ def after_window(
     spec: WindowSpec, window: Window, highest: datetime | None, now: datetime
 ) -> tuple[datetime | None, bool]:
     """Where the cursor stands once the window's last page committed, and whether another
-    window follows at once (a stepped backfill not at its end yet). A bounded window moves
+    window follows at once (a stepped backfill not at its end yet; without a step the next
+    poll reads what came since, on its schedule). A bounded window moves
     the cursor to its end; an unbounded one to the newest item seen, never back."""
     if window.end is not None:
         settled = now - timedelta(seconds=spec.settle)
-        return window.end, window.end < settled
+        return window.end, spec.step is not None and window.end < settled
     if highest is None or (window.start is not None and highest <= window.start):
         return window.start, False
     return highest, False
