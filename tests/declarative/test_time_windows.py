@@ -313,3 +313,18 @@ async def test_a_start_date_the_key_cannot_read_fails_it_naming_the_template_not
     assert "cursor.timestamp.start" in message and "{partition.data.start_date}" in message
     assert "epoch" in message and "secret" not in message
     assert run.transport.requests == []
+
+
+async def test_a_window_within_one_epoch_second_waits_to_grow_instead_of_asking_x_to_x() -> None:
+    vendor = Vendor()
+    run = driver(charges(), vendor)
+    run.cursor = "2027-01-15T07:59:59.700000Z"
+    run.clock.advance(0.2)  # now is 08:00:00.2: the window [07:59:59.7, 08:00:00.2) is asked
+    await run.poll()
+    run.clock.advance(0.5)  # [08:00:00.2, 08:00:00.7) would be [1800000000, 1800000000)
+    await run.poll()
+    assert vendor.windows == [(NOW - 1, NOW)]
+    assert run.cursor == "2027-01-15T08:00:00.200000Z"
+    run.clock.advance(1)
+    await run.poll()
+    assert vendor.windows[-1] == (NOW, NOW + 1)

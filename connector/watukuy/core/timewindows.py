@@ -53,6 +53,10 @@ class TimeFormat:
             )
         return TimeFormat(raw)
 
+    @property
+    def is_epoch(self) -> bool:
+        return self.name in _EPOCHS
+
     def read(self, value: object) -> datetime | None:
         """The instant ``value`` writes in this format (``None``: it writes none)."""
         if value is None or isinstance(value, bool):

@@ -152,13 +152,22 @@ class TimestampCursor:
         window = plan_window(self.spec, cursor, first, moment)
         if position.end is not None:  # a listing going on keeps the end it started with
             window = replace(window, end=parse_iso(position.end))
-        if window.empty:
+        if window.empty or self._unseen(window):
             return Plan(empty=True, window=window)
         sent = None if window.sent_start is None else self.format.write(window.sent_start)
         end = None if window.end is None else self.format.write(window.end)
         end_at = None if window.end is None else iso(window.end)
         origin = None if first is None else iso(first)
         return Plan(sent=sent, start=sent, end=end, end_at=end_at, origin=origin, window=window)
+
+    def _unseen(self, window: Window) -> bool:
+        """A window an epoch format cannot tell from empty (both ends in one second): asked,
+        it would be ``[x, x)``; it waits to grow instead. A date pattern's window within one
+        day is asked (``from=to=today``): such vendors' ends are mostly inclusive, and today's
+        changes would otherwise wait for tomorrow."""
+        if window.start is None or window.end is None or not self.format.is_epoch:
+            return False
+        return self.format.write(window.start) == self.format.write(window.end)
 
     def place(self, page: PageRequest, plan: Plan) -> PageRequest:
         if plan.sent is not None:
