@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from watukuy.core.ownership import UnownedWatch
+from watukuy.core.ownership import GroupView, Remedy, UnownedWatch, remedy
 
 pytestmark = pytest.mark.unit
 
@@ -42,3 +42,15 @@ def test_claims_outside_the_topic_are_ignored() -> None:
 def test_a_topic_needs_a_partition() -> None:
     with pytest.raises(ValueError, match="partitions"):
         UnownedWatch(0, grace=1.0)
+
+
+def test_remedy_rejoins_for_its_own_stuck_partitions_and_the_first_member_for_orphans() -> None:
+    unowned = frozenset({1, 2})
+    mine = GroupView(mine=frozenset({1}), given=frozenset({0, 1, 3}), stable=True, first=False)
+    assert remedy(unowned, held={0}, view=mine) == Remedy(stuck=(1,))
+    assert remedy(unowned, held={1}, view=mine) == Remedy()  # holds it now: nothing to do
+    first = GroupView(mine=frozenset({0}), given=frozenset({0, 1, 3}), stable=True, first=True)
+    assert remedy(unowned, held={0}, view=first) == Remedy(orphans=(2,))
+    assert remedy(unowned, held={0}, view=first).rejoin
+    rebalancing = GroupView(mine=frozenset(), given=frozenset(), stable=False, first=True)
+    assert not remedy(unowned, held=(), view=rebalancing).rejoin  # a rebalance is under way

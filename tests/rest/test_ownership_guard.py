@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from watukuy.control.ownership import OwnershipGuard
+from watukuy.control.ownership import ESCALATE, OwnershipGuard
 from watukuy.core.observe import Observer
+from watukuy.core.ownership import GroupView
 
 pytestmark = pytest.mark.unit
 
@@ -22,15 +23,31 @@ class Clock:
 
 
 class Member:
-    def __init__(self, assigned: set[int] | None) -> None:
+    """The coordinator's view: what it assigns this runner (``None``: no answer); the rest of
+    the four partitions are assigned to other members unless ``orphans`` says otherwise."""
+
+    def __init__(
+        self,
+        assigned: set[int] | None,
+        *,
+        orphans: frozenset[int] = frozenset(),
+        first: bool = False,
+    ) -> None:
         self.given = assigned
+        self.orphans = orphans
+        self.first = first
         self.rejoins = 0
+        self.rebalances = 0
 
-    def assigned(self) -> set[int] | None:
-        return self.given
+    def view(self) -> GroupView | None:
+        if self.given is None:
+            return None
+        others = frozenset(range(4)) - self.orphans
+        return GroupView(frozenset(self.given), others, stable=True, first=self.first)
 
-    def rejoin(self) -> None:
+    def rejoin(self, rebalance: bool = False) -> None:
         self.rejoins += 1
+        self.rebalances += rebalance
 
 
 class Unowned(Observer):
@@ -110,3 +127,30 @@ async def test_without_an_answer_from_the_cluster_it_judges_again_next_time() ->
     member.given = {0, 1, 2, 3}
     await watch.check()
     assert watch.adrift is not None and member.rejoins == 1
+
+
+@pytest.mark.parametrize("first", [True, False])
+async def test_a_partition_assigned_to_no_member_makes_the_first_member_rejoin(first: bool) -> None:
+    member = Member({3}, orphans=frozenset({1}), first=first)  # a stable group, 1 given to none
+    watch, clock, observer = guard(member, others={0, 2}, held={3})
+    await watch.check()
+    clock.now = SESSION + 1
+    await watch.check()
+    assert observer.seen[-1] == (1,)
+    assert watch.adrift is None  # this runner holds what it is given: /health stays healthy
+    assert member.rejoins == member.rebalances == (1 if first else 0)  # one starts it
+    clock.now = SESSION + 2
+    await watch.check()
+    assert member.rejoins == (1 if first else 0)
+
+
+async def test_when_the_first_members_rejoin_did_not_help_every_member_rejoins() -> None:
+    member = Member({3}, orphans=frozenset({1}), first=False)
+    watch, clock, _ = guard(member, others={0, 2}, held={3})
+    await watch.check()
+    clock.now = SESSION + 1
+    await watch.check()
+    assert member.rejoins == 0  # the first member's turn
+    clock.now = ESCALATE * SESSION + 1
+    await watch.check()
+    assert member.rejoins == 1

@@ -33,6 +33,7 @@ class FakeGroup:
         self.errors = list(errors)
         self.closed = False
         self.subscribed: list[list[str]] = []
+        self.static = True  # with group.instance.id
 
     def poll(self, timeout: float) -> Message | None:
         return Message(self.errors.pop(0)) if self.errors else None
@@ -60,8 +61,9 @@ def membership(
     leases.grant(0)
     leases.grant(3)
 
-    def rebuild(dead: Any) -> Any:
+    def rebuild(dead: Any, static: bool = True) -> Any:
         fresh = FakeGroup()
+        fresh.static = static
         rebuilt.append(fresh)
         return fresh
 
@@ -145,3 +147,16 @@ def test_a_rejoin_on_a_consumer_fenced_meanwhile_goes_the_same_way() -> None:
     with pytest.raises(GroupFailed) as raised:
         member.poll(0)
     assert str(raised.value) == DUPLICATE_RUNNER
+
+
+@pytest.mark.parametrize(("rebalance", "static"), [(False, True), (True, False)])
+def test_the_guards_rejoin_is_static_unless_it_must_start_a_rebalance(
+    rebalance: bool, static: bool
+) -> None:
+    first, rebuilt, clock = FakeGroup(), list[FakeGroup](), ManualClock()
+    member, leases = membership(first, rebuilt, clock)
+    member.replace_member(rebalance=rebalance)
+    member.settle()
+    assert first.closed and cast(Any, member.group) is rebuilt[0]
+    assert rebuilt[0].static is static  # a static join gets its old assignment back at once
+    assert rebuilt[0].subscribed == [["p.state"]] and leases.all() == []

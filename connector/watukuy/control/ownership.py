@@ -9,7 +9,11 @@ has held for longer than a session timeout (:class:`~watukuy.core.ownership.Unow
 - checked against the group coordinator's assignment: if the coordinator assigns it to *this*
   runner, this runner is the one that should hold it and does not. Its ``/health`` turns
   unhealthy, naming the partitions, and it joins the group again with a new consumer, at most
-  once per session timeout; once it holds them, ``/health`` is healthy again.
+  once per session timeout; once it holds them, ``/health`` is healthy again;
+- or, if the coordinator assigns it to no member of a stable group, the first member joins
+  again (the same way), so that a rebalance assigns it; if it is still unowned
+  :data:`ESCALATE` session timeouts after it was last held, every member joins again
+  (:func:`~watukuy.core.ownership.remedy`).
 """
 
 from __future__ import annotations
@@ -21,9 +25,13 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from watukuy.core.observe import Observer
-from watukuy.core.ownership import OwnershipRound, UnownedWatch
+from watukuy.core.ownership import GroupView, OwnershipRound, UnownedWatch, remedy
 
-__all__ = ["OwnershipGuard"]
+__all__ = ["ESCALATE", "OwnershipGuard"]
+
+ESCALATE = 4
+"""Session timeouts a partition stays unowned before every member rejoins, not only the first:
+the first's rejoin comes after one, and its rebalance within another."""
 
 log = logging.getLogger("watukuy.control")
 
@@ -31,9 +39,9 @@ log = logging.getLogger("watukuy.control")
 class Member(Protocol):
     """This runner in the group (the store's :class:`~watukuy.store.kafka.member.GroupMember`)."""
 
-    def assigned(self) -> set[int] | None: ...
+    def view(self) -> GroupView | None: ...
 
-    def rejoin(self) -> None: ...
+    def rejoin(self, rebalance: bool = False) -> None: ...
 
 
 class OwnershipGuard:
@@ -84,26 +92,35 @@ class OwnershipGuard:
                     sorted(seen.unowned),
                     seen.longest,
                 )
-        mine: set[int] | None = set()
+        view = None
         if seen.unowned:
-            mine = await asyncio.to_thread(self._member.assigned)
-        if mine is None:  # the cluster did not answer: judge again next time
-            return seen
-        stuck = sorted((seen.unowned & mine) - held)
+            view = await asyncio.to_thread(self._member.view)
+            if view is None:  # the cluster did not answer: judge again next time
+                return seen
+        everyone = seen.longest > ESCALATE * self._session_timeout
+        found = remedy(
+            seen.unowned, held, view or GroupView(frozenset(), frozenset()), everyone=everyone
+        )
         self.adrift = (
             None
-            if not stuck
-            else f"the group assigns Kafka partition(s) {stuck} to this runner, which has not"
-            f" held them for {seen.longest:.0f}s: rejoining the group"
+            if not found.stuck
+            else f"the group assigns Kafka partition(s) {list(found.stuck)} to this runner, which"
+            f" has not held them for {seen.longest:.0f}s: rejoining the group"
         )
-        if stuck:
-            self._rejoin()
+        if found.stuck:
+            self._rejoin(self.adrift or "", rebalance=False)
+        elif found.orphans:
+            self._rejoin(
+                f"the group assigns Kafka partition(s) {list(found.orphans)} to no member:"
+                " rejoining the group as a dynamic member, so that a rebalance assigns them,",
+                rebalance=True,
+            )
         return seen
 
-    def _rejoin(self) -> None:
+    def _rejoin(self, why: str, *, rebalance: bool) -> None:
         now = self._clock()
         if self._rejoined_at is not None and now - self._rejoined_at < self._session_timeout:
             return  # the last one is still taking effect
         self._rejoined_at = now
-        log.error("%s with a new consumer", self.adrift)
-        self._member.rejoin()
+        log.error("%s with a new consumer", why)
+        self._member.rejoin(rebalance)

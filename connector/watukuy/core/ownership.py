@@ -8,6 +8,13 @@ others' heartbeats, which name what each holds (restoring or restored), so every
 such a partition: :class:`UnownedWatch` keeps, per partition, since when no live runner claims
 it, and calls it *unowned* once that lasts longer than ``grace`` (a session timeout: a rebalance
 or a dead runner's departure moves a partition well within one).
+
+What to do about one is :func:`remedy`'s, from the group coordinator's view
+(:class:`GroupView`): the runner it is assigned to rejoins; and when it is assigned to no member
+at all in a stable group (seen after runners crashed in a row: the group's leader kept
+withholding them, rebalance after rebalance), the first member rejoins, so that a new rebalance
+assigns them; and when that did not help, every member does, so that no member's stale
+assignor state is left to decide.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["OwnershipRound", "UnownedWatch"]
+__all__ = ["GroupView", "OwnershipRound", "Remedy", "UnownedWatch", "remedy"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,3 +56,42 @@ class UnownedWatch:
                 since.setdefault(kafka_partition, now)
         overdue = {p: now - t for p, t in since.items() if now - t > self._grace}
         return OwnershipRound(frozenset(overdue), max(overdue.values(), default=0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class GroupView:
+    """The coordinator's view of the group from one runner: the partitions it assigns this
+    runner (``mine``) and any member (``given``), whether the group is stable (no rebalance
+    under way), and whether this runner's member id sorts first among the members."""
+
+    mine: frozenset[int]
+    given: frozenset[int]
+    stable: bool = True
+    first: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Remedy:
+    """``stuck``: unowned partitions assigned here and not held (this runner is at fault);
+    ``orphans``: unowned partitions assigned to no member of a stable group; ``rejoin``:
+    whether this runner should join the group again for either."""
+
+    stuck: tuple[int, ...] = ()
+    orphans: tuple[int, ...] = ()
+
+    @property
+    def rejoin(self) -> bool:
+        return bool(self.stuck or self.orphans)
+
+
+def remedy(
+    unowned: frozenset[int], held: Iterable[int], view: GroupView, *, everyone: bool = False
+) -> Remedy:
+    """What this runner does about ``unowned`` partitions, given what it ``held`` and the
+    coordinator's ``view``. Only the first member acts on orphans, as one rebalance should be
+    enough; with ``everyone`` (the first one's did not help), every member does."""
+    stuck = tuple(sorted((unowned & view.mine) - set(held)))
+    orphans: tuple[int, ...] = ()
+    if view.stable and (view.first or everyone):
+        orphans = tuple(sorted(unowned - view.given))
+    return Remedy(stuck, orphans)

@@ -93,15 +93,19 @@ def init_transactions(producer: Producer, settings: KafkaSettings) -> None:
     producer.init_transactions(max(30.0, settings.transaction_timeout * 3))
 
 
-def group_consumer(settings: KafkaSettings, factory: ClientFactory) -> Consumer:
-    """The member of the runners' group: it holds the leases and never reads."""
+def group_consumer(
+    settings: KafkaSettings, factory: ClientFactory, *, static: bool = True
+) -> Consumer:
+    """The member of the runners' group: it holds the leases and never reads. ``static``
+    False: without ``group.instance.id`` even when the runner is a static member (its join
+    then starts a rebalance, where a static member's would get its old assignment back)."""
     s = settings
     return factory.consumer(
         clients.group_config(
             s.kafka,
             group=s.group,
             session_timeout=s.session_timeout,
-            instance_id=s.runner_id if s.static_membership else None,
+            instance_id=s.runner_id if s.static_membership and static else None,
         )
     )
 

@@ -112,7 +112,7 @@ class KafkaIO:
         self._leases = Leases()
         self._requests = Requests()
         self._acquire: deque[int] = deque()
-        self._replace = False  # replace_member() was asked for
+        self._replace: bool | None = None  # replace_member() was asked for (rebalance or not)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.ready = threading.Event()
@@ -160,10 +160,11 @@ class KafkaIO:
         with self._lock:
             self._acquire.extend(kafka_partitions)
 
-    def replace_member(self) -> None:
-        """Join the group again with a new consumer (the liveness guard's remedy)."""
+    def replace_member(self, rebalance: bool = False) -> None:
+        """Join the group again with a new consumer (the liveness guard's remedy); with
+        ``rebalance``, as a dynamic member, so that the join starts a rebalance."""
         with self._lock:
-            self._replace = True
+            self._replace = rebalance or bool(self._replace)
 
     def member_id(self) -> str | None:
         """This instance's member id in the group now (``None``: not a member). librdkafka
@@ -247,8 +248,8 @@ class KafkaIO:
             transactions.flush()
             transactions.mark(now=True)
 
-        def rebuild(dead: Consumer) -> Consumer:
-            fresh = group_consumer(settings, clients)
+        def rebuild(dead: Consumer, static: bool = True) -> Consumer:
+            fresh = group_consumer(settings, clients, static=static)
             self._consumers = [fresh, *(c for c in self._consumers if c is not dead)]
             transactions.use_group(fresh)
             return fresh
@@ -333,10 +334,10 @@ class KafkaIO:
         with self._lock:
             acquire = list(self._acquire)
             self._acquire.clear()
-            replace, self._replace = self._replace, False
+            replace, self._replace = self._replace, None
         membership.acquire(acquire)
-        if replace:
-            membership.replace_member()
+        if replace is not None:
+            membership.replace_member(rebalance=replace)
         membership.settle()
         restores.start_settled()
         if restores.standbys is not None:

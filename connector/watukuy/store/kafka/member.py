@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from confluent_kafka import KafkaException
+from confluent_kafka import ConsumerGroupState, KafkaException
 
+from watukuy.core.ownership import GroupView
 from watukuy.store.kafka import clients
 from watukuy.store.kafka.settings import KafkaSettings
 
@@ -25,7 +26,7 @@ log = logging.getLogger("watukuy.kafka")
 class _Joined(Protocol):
     def member_id(self) -> str | None: ...
 
-    def replace_member(self) -> None: ...
+    def replace_member(self, rebalance: bool = False) -> None: ...
 
 
 class GroupMember:
@@ -39,10 +40,10 @@ class GroupMember:
         self._admin: Any = None  # made on first use: most runners never need it
         self._told = ""
 
-    def assigned(self) -> set[int] | None:
-        """Blocking: the Kafka partitions of ``<prefix>.state`` that the group coordinator
-        assigns this instance now (empty: it does not know this instance as a member);
-        ``None`` when the cluster did not answer."""
+    def view(self) -> GroupView | None:
+        """Blocking: the group coordinator's view (:class:`GroupView`) of the Kafka partitions
+        of ``<prefix>.state``: what it assigns this instance (none: it does not know this
+        instance as a member) and any member; ``None`` when the cluster did not answer."""
         settings = self._settings
         if self._admin is None:
             self._admin = clients.admin_client(settings.kafka)
@@ -59,7 +60,8 @@ class GroupMember:
         member_id = self._joined.member_id()
         static_id = settings.runner_id if settings.static_membership else None
         mine: set[int] = set()
-        view = []
+        given: set[int] = set()
+        shown = []
         for member in described.members:
             assignment = member.assignment
             held = sorted(
@@ -67,18 +69,24 @@ class GroupMember:
                 for tp in (assignment.topic_partitions if assignment is not None else ())
                 if tp.topic == settings.layout.state
             )
+            given.update(held)
             ours = member.member_id == member_id or (
                 static_id is not None and member.group_instance_id == static_id
             )
             if ours:
                 mine = set(held)
-            view.append(
+            shown.append(
                 f"{member.client_id}@{member.host}{' (this runner)' if ours else ''}: {held}"
             )
-        self._tell(
-            f"group {settings.group} ({described.state}): " + "; ".join(view or ["no members"])
+        state = described.state
+        self._tell(f"group {settings.group} ({state.name}): " + "; ".join(shown or ["no members"]))
+        ids = sorted(member.member_id for member in described.members)
+        return GroupView(
+            mine=frozenset(mine),
+            given=frozenset(given),
+            stable=state == ConsumerGroupState.STABLE,
+            first=bool(ids) and member_id == ids[0],
         )
-        return mine
 
     def _tell(self, view: str) -> None:
         """The coordinator's view, logged when it changes: who it says holds what, beside
@@ -87,7 +95,8 @@ class GroupMember:
             self._told = view
             log.info("the coordinator says: %s", view)
 
-    def rejoin(self) -> None:
+    def rejoin(self, rebalance: bool = False) -> None:
         """Join the group again with a new consumer: every partition the coordinator gives
-        back is assigned and restored afresh."""
-        self._joined.replace_member()
+        back is assigned and restored afresh. ``rebalance``: as a dynamic member, whose join
+        starts a rebalance (a static member's would get its old assignment back at once)."""
+        self._joined.replace_member(rebalance)

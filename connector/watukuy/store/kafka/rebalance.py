@@ -34,6 +34,10 @@ class Rejoin(enum.Enum):
 
     RESTORE = "restore"
     NEW_MEMBER = "new member"
+    REBALANCE = "new dynamic member"
+    """A new consumer without ``group.instance.id``: a static member's new consumer gets its
+    old assignment back without a rebalance, and a partition the group assigns to no member
+    (withheld for a cooperative second round that a crashed member never started) needs one."""
 
 
 class GroupFailed(WatukuyError):
@@ -64,7 +68,7 @@ class Membership:
         restores: Restores,
         requests: Requests,
         flush: Callable[[], None],
-        rebuild: Callable[[Consumer], Consumer] | None = None,
+        rebuild: Callable[[Consumer, bool], Consumer] | None = None,
         clock: Clock = SYSTEM_CLOCK,
         fence_window: float = 0.0,
     ) -> None:
@@ -100,8 +104,8 @@ class Membership:
         wanted, self._wanted = self._wanted, None
         if wanted is Rejoin.RESTORE:
             self._grant(self._assigned())
-        elif wanted is Rejoin.NEW_MEMBER and self.group is not None:
-            self._replace_member(self.group)
+        elif wanted is not None and self.group is not None:
+            self._replace_member(self.group, static=wanted is Rejoin.NEW_MEMBER)
 
     def _dead(self, group: Consumer, error: KafkaError) -> None:
         """A static member fenced by a member with its ``group.instance.id`` rejoins with a new
@@ -124,7 +128,7 @@ class Membership:
         )
         self._replace_member(group)
 
-    def _replace_member(self, group: Consumer) -> None:
+    def _replace_member(self, group: Consumer, *, static: bool = True) -> None:
         """Give up every lease, close ``group`` and join with a new consumer: a static member
         gets its assignment back at once, and every partition of it is assigned (and restored)
         afresh, whatever the old consumer believed it held."""
@@ -136,7 +140,7 @@ class Membership:
             log.debug("closing the group consumer: %s", exc)
         if self._rebuild is None:
             raise GroupFailed("the group consumer cannot be replaced")
-        self.group = self._rebuild(group)
+        self.group = self._rebuild(group, static)
         self.subscribe()
 
     def subscribe(self) -> None:
@@ -212,8 +216,11 @@ class Membership:
         if self._wanted is None:
             self._wanted = Rejoin.RESTORE
 
-    def replace_member(self) -> None:
+    def replace_member(self, rebalance: bool = False) -> None:
         """Rejoin with a new group consumer at the next :meth:`poll` (see
         :meth:`_replace_member`): the liveness guard found a partition the group assigns this
-        instance that it does not hold."""
-        self._wanted = Rejoin.NEW_MEMBER if self.group is not None else Rejoin.RESTORE
+        instance that it does not hold; with ``rebalance``, one it assigns to no member."""
+        if self.group is None:
+            self._wanted = Rejoin.RESTORE
+        else:
+            self._wanted = Rejoin.REBALANCE if rebalance else Rejoin.NEW_MEMBER
