@@ -239,6 +239,21 @@ class Budget:
         self.bucket.resize(self.rate * share, burst, now)
         return True
 
+    def rerate(self, rate: float, burst: float, now: float) -> bool:
+        """The budget as configured becomes ``rate`` and ``burst`` from ``now`` on (a tenant
+        whose plan changed); ``True`` if either changed. The share stays; tokens are kept,
+        capped at the new burst, and a larger burst is earned, not handed out."""
+        rate = parse_rate(rate)
+        if not (math.isfinite(burst) and burst >= 1):
+            raise ValueError(f"budget {self.name!r}: burst must be >= 1, got {burst!r}")
+        if (rate, burst) == (self.rate, self.burst):
+            return False
+        self.rate, self.burst = rate, float(burst)
+        share = self.share
+        scaled = max(1.0, burst * share) if share > 0 else 0.0
+        self.bucket.resize(rate * share, scaled, now)
+        return True
+
     def request(self, requester: str, lane: Lane, weight: float, now: float) -> None:
         """Queue ``requester`` for a token in ``lane`` (idempotent per requester and lane)."""
         if not (math.isfinite(weight) and weight > 0):
