@@ -767,8 +767,7 @@ def test_bad_rest_listen(
         (
             {"vendor": {"rate": "{partition.data.plan", "per": "tenant"}},
             "budgets.vendor.rate",
-            "bad template: expected '}' before end of string; write {{ and }} for literal "
-            "braces",
+            "bad template: expected '}' before end of string; write {{ and }} for literal braces",
         ),
         (
             {"vendor": {"rate": "{partition.data.rate}/m", "per": "tenant", "burst": 0}},

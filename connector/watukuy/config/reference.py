@@ -141,7 +141,7 @@ RUNNER_KEYS: tuple[KeyDoc, ...] = (
         None,
         "Requests per unit shared by every poller naming the budget: `10/s`, `600/m`. With "
         "`per: tenant`, a template over `{partition.data.NAME}` may give each tenant its own "
-        "(`\"{partition.data.rate_limit}/m\"`; a single placeholder keeps the value's type, a "
+        "(`{partition.data.rate_limit}/m`, quoted in YAML; a single placeholder keeps its type, a "
         "number being per second); a tenant whose data gives no rate fails its keys with an "
         "error naming this field.",
         True,

@@ -49,9 +49,7 @@ _UNITS = {
     "d": 86400.0,
     "day": 86400.0,
 }
-_RATE = re.compile(
-    r"\s*(\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)?\s*([a-z]+)\s*", re.IGNORECASE
-)
+_RATE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)?\s*([a-z]+)\s*", re.IGNORECASE)
 
 _EPSILON = 1e-9
 """Tokens lost to float rounding: ``0.1 * 10`` must still make one token."""
