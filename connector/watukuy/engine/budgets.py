@@ -9,6 +9,10 @@ requesters wait for it (not one per waiter).
 Across runner instances a budget is split (:func:`split_budgets`): each instance's bucket gets
 the share of the budget's keys it owns, recomputed whenever ownership or the partition lists
 change, so N replicas spend the vendor's quota once, not N times.
+
+A ``per: tenant`` budget is a :class:`TenantGate`: a gate per tenant in use, each split by the
+share of that tenant's keys the instance owns (see :mod:`watukuy.core.tenant_budget`). A
+poller naming several budgets waits at each (:func:`acquirer`).
 """
 
 from __future__ import annotations
@@ -364,8 +368,13 @@ def acquirer(
     refills on its own, so waiting for a second budget with the first one's token taken
     cannot deadlock. Taking the scarce one first means the plentiful one's token is taken
     just before the request goes, so it spends little of that budget's rate idle; a
-    request cancelled between the two has spent the first token, as a failed request does:
-    the vendor is asked less than the budget allows, never more.
+    request cancelled between the two has spent the first token, as a failed request does.
+    The price: a request reaches the vendor up to one wait of the later budgets after its
+    scarce token, so two may arrive closer than the scarce rate's interval; in any window the
+    vendor still sees at most ``rate x window + burst`` plus the requests that held a token
+    while waiting (a key waits with one request per lane at most). Taking the plentiful one
+    first would pace arrivals exactly by the scarce budget, but would hold a plentiful token
+    for each request waiting out the scarce one (seconds to minutes for a reports quota).
     """
     if len(gates) == 1:
         only = gates[0]
