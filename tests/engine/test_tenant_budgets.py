@@ -23,6 +23,7 @@ from watukuy.core.budget import Lane
 from watukuy.core.poller import Partition
 from watukuy.core.tenant_budget import TenantBudgetSpec
 from watukuy.engine.budgets import SWEEP_EVERY, TenantGate
+from watukuy.observe.metrics import PrometheusObserver
 
 pytestmark = pytest.mark.unit
 
@@ -149,6 +150,24 @@ async def test_an_instance_holding_half_a_tenant_s_keys_spends_half_its_bucket(e
 
     paced(gaps(env, env.tid(0)), 5.0, 6)  # first's pages only
     paced(gaps(env, env.tid(1)), 10.0, 12)
+
+
+async def test_a_budget_per_tenant_adds_no_metric_series_per_tenant(env: Env) -> None:
+    """Four tenants, four buckets: the budget's series are one per budget (and lane) still."""
+    metrics = PrometheusObserver(partition_label=True, process=False)
+    budgets = {"vendor": {"rate": "100/s", "per": "tenant"}}
+    poller = make(env, "invoices", (0, 1, 2, 3), "vendor")
+    engine = engine_of(env, poller, budgets=budgets, observers=[metrics])
+
+    await tick(engine)
+
+    scrape = metrics.render()[0].decode().splitlines()
+    series = [line for line in scrape if line.startswith("watukuy_budget")]
+    assert 'watukuy_budget_waits_total{budget="vendor",lane="live"} 24.0' in series
+    assert [line.split(" ")[0] for line in series if "tokens" in line] == [
+        'watukuy_budget_tokens{budget="vendor"}'
+    ]
+    assert not any(t.id in line for t in env.tenants for line in series)
 
 
 # -- the gate: buckets only for tenants in use -----------------------------------------------------
