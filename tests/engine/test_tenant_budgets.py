@@ -20,6 +20,7 @@ from tests.engine.support import Env
 from tests.engine.test_budget_sharing import RecordingSimulator, SharedStore, only, received
 from watukuy import Engine, FakeClock, Poller, SystemClock
 from watukuy.core.budget import Lane
+from watukuy.core.errors import ConfigError
 from watukuy.core.poller import Partition
 from watukuy.core.tenant_budget import TenantBudgetSpec
 from watukuy.engine.budgets import SWEEP_EVERY, TenantGate
@@ -217,3 +218,17 @@ def _plan_rate() -> Any:
     from watukuy.core.tenant_budget import TenantRate
 
     return TenantRate(lambda p: p.data["rate"], "{partition.data.rate}")
+
+
+def test_an_unknown_budget_in_a_python_poller_s_list_is_named(env: Env) -> None:
+    poller = make(env, "invoices", (0,), ["vendor", "reports"])
+    with pytest.raises(ConfigError) as raised:
+        Engine([poller], budgets={"vendor": {"rate": "1/s"}})
+    assert str(raised.value) == "poller 'invoices'.budget[1]: unknown budget 'reports'"
+
+
+def test_a_rate_of_the_tenant_needs_per_tenant() -> None:
+    with pytest.raises(ConfigError) as raised:
+        Engine([], budgets={"vendor": {"rate": lambda partition: "1/s"}})
+    assert raised.value.path == "budgets.vendor.rate"
+    assert "a rate that depends on the tenant needs per: tenant" in str(raised.value)
