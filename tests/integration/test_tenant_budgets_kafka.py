@@ -27,7 +27,8 @@ import pytest
 
 from integration.demo_pieces import Simulator, runner_config, start_simulator
 from integration.demo_pieces import write_config as write_runner_config
-from tests.integration.runners import Runner, runner_env, wait_for
+from tests.integration.runners import Runner, assignments, runner_env, wait_for
+from watukuy.store.kafka.partitioner import partition_for
 
 PLANS = {0: 6.0, 1: 2.0}  # requests a second, by tenant index
 REPORTS = 1.0
@@ -91,19 +92,25 @@ def connector(sim: Simulator) -> dict[str, Any]:
     }
 
 
-def test_each_tenant_is_paced_by_its_plan_and_reports_by_the_stricter_budget(
-    kafka_bootstrap: str, prefix: str, simulator: Simulator, tmp_path: Path
-) -> None:
-    admin(simulator, "reports-quota", {"limit": 3, "window": 2})
-    config = runner_config(kafka_bootstrap, prefix, "budgets-1", partitions=4)
+def make_runner(
+    name: str, bootstrap: str, prefix: str, simulator: Simulator, tmp_path: Path, partitions: int
+) -> Runner:
+    config = runner_config(bootstrap, prefix, name, partitions=partitions)
     config["runner"]["session.timeout"] = "6s"
     config["budgets"] = {
         "vendor": {"rate": "{partition.data.rate_limit}", "burst": 1, "per": "tenant"},
         "reports": {"rate": f"{REPORTS:g}/s", "burst": 1, "per": "tenant"},
     }
     config["pollers"] = [connector(simulator)]
-    path = write_runner_config(tmp_path / "runner.yaml", config)
-    runner = Runner("budgets-1", path, runner_env(simulator.base_url), tmp_path / "runner.log")
+    path = write_runner_config(tmp_path / f"{name}.yaml", config)
+    return Runner(name, path, runner_env(simulator.base_url), tmp_path / f"{name}.log")
+
+
+def test_each_tenant_is_paced_by_its_plan_and_reports_by_the_stricter_budget(
+    kafka_bootstrap: str, prefix: str, simulator: Simulator, tmp_path: Path
+) -> None:
+    admin(simulator, "reports-quota", {"limit": 3, "window": 2})
+    runner = make_runner("budgets-1", kafka_bootstrap, prefix, simulator, tmp_path, 4)
     ids = [t["id"] for t in simulator.tenants]
     slugs = [t["slug"] for t in simulator.tenants]
 
@@ -144,3 +151,54 @@ def test_each_tenant_is_paced_by_its_plan_and_reports_by_the_stricter_budget(
         for first in times:
             within = [t for t in times if first <= t < first + 2.0]
             assert len(within) <= 2.0 * REPORTS + 1 + 1, (slug, times)
+
+
+def test_two_runners_holding_a_tenant_s_keys_spend_its_bucket_once(
+    kafka_bootstrap: str, prefix: str, simulator: Simulator, tmp_path: Path
+) -> None:
+    """Each tenant's five keys (four items, one reports) hash to the eight partitions of the
+    state topic, which two runners share: each holds the share of a tenant's bucket that it
+    holds of the tenant's keys, so the vendor sees each plan's rate once, not twice."""
+    admin(simulator, "reports-quota", {"limit": 1000})
+    runners = [
+        make_runner(name, kafka_bootstrap, prefix, simulator, tmp_path, 8)
+        for name in ("budgets-1", "budgets-2")
+    ]
+    group = f"{prefix}.runners"
+    ids = [t["id"] for t in simulator.tenants]
+
+    def held() -> dict[str, set[int]]:
+        return {k: v for k, v in assignments(kafka_bootstrap, group).items() if v}
+
+    def counts() -> dict[str, int]:
+        return {t: n for t, n in admin(simulator, "stats")["tenants"].items() if t in ids}
+
+    try:
+        for runner in runners:
+            runner.start()
+        wait_for(lambda: len(held()) == 2, 120, "two runners sharing the partitions")
+        ownership = held()
+        mark = counts()
+        wait_for(lambda: all(counts()[t] > mark.get(t, 0) + 5 for t in ids), 60, "polling")
+        time.sleep(1.0)  # the shares were set on the rebalance; let the restores settle
+        before, started = counts(), time.monotonic()
+        time.sleep(WINDOW)
+        after, seconds = counts(), time.monotonic() - started
+        assert held() == ownership, "the group rebalanced again: measure a stable split"
+        for runner in runners:
+            assert runner.process is not None and runner.process.poll() is None, runner.output()
+    finally:
+        exits = [runner.stop(30) for runner in runners]
+    assert exits == [0, 0], [runner.output()[-2000:] for runner in runners]
+
+    keys = {t: [f"harvest.items/{t}/{f}" for f in "abcd"] + [f"harvest.reports/{t}"] for t in ids}
+    spread = {t: {partition_for(k, 8) for k in keys[t]} for t in ids}
+    both = [t for t in ids if all(spread[t] & parts for parts in ownership.values())]
+    spent = {i: after[ids[i]] - before.get(ids[i], 0) for i in PLANS}
+    print(f"\ntwo runners, {seconds:.1f}s by plan: { ({PLANS[i]: spent[i] for i in PLANS}) }")
+    print(f"tenants whose keys both runners hold: {len(both)} of {len(ids)}")
+    assert both, ("no tenant's keys are on both runners: the split is not shown", spread)
+    for index, rate in PLANS.items():
+        # A bucket of at least one token on each runner: one more than the burst.
+        assert spent[index] <= rate * seconds + 1 + 1 + SLACK, (index, spent)
+        assert spent[index] >= 0.6 * rate * seconds, (index, spent)
