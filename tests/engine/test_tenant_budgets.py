@@ -18,7 +18,8 @@ import pytest
 
 from tests.engine.support import Env
 from tests.engine.test_budget_sharing import RecordingSimulator, SharedStore, only, received
-from watukuy import Engine, FakeClock, Poller, SystemClock
+from watukuy import Engine, FakeClock, Poller, SystemClock, define_poller
+from watukuy.config.budgets import engine_budgets
 from watukuy.core.budget import Lane
 from watukuy.core.errors import ConfigError
 from watukuy.core.poller import Partition
@@ -232,3 +233,31 @@ def test_a_rate_of_the_tenant_needs_per_tenant() -> None:
         Engine([], budgets={"vendor": {"rate": lambda partition: "1/s"}})
     assert raised.value.path == "budgets.vendor.rate"
     assert "a rate that depends on the tenant needs per: tenant" in str(raised.value)
+
+
+async def test_a_bad_plan_in_the_config_s_template_is_named_and_the_data_kept_out() -> None:
+    """Through the config's template: the error names the budget's field, the template and
+    what it rendered; stored, the rendered value is redacted like any value of the tenant's
+    data long enough to be one (``lots``), and the rest of the data never appears."""
+
+    async def fetch(ctx: Any) -> dict[str, Any]:
+        await ctx.http.get("http://127.0.0.1:9/never-sent")
+        return {"items": []}
+
+    tenants = [
+        {"key": "acme", "data": {"rate_limit": "lots", "token": "s3cret-tok"}},
+        {"key": "beta", "data": {"rate_limit": "0", "token": "s3cret-tok"}},
+    ]
+    poller = define_poller(
+        name="p", fetch=fetch, identity=lambda i: i, budget="vendor", partitions=lambda: tenants
+    )
+    budgets = {"vendor": {"rate": "{partition.data.rate_limit}/m", "per": "tenant"}}
+    async with Engine([poller], budgets=engine_budgets(budgets)) as engine:
+        await tick(engine)
+        errors = {i.partition: i.last_error for i in engine.inspect()}
+    said = "ConfigError: budgets.vendor.rate: '{partition.data.rate_limit}/m' gave '%s' for "
+    rest = (
+        "this tenant, which is not a rate (expected '<count>/<unit>' with unit s, m, h or d, "
+        "or a number per second)"
+    )
+    assert errors == {"acme": said % "[redacted]/m" + rest, "beta": said % "0/m" + rest}
