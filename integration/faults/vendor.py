@@ -88,6 +88,12 @@ class Simulator:
         answer = self.call("GET", f"/_admin/tenants/{tenant}/poisoned")
         return [(p["id"], p["version"]) for p in answer]
 
+    def log(self, tenant: str) -> list[dict[str, Any]]:
+        """Every API request of ``tenant`` as the vendor saw it: ``path``, ``query``,
+        ``status``."""
+        entries: list[dict[str, Any]] = self.call("GET", f"/_admin/tenants/{tenant}/log")
+        return entries
+
     def update_item(self, tenant: str, item: str, **fields: Any) -> dict[str, Any]:
         updated: dict[str, Any] = self.call(
             "PATCH", f"/_admin/tenants/{tenant}/items/{item}", fields

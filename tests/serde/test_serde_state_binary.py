@@ -1,6 +1,6 @@
-"""The partition state written by hand (``serde.binary.partition_state``) is byte for byte what
-fastavro writes from the record every state took to it before; anything the hand-written path
-leaves (a value of an unexpected type) gets what fastavro gives."""
+"""The partition state written by hand (``serde.state_binary.partition_state``) is byte for
+byte what fastavro writes from the record every state took to it before; anything the
+hand-written path leaves (a value of an unexpected type) gets what fastavro gives."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from watukuy.core.circuit import Circuit, CircuitState
 from watukuy.core.schedule import KeySchedule
 from watukuy.core.state import LaneState, PartitionState, Validators
-from watukuy.serde import binary, framing
+from watukuy.serde import framing, state_binary
 from watukuy.serde.state import (
     FORMAT_VERSION,
     SCHEMAS,
@@ -80,13 +80,13 @@ def outcome(write: Any) -> bytes | type[BaseException]:
 
 
 def test_the_shipped_partition_state_is_written_by_hand() -> None:
-    assert SCHEMAS.current[STATE].canonical == binary.PARTITION_STATE_CANONICAL
+    assert SCHEMAS.current[STATE].canonical == state_binary.PARTITION_STATE_CANONICAL
 
 
 @settings(max_examples=400)
 @given(state=STATES)
 def test_states_are_the_bytes_fastavro_writes_and_read_back(state: PartitionState) -> None:
-    assert binary.partition_state(FORMAT_VERSION, state, _optional_json) is not None
+    assert state_binary.partition_state(FORMAT_VERSION, state, _optional_json) is not None
     written = encode_state(state)
     assert written == fastavro_state(state)
     assert encode_state(decode_state(written)) == written
@@ -113,7 +113,7 @@ def test_unusual_values_give_what_fastavro_gives(odd: dict[str, Any]) -> None:
     state = replace(
         PartitionState("p", "t1", LaneState(), KeySchedule(1.0, 2.0), created=3.0), **odd
     )
-    assert binary.partition_state(FORMAT_VERSION, state, _optional_json) is None
+    assert state_binary.partition_state(FORMAT_VERSION, state, _optional_json) is None
     new = outcome(lambda: encode_state(state))
     old = outcome(lambda: fastavro_state(state))
     if isinstance(old, bytes):

@@ -53,6 +53,10 @@ class TimeFormat:
             )
         return TimeFormat(raw)
 
+    @property
+    def is_epoch(self) -> bool:
+        return self.name in _EPOCHS
+
     def read(self, value: object) -> datetime | None:
         """The instant ``value`` writes in this format (``None``: it writes none)."""
         if value is None or isinstance(value, bool):
@@ -145,11 +149,12 @@ def after_window(
     spec: WindowSpec, window: Window, highest: datetime | None, now: datetime
 ) -> tuple[datetime | None, bool]:
     """Where the cursor stands once the window's last page committed, and whether another
-    window follows at once (a stepped backfill not at its end yet). A bounded window moves
+    window follows at once (a stepped backfill not at its end yet; without a step the next
+    poll reads what came since, on its schedule). A bounded window moves
     the cursor to its end; an unbounded one to the newest item seen, never back."""
     if window.end is not None:
         settled = now - timedelta(seconds=spec.settle)
-        return window.end, window.end < settled
+        return window.end, spec.step is not None and window.end < settled
     if highest is None or (window.start is not None and highest <= window.start):
         return window.start, False
     return highest, False

@@ -129,8 +129,11 @@ def _compile(
     compile_value = _template_compiler(bool(tenants), cursor, written, parents, names)
     tokens = None if shared is None else shared.tokens
     request = parse_request(given["request"], "request", f"{where}.request", compile_value, tokens)
-    sends_cursor = any(p.kind == "cursor" for t in request.templates for p in t.placeholders)
-    cursors.check_sent(cursor, sends_cursor, f"{where}.cursor")
+    used = {p.text[1:-1] for t in request.templates for p in t.placeholders}
+    used &= {"cursor", "cursor.start", "cursor.end"}
+    cursors.check_sent(cursor, used, f"{where}.cursor")
+    cursor = cursor.bind(used, compile_value)
+    check_body_places(cursor, request, f"{where}.request.method")
     schedule = _schedule(given.get("schedule"), f"{where}.schedule")
     poll = _poll_spec(given, where, request, cursor, throttle_default=schedule["min"])
     options: dict[str, Any] = {
@@ -191,6 +194,7 @@ def _template_compiler(
 ) -> Callable[[object, str], Template]:
     """Compiles a template value at a config path, knowing which placeholders exist here."""
     has_cursor = not isinstance(cursor, cursors.NoCursor)
+    window = isinstance(cursor, cursors.TimestampCursor)
 
     def compile_value(raw: object, at: str) -> Template:
         return compile_template(
@@ -198,6 +202,7 @@ def _template_compiler(
             at,
             partitioned=partitioned,
             cursor=has_cursor,
+            window=window,
             written=written.get(at),
             parents=parents,
             fanout=fanout,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from watukuy.core.children import tenant_of
@@ -107,26 +107,29 @@ async def fetch_page(spec: PollSpec, partition: Any, value: Any, http: KeyHttp) 
     at = spec.listings.recall(key, position.page)
     if at is START_OVER:  # its next URL was never stored: the listing starts over
         log.info("%s: listing again from its first page (a next URL is never stored)", key)
-        position, at = cursors.Position(position.resume, None, position.high), None
-    sent = spec.cursor.outgoing(position.resume)
-    scope = Scope(partition=partition, cursor=sent)
+        position, at = replace(position, page=None), None
+    now = http.now()
+    plan = spec.cursor.plan(position, partition, now)
+    if plan.empty:  # a window not open yet (end: now-DURATION): nothing to ask
+        return FetchResult(items=[], cursor=plan.origin or position.resume, has_more=False)
+    if plan.origin is not None:
+        position = replace(position, resume=plan.origin)
+    scope = Scope(partition=partition, cursor=plan.sent, start=plan.start, end=plan.end)
     rendered = spec.request.render(scope)
-    param = spec.cursor.param
-    cursor_query = {param: str(sent)} if param is not None and sent is not None else None
-    page = spec.paginate.place(first_request(rendered, cursor_query), at)
+    page = spec.paginate.place(spec.cursor.place(first_request(rendered), plan), at)
     response = await send_page(spec.request, http, scope, rendered, page, spec.passthrough)
     body = await _ruled_body(spec, response)
     action = _judged(spec, response, http, body)
     if action == "ignore":
         spec.listings.ended(key)
-        return FetchResult(
-            items=[], cursor=spec.cursor.at_end(position, None, position.high), has_more=False
-        )
+        cursor, more = spec.cursor.finish(position, plan, None, position.high, now)
+        return FetchResult(items=[], cursor=cursor, has_more=more)
     if action == "restart":
-        return _restarted(spec, position, at, response.status)
+        return _restarted(spec, position, at, response.status, plan)
     if body is _UNREAD:
         body = await response.json()  # InvalidResponse names the template, as the client's
     items = spec.records.read(body, request_line(spec.request.method, spec.request.url.shown))
+    items = spec.cursor.vet(items)
     following = next_page(
         spec.paginate,
         at,
@@ -140,11 +143,11 @@ async def fetch_page(spec: PollSpec, partition: Any, value: Any, http: KeyHttp) 
     high = spec.cursor.highest(position.high, items)
     if following is not None:
         stored = spec.listings.walked(key, at, following, spec.paginate_where)
-        return FetchResult(
-            items=items, cursor=cursors.mid_listing(position, stored, high), has_more=True
-        )
+        cursor = cursors.mid_listing(position, stored, high, plan.end_at)
+        return FetchResult(items=items, cursor=cursor, has_more=True)
     spec.listings.ended(key)
-    return FetchResult(items=items, cursor=spec.cursor.at_end(position, body, high), has_more=False)
+    cursor, more = spec.cursor.finish(position, plan, body, high, now)
+    return FetchResult(items=items, cursor=cursor, has_more=more)
 
 
 _UNREAD: Any = object()
@@ -161,15 +164,16 @@ async def _ruled_body(spec: PollSpec, response: Response) -> Any:
         return None
 
 
-def _restarted(spec: PollSpec, position: cursors.Position, at: Any, status: int) -> FetchResult:
+def _restarted(
+    spec: PollSpec, position: cursors.Position, at: Any, status: int, plan: cursors.Plan
+) -> FetchResult:
     """``restart``: this page dropped, the listing again from its first page and the cursor
     the poll started from. On the first page itself that would ask the same page for ever."""
     if at is None:
         shown = request_line(spec.request.method, spec.request.url.shown)
         raise BadBody(f"{shown} -> {status}: on_status says restart, on the listing's first page")
-    return FetchResult(
-        items=[], cursor=cursors.mid_listing(position, None, position.high), has_more=True
-    )
+    cursor = cursors.mid_listing(position, None, position.high, plan.end_at)
+    return FetchResult(items=[], cursor=cursor, has_more=True)
 
 
 def _judged(spec: PollSpec, response: Response, http: KeyHttp, body: Any) -> str:

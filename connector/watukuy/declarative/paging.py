@@ -51,13 +51,16 @@ from watukuy.declarative.values import true_flag as _true_flag
 from watukuy.http import build_url
 
 __all__ = [
+    "NOWHERE",
     "PAGINATORS",
     "FollowUrl",
     "PageRequest",
     "PageSeen",
     "Paginator",
+    "Place",
     "check_body_places",
     "parse_paginate",
+    "parse_place",
 ]
 
 
@@ -99,6 +102,12 @@ class Paginator(Protocol):
 
     def next(self, position: Any, seen: PageSeen) -> Any:
         """Where the page after the one at ``position`` is, or ``None`` when it was the last."""
+
+
+class PlacesBody(Protocol):
+    @property
+    def places_body(self) -> str | None:
+        """The config path of a value placed in the JSON body (``None``: none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,7 +293,7 @@ class OnePage:
 ONE_PAGE: Paginator = OnePage()
 
 
-def _place(
+def parse_place(
     values: Mapping[str, Any], at: str, param: str, body: str, example: str, *, required: bool
 ) -> Place:
     """Exactly one of the query parameter ``param`` and the body path ``body`` (or neither,
@@ -303,7 +312,7 @@ def _place(
 
 def _parse_next_token(given: object, path: str, at: str) -> Paginator:
     values = section(given, path, at)
-    place = _place(values, at, "param", "body", "cursor", required=True)
+    place = parse_place(values, at, "param", "body", "cursor", required=True)
     return NextToken(parse_path(values["path"], f"{at}.path"), place)
 
 
@@ -319,16 +328,16 @@ def _parse_link_header(given: object, path: str, at: str) -> Paginator:
 
 def _parse_page(given: object, path: str, at: str) -> Paginator:
     values = section(given, path, at)
-    number = _place(values, at, "param", "body", "page", required=True)
+    number = parse_place(values, at, "param", "body", "page", required=True)
     start = non_negative_int(values.get("start", 1), f"{at}.start")
-    size = _place(values, at, "size_param", "size_body", "per_page", required=False)
+    size = parse_place(values, at, "size_param", "size_body", "per_page", required=False)
     return PageNumber(number, start, size, positive_int(values["size"], f"{at}.size"))
 
 
 def _parse_offset(given: object, path: str, at: str) -> Paginator:
     values = section(given, path, at)
-    offset = _place(values, at, "param", "body", "offset", required=True)
-    size = _place(values, at, "size_param", "size_body", "limit", required=False)
+    offset = parse_place(values, at, "param", "body", "offset", required=True)
+    size = parse_place(values, at, "size_param", "size_body", "limit", required=False)
     return Offset(offset, size, positive_int(values["size"], f"{at}.size"))
 
 
@@ -354,8 +363,9 @@ def parse_paginate(raw: object, path: str, where: str) -> Paginator:
     return Stopping(paginator, compile_filter(stop, f"{where}.stop"))
 
 
-def check_body_places(paginate: Paginator, request: Any, where: str) -> None:
-    """A paginator that places values in the JSON body needs a request that sends one."""
+def check_body_places(paginate: PlacesBody, request: Any, where: str) -> None:
+    """A paginator (or a cursor) that places values in the JSON body needs a request that
+    sends one."""
     placed = paginate.places_body
     if placed is not None and request.method != "POST":
         raise ConfigError(

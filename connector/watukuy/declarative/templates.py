@@ -8,8 +8,10 @@ Placeholders::
     {partition.data.NAME}    a value of the partition's data; NAME is a path (see
                              watukuy.declarative.paths): {partition.data.auth.token},
                              {partition.data.hosts[0]}
-    {cursor}                 the cursor sent this poll (the resume token, or the ISO-8601
-                             timestamp minus lookback); empty on the first poll
+    {cursor}                 the cursor sent this poll (the resume token, or the time
+                             window's start, less lookback); empty on the first poll
+    {cursor.start}           a timestamp cursor's window, in its ``format``: the start (as
+    {cursor.end}             {cursor}) and the end (``{cursor.end}`` bounds the window)
     {parent.key}             a child stream's parent item key; {parent.parent.key} the
                              grandparent's, and so on (only as deep as the stream is)
     {fanout.NAME}            a fan-out stream's value of the entry NAME
@@ -59,6 +61,8 @@ _KNOWN = (
     "cursor",
     "parent.key",
     "fanout.NAME",
+    "cursor.start",
+    "cursor.end",
 )
 _DATA = "partition.data."
 _FANOUT = "fanout."
@@ -67,10 +71,11 @@ _PARENT = re.compile(r"(?:parent\.)+key")
 
 @dataclass(frozen=True, slots=True)
 class Placeholder:
-    kind: Literal["key", "tenant", "data", "cursor", "parent", "fanout"]
+    kind: Literal["key", "tenant", "data", "cursor", "window", "parent", "fanout"]
     path: Path | None = None  # for ``data``: the path into the partition's data
     level: int = 0  # for ``parent``: 1 is {parent.key}, 2 {parent.parent.key}...; ``fanout``
-    name: str = ""  # for ``fanout``: the entry's name (its value is ``parents[level - 1]``)
+    name: str = ""  # ``fanout``: the entry's name (its value is ``parents[level - 1]``);
+    # ``window``: ``start`` or ``end``
 
     @property
     def text(self) -> str:
@@ -83,15 +88,20 @@ class Placeholder:
             return "{tenant.key}"
         if self.kind == "fanout":
             return "{fanout." + self.name + "}"
+        if self.kind == "window":
+            return "{cursor." + self.name + "}"
         return "{partition.key}" if self.kind == "key" else "{cursor}"
 
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """What placeholders render from: one partition and the cursor of this poll."""
+    """What placeholders render from: one partition and the cursor of this poll (and its
+    time window's ends, written in the cursor's format)."""
 
     partition: Partition
     cursor: Any = None
+    start: Any = None
+    end: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,13 +170,15 @@ def compile_template(
     *,
     partitioned: bool,
     cursor: bool,
+    window: bool = False,
     allow_placeholders: bool = True,
     written: Written | None = None,
     parents: int = 0,
     fanout: tuple[str, ...] = (),
 ) -> Template:
-    """Compile ``text``; ``partitioned``, ``cursor``, ``parents`` (a child stream's depth)
-    and ``fanout`` (a fan-out stream's names) say which names exist here.
+    """Compile ``text``; ``partitioned``, ``cursor``, ``window`` (a timestamp cursor's
+    ``{cursor.start}``/``{cursor.end}``), ``parents`` (a child stream's depth) and ``fanout``
+    (a fan-out stream's names) say which names exist here.
 
     Numbers and booleans are accepted as their JSON text (``limit: 100``).
     ``allow_placeholders=False`` (a tenants listing, which has no partition or cursor) still
@@ -190,7 +202,7 @@ def compile_template(
         if secret:
             _append_literal(parts, chunk)
             continue
-        names = _Names(partitioned, cursor, parents, fanout)
+        names = _Names(partitioned, cursor, parents, fanout, window)
         _compile_chunk(chunk, where, parts, names, allow_placeholders)
     return Template(text=text, where=where, parts=tuple(parts), shown=shown)
 
@@ -244,6 +256,7 @@ class _Names:
     cursor: bool
     parents: int
     fanout: tuple[str, ...]
+    window: bool = False
 
 
 def _placeholder(name: str, where: str, names: _Names) -> Placeholder:
@@ -264,6 +277,10 @@ def _placeholder(name: str, where: str, names: _Names) -> Placeholder:
                 f"{{{name}}} needs a child stream {level} level(s) deep; {have}", where
             )
         return Placeholder("parent", level=level)
+    if name in ("cursor.start", "cursor.end"):
+        if not names.window:
+            raise ConfigError(f"{{{name}}} needs a timestamp cursor (a time window)", where)
+        return Placeholder("window", name=name.split(".")[1])
     if name == "cursor":
         if not cursor:
             raise ConfigError(
@@ -305,6 +322,8 @@ def _unknown(name: str) -> str:
 def _lookup(placeholder: Placeholder, scope: Scope, where: str) -> Any:
     if placeholder.kind == "cursor":
         return scope.cursor
+    if placeholder.kind == "window":
+        return scope.start if placeholder.name == "start" else scope.end
     if placeholder.kind == "key":
         return scope.partition.key
     if placeholder.kind == "tenant":

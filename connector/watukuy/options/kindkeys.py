@@ -196,35 +196,95 @@ def cursor_keys(prefix: str) -> list[KeyDoc]:
             None,
             "Query parameter it is sent in (or use `{cursor}` in a template).",
         ),
-        KeyDoc(
-            f"{prefix}.timestamp",
-            "mapping",
-            None,
-            "The greatest item `field` seen, sent as ISO-8601 (UTC) on the next poll.",
-        ),
-        KeyDoc(
-            f"{prefix}.timestamp.field",
-            "path",
-            None,
-            "Path of the item's timestamp.",
-            required=True,
-        ),
-        KeyDoc(
-            f"{prefix}.timestamp.param",
-            "string",
-            None,
-            "Query parameter it is sent in (or use `{cursor}` in a template).",
-        ),
-        KeyDoc(
-            f"{prefix}.timestamp.lookback",
-            "duration",
-            "0s",
-            "Sent this much earlier, to re-read late writes.",
-        ),
+        *_timestamp(f"{prefix}.timestamp"),
         KeyDoc(
             f"{prefix}.none",
             "true",
             None,
             "Full listing each poll; the snapshot finds the changes.",
+        ),
+    ]
+
+
+_FORMATS = "`iso`, `epoch`, `epoch_ms`, `epoch_us` or a strftime pattern (`%Y%m%d`)"
+
+
+def _timestamp(prefix: str) -> list[KeyDoc]:
+    return [
+        KeyDoc(
+            prefix,
+            "mapping",
+            None,
+            "A time window. Open-ended (only a start is sent): from the newest item `field` "
+            "seen. Windowed (an end is sent: `end_param`, `end_body`, `{cursor.end}`, `end` "
+            "or `step`): from where the last committed window ended to `end`; the cursor "
+            "moves only past windows whose pages all committed.",
+        ),
+        KeyDoc(f"{prefix}.field", "path", None, "Path of the item's time.", required=True),
+        KeyDoc(
+            f"{prefix}.field_format",
+            "string",
+            None,
+            f"How items write `field`: {_FORMATS}. Declared, an item whose `field` it cannot "
+            "read is parked `invalid`; absent, ISO-8601 or epoch seconds are read and other "
+            "values ignored.",
+        ),
+        KeyDoc(
+            f"{prefix}.param",
+            "string",
+            None,
+            "Query parameter the window's start is sent in (or `body`, or `{cursor}` / "
+            "`{cursor.start}` in a template).",
+        ),
+        KeyDoc(
+            f"{prefix}.body",
+            "path",
+            None,
+            "Where the window's start goes in the JSON body (`query.updated.gte`); needs "
+            "`request.method: POST`.",
+        ),
+        KeyDoc(f"{prefix}.format", "string", "iso", f"How the window is sent: {_FORMATS}."),
+        *_window_bounds(prefix),
+    ]
+
+
+def _window_bounds(prefix: str) -> list[KeyDoc]:
+    return [
+        KeyDoc(
+            f"{prefix}.end_param",
+            "string",
+            None,
+            "Query parameter the window's end is sent in (or `end_body`, or `{cursor.end}`).",
+        ),
+        KeyDoc(f"{prefix}.end_body", "path", None, "Where the window's end goes in the body."),
+        KeyDoc(
+            f"{prefix}.end",
+            "string",
+            "now",
+            "The window's end: `now` or `now-DURATION`, for vendors whose recent writes settle "
+            "late (a window not open yet sends nothing).",
+        ),
+        KeyDoc(
+            f"{prefix}.step",
+            "duration",
+            None,
+            "Windows of at most this length, oldest first (a vendor's maximum span); each "
+            "window's pages commit before the next begins, and a restart goes on from the "
+            "last committed window.",
+        ),
+        KeyDoc(
+            f"{prefix}.start",
+            "string",
+            None,
+            "A key's first window start: a template (`{partition.data.start_date}`, an "
+            "ISO-8601 date or the `format`), an ISO-8601 date, or a duration back from now "
+            "(`730d`). Absent: no lower bound. A start that cannot be read fails the key.",
+        ),
+        KeyDoc(
+            f"{prefix}.lookback",
+            "duration",
+            "0s",
+            "Each window is asked from this much earlier, to re-read late writes (the "
+            "snapshot drops what did not change).",
         ),
     ]

@@ -36,7 +36,7 @@ from watukuy.core.events import canonical_json
 from watukuy.core.keys import key_text
 from watukuy.core.schedule import KeySchedule
 from watukuy.core.state import LaneState, ParkedItem, PartitionState, SnapshotEntry, Validators
-from watukuy.serde import binary, framing
+from watukuy.serde import binary, framing, state_binary
 
 __all__ = [
     "FORMAT_VERSION",
@@ -169,13 +169,13 @@ def _lane_out(lane: LaneState) -> dict[str, Any]:
     }
 
 
-_STATE_BY_HAND = SCHEMAS.current[STATE].canonical == binary.PARTITION_STATE_CANONICAL
+_STATE_BY_HAND = SCHEMAS.current[STATE].canonical == state_binary.PARTITION_STATE_CANONICAL
 _STATE_HEAD = framing.MAGIC + SCHEMAS.current[STATE].fingerprint
 
 
 def encode_state(state: PartitionState) -> bytes:
     if _STATE_BY_HAND:  # by hand, byte for byte what fastavro writes (serde.binary)
-        body = binary.partition_state(FORMAT_VERSION, state, _optional_json)
+        body = state_binary.partition_state(FORMAT_VERSION, state, _optional_json)
         if body is not None:
             return _STATE_HEAD + body
     return _encode(STATE, _state_record(state), f"state of {state.key}")

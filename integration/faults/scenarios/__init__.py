@@ -21,6 +21,7 @@ from integration.faults.scenarios import (
     s12_cluster,
     s13_local_state,
     s14_unowned,
+    s15_backfill,
 )
 
 SCENARIOS: list[ModuleType] = [
@@ -38,4 +39,5 @@ SCENARIOS: list[ModuleType] = [
     s12_cluster,  # on a three-node cluster of its own
     s13_local_state,
     s14_unowned,
+    s15_backfill,
 ]

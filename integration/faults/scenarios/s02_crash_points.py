@@ -15,19 +15,15 @@ Full profile: 20 crashes at each point; short: one at each.
 from __future__ import annotations
 
 import random
-import time
 from collections import deque
 
+from integration.faults.crashing import take_turns
 from integration.faults.harness import POLLER_NAME, FaultContext, result
 from integration.faults.report import Result
 from integration.faults.vendor import Mutator
-from integration.runners import RunnerProcess
-from watukuy.store.kafka.partitioner import partition_for
 
 NAME = "crash-points"
 POINTS = ("produce", "commit", "committed", "dlq")
-CRASH_EXIT = 137
-STRIKE_TIMEOUT = 60.0  # a crash point that has not struck by then is a problem of its own
 
 
 def run(ctx: FaultContext, profile: str) -> Result:
@@ -43,48 +39,8 @@ def run(ctx: FaultContext, profile: str) -> Result:
     pool = ctx.pool("crash", sim, env={"WATUKUY_PAGE_SIZE": "4"})
     keys = [f"{POLLER_NAME}/{t}" for t in sim.tenants()]
     runners = [pool.add(name, faults=[]) for name in ("r1", "r2")]
-    armed: dict[str, tuple[str, float]] = {}  # runner -> (point, started at)
-    crashes: list[tuple[float, set[str]]] = []  # (when, the keys it held)
-    problems: list[str] = []
-
-    def arm_and_start(runner: RunnerProcess) -> None:
-        if queue:
-            point = queue.popleft()
-            after = rng.randint(1, 3)
-            runner.arm(["--crash-at", point, "--after", str(after)])
-            armed[runner.name] = (point, time.monotonic())
-        else:
-            runner.arm([])
-            armed.pop(runner.name, None)
-        runner.start()
-
-    watch = None
     with Mutator(sim, every=0.03):
-        for runner in runners:
-            arm_and_start(runner)
-        watch = ctx.watch(pool)
-        while armed:
-            for runner in runners:
-                if runner.name not in armed:
-                    continue
-                point, since = armed[runner.name]
-                if not runner.running:
-                    held = pool.held().get(runner.name, set())
-                    crashes.append(
-                        (time.monotonic(), {k for k in keys if partition_for(k, 8) in held})
-                    )
-                    code = runner.wait(5)
-                    if code != CRASH_EXIT:
-                        problems.append(f"{runner.name} armed at {point} exited with {code}")
-                    arm_and_start(runner)
-                elif time.monotonic() - since > STRIKE_TIMEOUT:
-                    problems.append(f"{runner.name}: the crash at {point} never struck")
-                    runner.stop()
-                    arm_and_start(runner)
-            time.sleep(0.1)
-        for runner in runners:
-            runner.wait_started()
-        pool.wait_sharing(len(runners))
+        watch, crashes, problems = take_turns(ctx, pool, runners, queue, keys, rng)
     ctx.caught_up(pool, watch)
     codes = pool.stop_all()
     problems += [f"{n} exited with {c} at the end" for n, c in codes.items() if c != 0]

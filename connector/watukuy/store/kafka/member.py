@@ -37,6 +37,7 @@ class GroupMember:
         self._joined = joined
         self._timeout = timeout
         self._admin: Any = None  # made on first use: most runners never need it
+        self._told = ""
 
     def assigned(self) -> set[int] | None:
         """Blocking: the Kafka partitions of ``<prefix>.state`` that the group coordinator
@@ -57,19 +58,34 @@ class GroupMember:
             clients.drain_logs(self._admin)
         member_id = self._joined.member_id()
         static_id = settings.runner_id if settings.static_membership else None
+        mine: set[int] = set()
+        view = []
         for member in described.members:
-            if member.member_id == member_id or (
+            assignment = member.assignment
+            held = sorted(
+                tp.partition
+                for tp in (assignment.topic_partitions if assignment is not None else ())
+                if tp.topic == settings.layout.state
+            )
+            ours = member.member_id == member_id or (
                 static_id is not None and member.group_instance_id == static_id
-            ):
-                assignment = member.assignment
-                if assignment is None:
-                    return set()
-                return {
-                    tp.partition
-                    for tp in assignment.topic_partitions
-                    if tp.topic == settings.layout.state
-                }
-        return set()
+            )
+            if ours:
+                mine = set(held)
+            view.append(
+                f"{member.client_id}@{member.host}{' (this runner)' if ours else ''}: {held}"
+            )
+        self._tell(
+            f"group {settings.group} ({described.state}): " + "; ".join(view or ["no members"])
+        )
+        return mine
+
+    def _tell(self, view: str) -> None:
+        """The coordinator's view, logged when it changes: who it says holds what, beside
+        the runners' own claims, is what an operator needs when partitions are unowned."""
+        if view != self._told:
+            self._told = view
+            log.info("the coordinator says: %s", view)
 
     def rejoin(self) -> None:
         """Join the group again with a new consumer: every partition the coordinator gives
