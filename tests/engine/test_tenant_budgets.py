@@ -45,9 +45,12 @@ def gaps(env: Env, tenant: str) -> list[float]:
 def paced(gaps: list[float], rate: float, count: int) -> None:
     """``count`` requests no faster than ``rate`` (the budget's bound), and at about that
     pace (not behind another tenant's or another budget's): the median gap is within half a
-    token's time of the rate's own (the clock is real, the machine shared)."""
+    token's time of the rate's own. The clock is real and the machine shared, and the vendor
+    sees arrivals, not sends: one request that arrives late makes the gap after it short
+    without any request going early, so the bound is on the whole run's span (less one
+    token's time for that), not on its shortest gap."""
     assert len(gaps) == count - 1
-    assert min(gaps) >= 1 / rate - 0.005
+    assert sum(gaps) >= (len(gaps) - 1) / rate
     assert statistics.median(gaps) <= 1.5 / rate
 
 
