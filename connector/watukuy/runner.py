@@ -21,6 +21,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from watukuy.config import RunnerConfig
+from watukuy.config.budgets import engine_budgets
 from watukuy.control.activetopics import Published
 from watukuy.control.applier import ConfigApplier
 from watukuy.control.configs import ConfigTopic
@@ -132,7 +133,7 @@ async def run(
     engine = Engine(
         config.pollers,
         store=store,
-        budgets=config.budgets,
+        budgets=engine_budgets(config.budgets, config.secrets),
         max_concurrency=config.runner.max_concurrency,
         pages_in_flight=config.runner.max_pages_in_flight_per_key,
         pages_in_flight_total=config.runner.max_pages_in_flight,

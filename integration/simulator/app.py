@@ -71,7 +71,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import shapes, windows
+from . import quotas, shapes, windows
 from .paging import BadRequest, Page, lower_bound, parse_limit
 from .records import COLLECTIONS, Conflict, Item, NotFound
 from .vendor import VendorSimulator
@@ -110,6 +110,7 @@ def build_app(sim: VendorSimulator) -> web.Application:
     comments = "/{slug}/projects/{project}/issues/{issue}/comments"
     routes.add_get(comments, _lister("comments", "project", "issue"))
     shapes.add_routes(routes, _list_shaped, Listing, _authorised)
+    quotas.add_routes(routes, _list_shaped, Listing, _authorised)
     windows.add_routes(routes, _list_shaped, Listing)
     return app
 

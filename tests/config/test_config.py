@@ -718,7 +718,7 @@ def test_bad_rest_listen(
             {"vendor": {"rate": "fast"}},
             "budgets.vendor.rate",
             "invalid rate 'fast': expected '<count>/<unit>' with unit s, m, h or d "
-            "(e.g. '10/s', '600/m', '5/h')",
+            "(e.g. '10/s', '600/m', '5/h', '100/15s')",
         ),
         ({"vendor": {"burst": 5}}, "budgets.vendor.rate", "is required, e.g. '10/s'"),
         (
@@ -737,6 +737,43 @@ def test_bad_rest_listen(
             "must be a mapping like {rate: 10/s, burst: 20}, got a str",
         ),
         (["vendor"], "budgets", "must be a mapping, got a list"),
+        (
+            {"vendor": {"rate": "10/s", "per": "account"}},
+            "budgets.vendor.per",
+            "must be one of connector, tenant, got 'account'",
+        ),
+        (
+            {"vendor": {"rate": "{partition.data.rate_limit}/m"}},
+            "budgets.vendor.rate",
+            "a rate that depends on the tenant needs per: tenant",
+        ),
+        (
+            {"vendor": {"rate": "{tenant.key}/m", "per": "tenant"}},
+            "budgets.vendor.rate",
+            "a rate may name only {partition.data.NAME} (the tenant's plan), not {tenant.key}; "
+            "write {{ and }} for literal braces",
+        ),
+        (
+            {"vendor": {"rate": "{cursor}/s", "per": "tenant"}},
+            "budgets.vendor.rate",
+            "a rate may name only {partition.data.NAME} (the tenant's plan), not {cursor}; "
+            "write {{ and }} for literal braces",
+        ),
+        (
+            {"vendor": {"rate": "{partition.data.}/s", "per": "tenant"}},
+            "budgets.vendor.rate",
+            "name a data field: {partition.data.NAME}",
+        ),
+        (
+            {"vendor": {"rate": "{partition.data.plan", "per": "tenant"}},
+            "budgets.vendor.rate",
+            "bad template: expected '}' before end of string; write {{ and }} for literal braces",
+        ),
+        (
+            {"vendor": {"rate": "{partition.data.rate}/m", "per": "tenant", "burst": 0}},
+            "budgets.vendor.burst",
+            "must be a number >= 1, got 0",
+        ),
     ],
 )
 def test_bad_budgets(
@@ -745,6 +782,28 @@ def test_bad_budgets(
     error = error_of(minimal(pollers_module, modules, budgets=budgets))
     assert error.path == path
     assert str(error) == f"{path}: {message}"
+
+
+def test_budgets_per_tenant_with_a_rate_template_load_as_written(
+    modules: Modules, pollers_module: str
+) -> None:
+    budgets = {
+        "vendor": {"rate": "{partition.data.rate_limit}/m", "per": "tenant"},
+        "reports": {"rate": "100/15m", "burst": 1, "per": "connector"},
+    }
+    cfg = parse_config(minimal(pollers_module, modules, budgets=budgets))
+    assert cfg.budgets == budgets
+    assert cfg.describe()["budgets"] == budgets
+
+
+def test_a_rate_from_a_secret_is_not_read_as_a_template(
+    modules: Modules, pollers_module: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WK_RATE", "{partition.key}/s")
+    budgets = {"vendor": {"rate": "${env:WK_RATE}", "per": "tenant"}}
+    error = error_of(minimal(pollers_module, modules, budgets=budgets))
+    assert error.path == "budgets.vendor.rate"
+    assert "invalid rate" in str(error) and "partition.key" not in str(error)
 
 
 def test_poller_budget_must_be_defined(modules: Modules, pollers_module: str) -> None:

@@ -140,11 +140,12 @@ def _check_budget_names(
     pollers: list[Poller], entries: list[int], budgets: Mapping[str, Any]
 ) -> None:
     for index, poller in zip(entries, pollers, strict=True):
-        if poller.budget is None or poller.budget in budgets:
-            continue
-        defined = f"defined: {', '.join(sorted(budgets))}" if budgets else "none are defined"
-        raise ConfigError(
-            f"poller {poller.name!r} uses budget {poller.budget!r}, which is not under budgets "
-            f"({defined})",
-            f"pollers[{index}]",
-        )
+        for name in poller.budgets:
+            if name in budgets:
+                continue
+            defined = f"defined: {', '.join(sorted(budgets))}" if budgets else "none are defined"
+            raise ConfigError(
+                f"poller {poller.name!r} uses budget {name!r}, which is not under budgets "
+                f"({defined})",
+                f"pollers[{index}]",
+            )

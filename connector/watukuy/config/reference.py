@@ -137,12 +137,31 @@ RUNNER_KEYS: tuple[KeyDoc, ...] = (
     ),
     KeyDoc(
         "budgets.NAME.rate",
-        "rate",
+        "rate or template",
         None,
-        "Requests per unit shared by every poller naming the budget: `10/s`, `600/m`.",
+        "Requests per unit shared by every poller naming the budget: `10/s`, `600/m`. With "
+        "`per: tenant`, a template over `{partition.data.NAME}` may give each tenant its own "
+        "(`{partition.data.rate_limit}/m`, quoted in YAML; a single placeholder keeps its type, a "
+        "number being per second); a tenant whose data gives no rate fails its keys with an "
+        "error naming this field.",
         True,
     ),
-    KeyDoc("budgets.NAME.burst", "number", None, "Tokens the bucket holds. Default: the rate."),
+    KeyDoc(
+        "budgets.NAME.burst",
+        "number",
+        None,
+        "Tokens the bucket holds. Default: the rate (each tenant's own, with `per: tenant`).",
+    ),
+    KeyDoc(
+        "budgets.NAME.per",
+        "connector | tenant",
+        "connector",
+        "`connector`: one bucket for every poller naming the budget. `tenant`: a bucket per "
+        "tenant (the tenant of a child key `acme/P1` is `acme`), shared by the streams naming "
+        "the budget; made when the tenant first polls, let go once idle and full again. "
+        "Either way, runner instances split it by the share of its (each tenant's) keys "
+        "they hold.",
+    ),
     KeyDoc(
         "budgets.NAME.fairness",
         "round-robin | weighted",

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from watukuy.config.budgets import engine_budgets
 from watukuy.config.model import (
     KafkaProperties,
     KafkaValue,
@@ -68,7 +69,7 @@ REST_KEYS: dict[str, str | tuple[str, ...]] = {
 }
 REST_AUTH_KEYS = ("tokens", "basic")
 REST_TLS_KEYS = ("cert", "key")
-BUDGET_KEYS = ("rate", "burst", "fairness")
+BUDGET_KEYS = ("rate", "burst", "fairness", "per")
 LOG_KEYS = ("format", "level", "repeat.interval")
 METRICS_KEYS = ("partition_label",)
 LOG_FORMATS = ("text", "json")
@@ -457,7 +458,7 @@ def parse_budgets(raw: object, secrets: Secrets) -> dict[str, dict[str, Any]]:
                 raise ConfigError(f"keys must be strings, got {kind(key)}", join(where, key))
         check_keys(spec, BUDGET_KEYS, where)
     try:
-        build_budgets(given, "budgets")
+        build_budgets(engine_budgets(given, secrets.paths), "budgets")
     except ConfigError as exc:
         path = exc.path or "budgets"
         if path != "budgets" and not path.startswith("budgets."):

@@ -49,7 +49,7 @@ _UNITS = {
     "d": 86400.0,
     "day": 86400.0,
 }
-_RATE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*/\s*([a-z]+)\s*", re.IGNORECASE)
+_RATE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)?\s*([a-z]+)\s*", re.IGNORECASE)
 
 _EPSILON = 1e-9
 """Tokens lost to float rounding: ``0.1 * 10`` must still make one token."""
@@ -58,20 +58,22 @@ _EPSILON = 1e-9
 def parse_rate(value: str | float) -> float:
     """Tokens per second from ``"10/s"``, ``"600/m"``, ``"5/h"``, ``"100/d"`` or a number.
 
-    A bare number is already tokens per second. Raises ``ValueError`` on anything else,
-    including zero, negative and non-finite rates.
+    The unit may have a count, as vendors write their windows: ``"100/15s"`` (Harvest, per
+    account), ``"100/15m"`` (Harvest's reports). A bare number is already tokens per second.
+    Raises ``ValueError`` on anything else, including zero, negative and non-finite rates.
     """
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ValueError(f"rate must be a number or a string like '10/s', got {value!r}")
     if isinstance(value, str):
         match = _RATE.fullmatch(value)
-        unit = _UNITS.get(match.group(2).lower()) if match else None
+        unit = _UNITS.get(match.group(3).lower()) if match else None
         if match is None or unit is None:
             raise ValueError(
                 f"invalid rate {value!r}: expected '<count>/<unit>' with unit s, m, h or d "
-                "(e.g. '10/s', '600/m', '5/h')"
+                "(e.g. '10/s', '600/m', '5/h', '100/15s')"
             )
-        rate = float(match.group(1)) / unit
+        period = float(match.group(2) or 1) * unit
+        rate = float(match.group(1)) / period if period > 0 else math.inf
     else:
         rate = float(value)
     if not (math.isfinite(rate) and rate > 0):
@@ -237,6 +239,21 @@ class Budget:
         self.share = float(share)
         burst = max(1.0, self.burst * share) if share > 0 else 0.0
         self.bucket.resize(self.rate * share, burst, now)
+        return True
+
+    def rerate(self, rate: float, burst: float, now: float) -> bool:
+        """The budget as configured becomes ``rate`` and ``burst`` from ``now`` on (a tenant
+        whose plan changed); ``True`` if either changed. The share stays; tokens are kept,
+        capped at the new burst, and a larger burst is earned, not handed out."""
+        rate = parse_rate(rate)
+        if not (math.isfinite(burst) and burst >= 1):
+            raise ValueError(f"budget {self.name!r}: burst must be >= 1, got {burst!r}")
+        if (rate, burst) == (self.rate, self.burst):
+            return False
+        self.rate, self.burst = rate, float(burst)
+        share = self.share
+        scaled = max(1.0, burst * share) if share > 0 else 0.0
+        self.bucket.resize(rate * share, scaled, now)
         return True
 
     def request(self, requester: str, lane: Lane, weight: float, now: float) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,7 +120,9 @@ class Poller:
     partitions_refresh: float
     cursor: CursorSpec
     schedule: ScheduleSpec
-    budget: str | None
+    budget: str | tuple[str, ...] | None
+    """The budget it names, or several (a request waits for a token of each): see
+    :attr:`budgets`."""
     budget_weight: float
     schema_version: int
     retain: float
@@ -144,6 +146,13 @@ class Poller:
     """Set for a fan-out stream: the names of the values that end its keys
     (``<tenant>/<v1>/<v2>``, the values its partitions carry as ``parents``, last first). A
     key whose value leaves its tenant's list is paused and, after ``retain``, deleted."""
+
+    @property
+    def budgets(self) -> tuple[str, ...]:
+        """The names of the budgets its requests take a token of (none, one or several)."""
+        if self.budget is None:
+            return ()
+        return (self.budget,) if isinstance(self.budget, str) else self.budget
 
     @property
     def partitioned(self) -> bool:
@@ -173,7 +182,7 @@ def define_poller(
     partitions_refresh: object = "5m",
     cursor: Mapping[str, Any] | None = None,
     schedule: Mapping[str, Any] | None = None,
-    budget: str | None = None,
+    budget: str | Sequence[str] | None = None,
     budget_weight: float = 1,
     schema_version: int = 1,
     retain: object = "30d",
@@ -194,8 +203,6 @@ def define_poller(
     _require_callable(fetch, f"{where}.fetch")
     _require_callable(identity, f"{where}.identity")
     _optional_callables(where, version=version, fingerprint=fingerprint, partitions=partitions)
-    if budget is not None and (not isinstance(budget, str) or not budget):
-        raise ConfigError(f"must be a budget name, got {budget!r}", f"{where}.budget")
     return Poller(
         name=name,
         fetch=fetch,
@@ -206,7 +213,7 @@ def define_poller(
         partitions_refresh=parse_duration(partitions_refresh, f"{where}.partitions_refresh"),
         cursor=_cursor_spec(cursor, f"{where}.cursor"),
         schedule=_schedule_spec(schedule, f"{where}.schedule"),
-        budget=budget,
+        budget=_budget_names(budget, f"{where}.budget"),
         budget_weight=_positive_number(budget_weight, f"{where}.budget_weight"),
         schema_version=_positive_int(schema_version, f"{where}.schema_version"),
         retain=parse_duration(retain, f"{where}.retain"),
@@ -220,6 +227,20 @@ def define_poller(
         transform=_transform(transform, f"{where}.transform", schema),
         parent=_parent_spec(parent, name, where, partitions is not None),
     )
+
+
+def _budget_names(given: object, path: str) -> str | tuple[str, ...] | None:
+    """A budget name, or a list of distinct names (kept as a tuple)."""
+    if given is None or (isinstance(given, str) and given):
+        return given
+    if isinstance(given, str) or not isinstance(given, Sequence) or not given:
+        raise ConfigError(f"must be a budget name or a list of them, got {given!r}", path)
+    for index, name in enumerate(given):
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"must be a budget name, got {name!r}", f"{path}[{index}]")
+        if name in given[:index]:
+            raise ConfigError(f"budget {name!r} is named twice", f"{path}[{index}]")
+    return tuple(given)
 
 
 def _transform(given: object, path: str, schema: Any) -> Transform | None:

@@ -7,14 +7,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from watukuy.core.budget import Budget
 from watukuy.core.clock import Clock
 from watukuy.core.errors import ConfigError
 from watukuy.core.observe import Observer
 from watukuy.core.poller import Poller
-from watukuy.engine.budgets import BudgetGate, build_budgets
+from watukuy.engine.budgets import BudgetGate, Gate, TenantGate, build_budgets
 from watukuy.engine.children import check_parents
 
-__all__ = ["budget_gates", "checked_pollers", "with_data_schema"]
+__all__ = ["budget_gates", "check_budget_names", "checked_pollers", "prepared", "with_data_schema"]
 
 
 def checked_pollers(pollers: Iterable[Poller]) -> dict[str, Poller]:
@@ -36,13 +37,34 @@ def budget_gates(
     budgets: Mapping[str, Any] | None,
     clock: Clock,
     observer: Observer,
-) -> dict[str, BudgetGate]:
-    """A gate per budget, once every poller's budget is known to be one of them."""
+) -> dict[str, Gate]:
+    """A gate per budget, once every poller's budgets are known to be among them."""
     specs = build_budgets(budgets)
-    for name, poller in pollers.items():
-        if poller.budget is not None and poller.budget not in specs:
-            raise ConfigError(f"unknown budget '{poller.budget}'", f"poller '{name}'.budget")
-    return {name: BudgetGate(spec, clock, observer) for name, spec in specs.items()}
+    for poller in pollers.values():
+        check_budget_names(poller, specs)
+    return {
+        name: BudgetGate(spec, clock, observer)
+        if isinstance(spec, Budget)
+        else TenantGate(spec, clock, observer)
+        for name, spec in specs.items()
+    }
+
+
+def check_budget_names(poller: Poller, known: Mapping[str, object]) -> None:
+    """A ``ConfigError`` naming the poller's first budget that is not ``known``."""
+    for index, name in enumerate(poller.budgets):
+        if name not in known:
+            where = f"poller '{poller.name}'.budget"
+            where += f"[{index}]" if isinstance(poller.budget, tuple) else ""
+            raise ConfigError(f"unknown budget '{name}'", where)
+
+
+def prepared(poller: object, path: str, gates: Mapping[str, object]) -> Poller:
+    """A poller given at run time, checked as the constructor checks its list."""
+    if not isinstance(poller, Poller):
+        raise ConfigError("must be made with define_poller()", path)
+    check_budget_names(poller, gates)
+    return with_data_schema(poller, f"{path}.schema")
 
 
 def with_data_schema(poller: Poller, path: str) -> Poller:

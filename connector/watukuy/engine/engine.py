@@ -24,7 +24,7 @@ from watukuy.engine import children
 from watukuy.engine.budgets import split_budgets
 from watukuy.engine.changes import KeyChanges
 from watukuy.engine.connectors import Connectors, OffsetsApi
-from watukuy.engine.definitions import budget_gates, checked_pollers, with_data_schema
+from watukuy.engine.definitions import budget_gates, checked_pollers, prepared
 from watukuy.engine.figures import HeldFigures
 from watukuy.engine.handlers import Dispatcher, Handler, Subscription
 from watukuy.engine.inflight import PageLimits
@@ -143,11 +143,7 @@ class Engine:
 
     def _prepare(self, poller: object, path: str) -> Poller:
         """A poller given at run time, checked as the constructor checks its list."""
-        if not isinstance(poller, Poller):
-            raise ConfigError("must be made with define_poller()", path)
-        if poller.budget is not None and poller.budget not in self._gates:
-            raise ConfigError(f"unknown budget '{poller.budget}'", f"poller '{poller.name}'.budget")
-        return with_data_schema(poller, f"{path}.schema")
+        return prepared(poller, path, self._gates)
 
     def _split_budgets(self) -> None:
         """Each budget's share for this instance: the part of its keys the store gives us."""

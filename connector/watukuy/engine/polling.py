@@ -39,7 +39,7 @@ from watukuy.core.poll import (
 )
 from watukuy.core.state import Lane, PartitionState
 from watukuy.engine import commits
-from watukuy.engine.budgets import BudgetGate
+from watukuy.engine.budgets import Gate, acquirer
 from watukuy.engine.fetching import execute
 from watukuy.engine.inflight import (
     Ahead,
@@ -67,7 +67,7 @@ class KeyPoller:
         self,
         roster: Roster,
         http: HttpClient,
-        gates: dict[str, BudgetGate],
+        gates: dict[str, Gate],
         stopping: asyncio.Event,
         observer: Observer | None = None,
         progress: LaneProgress | None = None,
@@ -437,16 +437,12 @@ class KeyPoller:
         )
 
     def _acquirer(self, runtime: KeyRuntime, lane: Lane) -> Callable[[], Awaitable[None]] | None:
-        name = runtime.poller.budget
-        if name is None:
+        names = runtime.poller.budgets
+        if not names:
             return None
-        gate = self._gates[name]
-        weight = runtime.poller.budget_weight
-
-        async def acquire() -> None:
-            await gate.acquire(runtime.key, lane, weight)
-
-        return acquire
+        gates = [self._gates[name] for name in names]
+        return acquirer(gates, runtime.key, lambda: runtime.partition, lane,
+                        runtime.poller.budget_weight)  # fmt: skip
 
 
 def _ends_the_lane(decision: Decision) -> bool:

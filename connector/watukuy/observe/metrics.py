@@ -133,7 +133,8 @@ class PrometheusObserver(Observer):
     budget_waits = counter("watukuy_budget_waits", "Budget tokens granted.", "budget", "lane")
     budget_tokens = gauge(
         "watukuy_budget_tokens",
-        "Tokens left in this instance's share of the budget, at its last grant.",
+        "Tokens left in this instance's share of the budget, at its last grant (per: tenant:"
+        " in the bucket of the tenant last served; no series per tenant).",
         "budget",
     )
     transactions = counter(

@@ -184,7 +184,14 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
     ),
     KeyDoc("schedule.min", "duration", "30s", "Shortest interval."),
     KeyDoc("schedule.max", "duration", "15m", "Longest interval."),
-    KeyDoc("budget", "string", None, "Name of a shared request budget (`budgets:`)."),
+    KeyDoc(
+        "budget",
+        "name or list",
+        None,
+        "Name of a shared request budget (`budgets:`), or a list of them "
+        "(`[vendor, reports]`): each request then waits for a token of every one, the "
+        "scarcest first.",
+    ),
     KeyDoc("budget_weight", "number", 1, "Weight in a weighted budget."),
     KeyDoc(
         "max_pages",

@@ -100,7 +100,7 @@ def _is_json(what: str | None, value: object) -> bool:
     return (
         what in _JSON_KINDS
         or (what == "path or mapping" and isinstance(value, Mapping))
-        or (what == "path or list" and isinstance(value, list))
+        or (what in ("path or list", "name or list") and isinstance(value, list))
     )
 
 
@@ -154,6 +154,8 @@ def _parse(text: str, what: str, key: str) -> Any:
         return _loads(text, key, "a JSON object", dict) if text.lstrip().startswith("{") else text
     if what == "path or list":
         return _loads(text, key, "a JSON array", list) if _json_list(text) else text
+    if what == "name or list":  # a name never starts with '[' (budget names are keys)
+        return _loads(text, key, "a JSON array", list) if text.lstrip()[:1] == "[" else text
     if what == "int":
         return _loads(text, key, "an integer", int)
     if what == "number":
