@@ -1,10 +1,12 @@
 """``parent.poll: on_change`` on the memory store with a fake clock: a child key is polled once
-when its parent item creates it, once per ``updated`` of that item, never by a timer; a failed
-poll is retried with backoff, then the key waits again; a trigger committed by the parent
-survives a restart; an operator's ``trigger`` still polls it."""
+when its parent item creates it, once per ``updated`` of that item, never by a timer; between
+changes it is not held (nothing scheduled, not in ``inspect()``), only stored; a failed poll is
+retried with backoff, then the key waits again; a trigger committed by the parent survives a
+restart; an operator's ``trigger``, ``pause`` and ``resume`` still reach it."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,16 +91,24 @@ async def run_for(engine: Engine, clock: FakeClock, seconds: float, step: float 
 
 
 def next_due_of(engine: Engine, poller: str) -> dict[str, Any]:
+    """The held keys of ``poller`` and when each is next due."""
     return {i.partition: i.next_due for i in engine.inspect() if i.poller == poller}
 
 
+def waits(store: MemoryStore, key: str) -> bool:
+    """Whether the child ``key`` is stored waiting for its parent's next change (no due
+    time) and is not held in memory by the engine (nothing scheduled, no runtime)."""
+    return math.isinf(store.states[f"desk.comments/{key}"].schedule.next_due)
+
+
 async def test_a_child_polls_once_on_create_once_per_update_never_by_timer(vendor: Vendor) -> None:
-    clock = FakeClock()
-    engine = Engine(pollers(vendor), store=MemoryStore(), clock=clock)
+    clock, store = FakeClock(), MemoryStore()
+    engine = Engine(pollers(vendor), store=store, clock=clock)
     await engine.tick()  # the tickets are polled: their commit creates the children
     await engine.tick()  # created and polled once
     assert vendor.polls == {"acme/T1": 1, "acme/T2": 1}
-    assert next_due_of(engine, "desk.comments") == {"acme/T1": None, "acme/T2": None}
+    assert waits(store, "acme/T1") and waits(store, "acme/T2")
+    assert next_due_of(engine, "desk.comments") == {}  # neither held nor scheduled
 
     # Days pass, the parent polls every 30 s and sees no change: no child is polled again.
     await run_for(engine, clock, 2 * DAY, step=600)
@@ -108,7 +118,7 @@ async def test_a_child_polls_once_on_create_once_per_update_never_by_timer(vendo
     vendor.comments["T1"].append({"id": "C2"})
     await run_for(engine, clock, 30)
     assert vendor.polls == {"acme/T1": 2, "acme/T2": 1}
-    assert next_due_of(engine, "desk.comments")["acme/T1"] is None
+    assert waits(store, "acme/T1") and next_due_of(engine, "desk.comments") == {}
 
     vendor.update("T1", v=3)
     await run_for(engine, clock, 30)
@@ -129,9 +139,9 @@ async def test_the_default_stays_a_timer(vendor: Vendor) -> None:
 
 
 async def test_a_failed_poll_backs_off_until_it_succeeds_then_waits(vendor: Vendor) -> None:
-    clock = FakeClock()
+    clock, store = FakeClock(), MemoryStore()
     vendor.failing.add("acme/T1")
-    engine = Engine(pollers(vendor), store=MemoryStore(), clock=clock)
+    engine = Engine(pollers(vendor), store=store, clock=clock)
     await engine.tick()
     await engine.tick()
     assert vendor.polls["acme/T1"] == 1
@@ -143,7 +153,7 @@ async def test_a_failed_poll_backs_off_until_it_succeeds_then_waits(vendor: Vend
     vendor.failing.clear()
     await run_for(engine, clock, 3600)
     succeeded = vendor.polls["acme/T1"]
-    assert next_due_of(engine, "desk.comments")["acme/T1"] is None
+    assert waits(store, "acme/T1") and next_due_of(engine, "desk.comments") == {}
     await run_for(engine, clock, DAY, step=600)
     assert vendor.polls["acme/T1"] == succeeded
     assert vendor.polls["acme/T2"] == 1
@@ -189,19 +199,32 @@ async def test_a_trigger_applied_but_not_polled_yet_is_polled_after_a_restart(
     second = Engine(pollers(vendor), store=store, clock=clock)
     await run_for(second, clock, 3600)
     assert vendor.polls["acme/T2"] == 3
-    assert next_due_of(second, "desk.comments")["acme/T2"] is None
+    assert waits(store, "acme/T2") and next_due_of(second, "desk.comments") == {}
 
 
 async def test_an_operator_trigger_polls_a_waiting_child(vendor: Vendor) -> None:
-    clock = FakeClock()
-    engine = Engine(pollers(vendor), store=MemoryStore(), clock=clock)
+    clock, store = FakeClock(), MemoryStore()
+    engine = Engine(pollers(vendor), store=store, clock=clock)
     await engine.tick()
     await engine.tick()
+    assert next_due_of(engine, "desk.comments") == {}  # both dormant
     await engine.trigger("desk.comments", partition="acme/T2")
     await engine.tick()
     assert vendor.polls["acme/T2"] == 2
     await run_for(engine, clock, DAY, step=600)
     assert vendor.polls["acme/T2"] == 2
+    assert waits(store, "acme/T2")
+
+    # A user's pause and resume reach a dormant child too; the resumed one waits again.
+    await engine.pause("desk.comments", partition="acme/T1")
+    assert next_due_of(engine, "desk.comments") == {"acme/T1": None}
+    assert store.states["desk.comments/acme/T1"].paused == "user"
+    vendor.update("T1", v=2)
+    await run_for(engine, clock, 60)
+    assert vendor.polls["acme/T1"] == 1  # paused: its parent's change waits for the resume
+    await engine.resume("desk.comments", partition="acme/T1")
+    await engine.tick()
+    assert vendor.polls["acme/T1"] == 2
 
 
 def test_poll_is_checked_with_its_path(vendor: Vendor) -> None:

@@ -34,11 +34,12 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from watukuy.core.circuit import CircuitState
 from watukuy.core.poller import Poller
 from watukuy.core.schedule import KeySchedule, trigger
 from watukuy.core.state import PartitionState
 
-__all__ = ["WHEN_CHANGED", "adopted", "after_success", "is_on_change", "waiting"]
+__all__ = ["WHEN_CHANGED", "adopted", "after_success", "dormant", "is_on_change", "waiting"]
 
 WHEN_CHANGED = math.inf
 """The ``next_due`` of an on_change key between triggers: no timer ever reaches it."""
@@ -70,3 +71,20 @@ def adopted(poller: Poller, state: PartitionState, now: float) -> PartitionState
     if not is_on_change(poller):
         return state
     return replace(state, schedule=trigger(state.schedule, now))
+
+
+def dormant(poller: Poller, state: PartitionState) -> bool:
+    """Whether a key of ``poller`` in ``state`` needs nothing until its next trigger: an
+    on_change child waiting, not paused, no lane running or reconcile planned, its circuit
+    closed. Such a key is not held in memory by the engine (no runtime, no listing entry,
+    no schedule entry): its stored state is all it costs. A trigger (its parent's ``adopt``
+    or an operator's operation) holds it again."""
+    return (
+        is_on_change(poller)
+        and state.paused is None
+        and waiting(state.schedule)
+        and not state.backfill.active
+        and not state.reconcile.active
+        and state.reconcile_due is None
+        and state.circuit.state is CircuitState.CLOSED
+    )

@@ -27,6 +27,8 @@ from watukuy.core.children import ancestry, cascade, expired, split_child
 from watukuy.core.commands import Command
 from watukuy.core.errors import ConfigError, Conflict, Fenced, NewerRelease, Retriable
 from watukuy.core.keys import key_text
+from watukuy.core.lifecycle import KeyPhase
+from watukuy.core.onchange import dormant, is_on_change
 from watukuy.core.operations import KeyView, key_operation
 from watukuy.core.poll import fresh_state
 from watukuy.core.poller import Partition, Poller
@@ -34,6 +36,7 @@ from watukuy.engine.listings import own_listing
 from watukuy.store.base import KeyCommit
 
 if TYPE_CHECKING:
+    from watukuy.engine.keys import KeyRuntime
     from watukuy.engine.roster import Roster
 
 log = logging.getLogger("watukuy.children")
@@ -49,6 +52,8 @@ __all__ = [
     "check_parents",
     "child_listing",
     "received",
+    "rest",
+    "wake",
 ]
 
 
@@ -95,11 +100,37 @@ async def child_listing(roster: Roster, poller: Poller) -> dict[str, Partition]:
     if poller.parent is None:
         return await own_listing(poller)
     out: dict[str, Partition] = {}
-    for key in await roster.store.partitions(poller.name):
-        partition = _tenant_partition(roster, poller, key)
+    for state in roster.store.states_of(poller.name):
+        if dormant(poller, state):
+            continue  # an on_change child waiting: not held until its next trigger (rest())
+        partition = _tenant_partition(roster, poller, state.partition)
         if partition is not None:
-            out[key] = partition
+            out[state.partition] = partition
     return out
+
+
+def rest(roster: Roster, runtime: KeyRuntime) -> None:
+    """Let an on_change child whose poll is done go until its next trigger (it is
+    :func:`~watukuy.core.onchange.dormant`): no runtime, no listing entry, no schedule entry,
+    so a runner holding a million of them spends memory and CPU only on those triggered. Its
+    committed state says it waits; the trigger (:func:`received`) or an operation
+    (:func:`wake`) holds it again from the store."""
+    roster.drop(runtime, KeyPhase.DORMANT)
+    roster.listings.unlist(runtime.poller.name, runtime.partition.key)
+
+
+async def wake(roster: Roster, poller: Poller, key: str) -> None:
+    """Hold a dormant on_change child an operation names (a user's ``trigger``, ``pause``,
+    ``reset``...), if this instance owns it and its state is stored: it is listed and
+    activated as a trigger does, then the operation applies to it as to any held key."""
+    if not is_on_change(poller) or not roster.store.owns(poller.name, key):
+        return
+    if await roster.store.load(poller.name, key, snapshot=False) is None:
+        return
+    partition = await _tenant_of(roster, poller, key)
+    if partition is not None:
+        roster.listings.of(poller.name).current[key] = partition
+        await roster.activate_listed(poller.name, [key])
 
 
 async def _expire(roster: Roster, poller: Poller, key: str) -> None:

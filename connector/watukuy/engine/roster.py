@@ -31,7 +31,7 @@ from watukuy.core.partitions import diff
 from watukuy.core.poll import due_at, fresh_state
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.redaction import failure_text
-from watukuy.engine import commits
+from watukuy.engine import children, commits
 from watukuy.engine.changes import Watchers
 from watukuy.engine.due_times import KeyTimes
 from watukuy.engine.keys import KeyRuntime
@@ -458,6 +458,9 @@ class Roster:
         if self.listings.of(name).refreshed_at is None:
             await self.refresh(name, force=False)
         runtime = self._keys.get(key_text(name, key))
+        if runtime is None:  # a dormant on_change child is held again for the operation
+            await children.wake(self, self._pollers[name], key)
+            runtime = self._keys.get(key_text(name, key))
         if runtime is None:
             raise KeyNotActive(f"poller '{name}' has no active partition {key!r}", "partition")
         commits.refuse_waiting(runtime)
