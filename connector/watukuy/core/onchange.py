@@ -39,7 +39,15 @@ from watukuy.core.poller import Poller
 from watukuy.core.schedule import KeySchedule, trigger
 from watukuy.core.state import PartitionState
 
-__all__ = ["WHEN_CHANGED", "adopted", "after_success", "dormant", "is_on_change", "waiting"]
+__all__ = [
+    "WHEN_CHANGED",
+    "adopted",
+    "after_success",
+    "dormant",
+    "is_on_change",
+    "sleeps",
+    "waiting",
+]
 
 WHEN_CHANGED = math.inf
 """The ``next_due`` of an on_change key between triggers: no timer ever reaches it."""
@@ -73,18 +81,23 @@ def adopted(poller: Poller, state: PartitionState, now: float) -> PartitionState
     return replace(state, schedule=trigger(state.schedule, now))
 
 
-def dormant(poller: Poller, state: PartitionState) -> bool:
-    """Whether a key of ``poller`` in ``state`` needs nothing until its next trigger: an
-    on_change child waiting, not paused, no lane running or reconcile planned, its circuit
-    closed. Such a key is not held in memory by the engine (no runtime, no listing entry,
-    no schedule entry): its stored state is all it costs. A trigger (its parent's ``adopt``
-    or an operator's operation) holds it again."""
+def sleeps(state: PartitionState) -> bool:
+    """:func:`dormant`, read from the state alone (a store that does not know the pollers):
+    only an on_change child's state ever waits without a due time."""
     return (
-        is_on_change(poller)
-        and state.paused is None
+        state.paused is None
         and waiting(state.schedule)
         and not state.backfill.active
         and not state.reconcile.active
         and state.reconcile_due is None
         and state.circuit.state is CircuitState.CLOSED
     )
+
+
+def dormant(poller: Poller, state: PartitionState) -> bool:
+    """Whether a key of ``poller`` in ``state`` needs nothing until its next trigger: an
+    on_change child waiting, not paused, no lane running or reconcile planned, its circuit
+    closed. Such a key is not held in memory by the engine (no runtime, no listing entry,
+    no schedule entry): its stored state is all it costs. A trigger (its parent's ``adopt``
+    or an operator's operation) holds it again."""
+    return is_on_change(poller) and sleeps(state)

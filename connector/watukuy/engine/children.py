@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -43,6 +44,9 @@ log = logging.getLogger("watukuy.children")
 
 EXPIRED_PER_REFRESH = 1000
 """At most this many expired child keys are deleted by one refresh of their poller."""
+
+_LISTING: weakref.WeakKeyDictionary[Roster, asyncio.Lock] = weakref.WeakKeyDictionary()
+"""Per roster: held while a command's key makes its root poller list (:func:`_tenant_of`)."""
 
 CHILD_OPERATIONS = frozenset({"adopt", "pause_child", "resume_child"})
 """The operations only a parent's commit sends (``resume_child``: a child's resumption)."""
@@ -91,7 +95,8 @@ async def child_listing(roster: Roster, poller: Poller) -> dict[str, Partition]:
     poller, its own listing. Keys paused for ``retain`` by their parent, their tenant's
     removal or their value leaving the list are deleted first (each listing is a refresh of
     the poller, so they go within a refresh interval of expiring)."""
-    gone = expired(poller, roster.store.states_of(poller.name), roster.clock.now())
+    # Keys waiting for a trigger are neither paused nor listed: not even decoded for this.
+    gone = expired(poller, roster.store.states_of(poller.name, waiting=False), roster.clock.now())
     # At once, so the store's committer batches them (a tenant removed a retain ago may take
     # thousands of children with it); a bounded number a refresh, the rest at the next one.
     async with asyncio.TaskGroup() as group:
@@ -100,7 +105,7 @@ async def child_listing(roster: Roster, poller: Poller) -> dict[str, Partition]:
     if poller.parent is None:
         return await own_listing(poller)
     out: dict[str, Partition] = {}
-    for state in roster.store.states_of(poller.name):
+    for state in roster.store.states_of(poller.name, waiting=False):
         if dormant(poller, state):
             continue  # an on_change child waiting: not held until its next trigger (rest())
         partition = _tenant_partition(roster, poller, state.partition)
@@ -148,6 +153,17 @@ async def _tenant_of(roster: Roster, poller: Poller, key: str) -> Partition | No
     found = _tenant_partition(roster, poller, key)
     if found is not None:
         return found
+    # Commands of several keys apply at once (.received): one listing at a time, so that two
+    # do not both hold the keys a listing adds.
+    lock = _LISTING.setdefault(roster, asyncio.Lock())
+    async with lock:
+        return await _listed_for(roster, poller, key)
+
+
+async def _listed_for(roster: Roster, poller: Poller, key: str) -> Partition | None:
+    found = _tenant_partition(roster, poller, key)
+    if found is not None:
+        return found  # listed while this one waited for the lock
     chain = ancestry(roster.definitions(), poller.name)
     split = split_child(key, len(chain) - 1)
     if split is None:

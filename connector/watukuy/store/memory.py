@@ -14,6 +14,7 @@ from watukuy.core.commands import Command
 from watukuy.core.errors import ConfigError, Fenced, Retriable
 from watukuy.core.events import Event
 from watukuy.core.keys import key_text
+from watukuy.core.onchange import sleeps
 from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
 from watukuy.store import apply as commit_rule
@@ -127,8 +128,12 @@ class MemoryStore:
     async def partitions(self, poller: str) -> list[str]:
         return [state.partition for state in self.states.values() if state.poller == poller]
 
-    def states_of(self, poller: str) -> list[PartitionState]:
-        return [state for state in self.states.values() if state.poller == poller]
+    def states_of(self, poller: str, *, waiting: bool = True) -> list[PartitionState]:
+        return [
+            state
+            for state in self.states.values()
+            if state.poller == poller and (waiting or not sleeps(state))
+        ]
 
     def events(self, poller: str) -> LocalFeed:
         return LocalFeed(self._listeners[poller])
