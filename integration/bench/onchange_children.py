@@ -129,6 +129,7 @@ class Runner:
             "--bootstrap", bootstrap, "--prefix", prefix, "--runner", name,
             "--state-dir", str(args.state_dir / prefix), "--tenants", str(args.tenants),
             "--tickets", str(args.children // args.tenants), "--partitions", str(args.partitions),
+            "--parent-every", args.parent_every,
         ]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": f"{ROOT / 'connector'}:{ROOT}"}
         log = open(args.state_dir / f"{name}.log", "a")  # noqa: SIM115 - closed with the process
@@ -214,7 +215,8 @@ def run(args: argparse.Namespace, bootstrap: str, prefixes: dict[str, str]) -> l
     per = args.children // args.tenants
     out = [
         f"on_change children: {per * args.tenants} over {args.tenants} tenants, "
-        f"{args.partitions} partitions, local state store, standbys 0"
+        f"{args.partitions} partitions, local state store, standbys 0, parents polled every "
+        f"{args.parent_every}"
     ]
     for label, prefix in prefixes.items():
         layout = TopicLayout(prefix=prefix, partitions=args.partitions, replication_factor=1)
@@ -245,7 +247,7 @@ def run(args: argparse.Namespace, bootstrap: str, prefixes: dict[str, str]) -> l
         runners["with"].tell(f"change {args.changes} {args.change_window}")
         cpu, speed = window(both, args.change_window)
         changed = runners["with"].said()["changed"]
-        time.sleep(45)  # the last changes' parents poll (every 30 s), then their children
+        time.sleep(60)  # the last changes' parents poll, then their children
         latencies.done.set()
         latencies.join(30)
         seen = latencies.latencies
@@ -286,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=float, default=60.0)
     parser.add_argument("--changes", type=float, default=10_000, help="tickets changed a minute")
     parser.add_argument("--change-window", type=float, default=120.0)
+    parser.add_argument("--parent-every", default="30s", help="the parents' schedule (30s)")
     args = parser.parse_args(argv)
     args.state_dir.mkdir(parents=True, exist_ok=True)
     signals_interrupt()

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
+import gc
 import json
 import os
 import random
@@ -153,6 +155,10 @@ async def commands(desk: Desk) -> None:
         if not line or line[0] == "stop":
             return
         if line[0] == "rss":
+            say(rss_mb=rss_mb())
+        elif line[0] == "trim":  # what is live: the collector run, freed C heap given back
+            gc.collect()
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
             say(rss_mb=rss_mb())
         elif line[0] == "change":
             rate, seconds = float(line[1]), float(line[2])
