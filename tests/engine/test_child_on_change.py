@@ -236,3 +236,19 @@ def test_poll_is_checked_with_its_path(vendor: Vendor) -> None:
             fetch=vendor.fetch_comments,
         )
     assert "on_change" in str(caught.value)
+
+
+async def test_a_resumed_child_waiting_is_neither_polled_nor_paused_by_a_listing(
+    vendor: Vendor,
+) -> None:
+    clock, store = FakeClock(), MemoryStore()
+    engine = Engine(pollers(vendor), store=store, clock=clock)
+    await engine.tick()
+    await engine.tick()
+    await engine.pause("desk.comments", partition="acme/T1")
+    await engine.resume("desk.comments", partition="acme/T1")  # held again, waiting
+    await engine.partitions.list("desk.tickets")
+    await engine.partitions.list("desk.comments")
+    await run_for(engine, clock, DAY, step=600)
+    assert vendor.polls == {"acme/T1": 1, "acme/T2": 1}
+    assert store.states["desk.comments/acme/T1"].paused is None

@@ -100,6 +100,16 @@ async def test_children_wait_on_disk_and_wake_on_their_parents_changes(
         await run_for(first, 3)
         assert desk.comment_polls[len(CHILDREN) :] == ["acme/T2"]
         assert held_children(first) == []
+
+        # A user's pause and resume wake a waiting child; a listing then leaves it as it is.
+        await first.pause("desk.comments", partition="acme/T1")
+        await first.resume("desk.comments", partition="acme/T1")
+        await first.partitions.list("desk.tickets")
+        await first.partitions.list("desk.comments")
+        await run_for(first, 3)
+        paused = {s.partition: s.paused for s in first.store.states_of("desk.comments")}
+        assert paused == dict.fromkeys(CHILDREN)
+        assert desk.comment_polls[len(CHILDREN) :] == ["acme/T2"]
     finally:
         await first.close()
 

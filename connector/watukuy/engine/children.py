@@ -105,12 +105,15 @@ async def child_listing(roster: Roster, poller: Poller) -> dict[str, Partition]:
     if poller.parent is None:
         return await own_listing(poller)
     out: dict[str, Partition] = {}
-    for state in roster.store.states_of(poller.name, waiting=False):
-        if dormant(poller, state):
-            continue  # an on_change child waiting: not held until its next trigger (rest())
-        partition = _tenant_partition(roster, poller, state.partition)
+    keys = [s.partition for s in roster.store.states_of(poller.name, waiting=False)
+            if not dormant(poller, s) or roster.runtime_of(s.key) is not None]  # fmt: skip
+    # An on_change child waiting is not listed (it is held when triggered, rest()), unless it
+    # is held now (an operation woke it): a store may leave those out of states_of as well.
+    keys += [r.partition.key for r in roster.held(poller.name) if is_on_change(poller)]
+    for key in keys:
+        partition = _tenant_partition(roster, poller, key)
         if partition is not None:
-            out[state.partition] = partition
+            out[key] = partition
     return out
 
 

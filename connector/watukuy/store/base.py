@@ -182,8 +182,9 @@ class KeyStates(Protocol):
 
     def states_of(self, poller: str, *, waiting: bool = True) -> list[PartitionState]:
         """The committed state of every key of ``poller`` this instance owns and has stored;
-        ``waiting=False`` leaves out on_change children waiting for a trigger
-        (:func:`~watukuy.core.onchange.sleeps`), which a store may keep undecoded."""
+        ``waiting=False`` may leave out on_change children waiting for a trigger
+        (:func:`~watukuy.core.onchange.sleeps`) that the engine does not hold: a store may
+        keep those undecoded (the Kafka store does; the memory store returns them all)."""
 
 
 class Ownership(Protocol):

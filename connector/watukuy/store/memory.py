@@ -14,7 +14,6 @@ from watukuy.core.commands import Command
 from watukuy.core.errors import ConfigError, Fenced, Retriable
 from watukuy.core.events import Event
 from watukuy.core.keys import key_text
-from watukuy.core.onchange import sleeps
 from watukuy.core.poller import Poller
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
 from watukuy.store import apply as commit_rule
@@ -129,11 +128,8 @@ class MemoryStore:
         return [state.partition for state in self.states.values() if state.poller == poller]
 
     def states_of(self, poller: str, *, waiting: bool = True) -> list[PartitionState]:
-        return [
-            state
-            for state in self.states.values()
-            if state.poller == poller and (waiting or not sleeps(state))
-        ]
+        # Every state, waiting or not: this store holds them all decoded anyway.
+        return [state for state in self.states.values() if state.poller == poller]
 
     def events(self, poller: str) -> LocalFeed:
         return LocalFeed(self._listeners[poller])
