@@ -252,3 +252,25 @@ async def test_a_resumed_child_waiting_is_neither_polled_nor_paused_by_a_listing
     await run_for(engine, clock, DAY, step=600)
     assert vendor.polls == {"acme/T1": 1, "acme/T2": 1}
     assert store.states["desk.comments/acme/T1"].paused is None
+
+
+async def test_a_removed_tenants_waiting_children_are_paused_and_resume_with_it(
+    vendor: Vendor,
+) -> None:
+    clock, store = FakeClock(), MemoryStore()
+    engine = Engine(pollers(vendor), store=store, clock=clock)
+    await engine.tick()
+    await engine.tick()
+    tickets = vendor.tickets.pop("acme")
+    await engine.partitions.list("desk.tickets")
+    paused = {k: s.paused for k, s in store.states.items() if k.startswith("desk.comments/")}
+    assert paused == {"desk.comments/acme/T1": "removed", "desk.comments/acme/T2": "removed"}
+
+    vendor.tickets["acme"] = tickets  # the tenant comes back: its children resume, polled once
+    await engine.partitions.list("desk.tickets")
+    await run_for(engine, clock, 600)
+    assert vendor.polls == {"acme/T1": 2, "acme/T2": 2}
+    await run_for(engine, clock, DAY, step=600)
+    assert vendor.polls == {"acme/T1": 2, "acme/T2": 2}
+    paused = {k: s.paused for k, s in store.states.items() if k.startswith("desk.comments/")}
+    assert set(paused.values()) == {None}

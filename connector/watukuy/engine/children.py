@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from watukuy.core.children import ancestry, cascade, expired, split_child
+from watukuy.core.children import ancestry, cascade, descendants, expired, split_child
 from watukuy.core.commands import Command
 from watukuy.core.errors import ConfigError, Conflict, Fenced, NewerRelease, Retriable
 from watukuy.core.keys import key_text
@@ -55,6 +55,7 @@ __all__ = [
     "CHILD_OPERATIONS",
     "check_parents",
     "child_listing",
+    "pause_dormant",
     "received",
     "rest",
     "wake",
@@ -115,6 +116,35 @@ async def child_listing(roster: Roster, poller: Poller) -> dict[str, Partition]:
         if partition is not None:
             out[key] = partition
     return out
+
+
+async def pause_dormant(roster: Roster, root: str, tenants: set[str]) -> None:
+    """``tenants`` left ``root``'s listing: pause as removed the on_change children of theirs
+    waiting for a trigger, which no listing holds (held keys are paused by the listing), so
+    they expire after ``retain`` and resume if their tenant comes back, as any child does.
+    Their states are decoded for it: this runs only when tenants go."""
+    if not tenants:
+        return
+    pollers, now = roster.definitions(), roster.clock.now()
+    for name in descendants(pollers, root):
+        poller = pollers[name]
+        if not is_on_change(poller):
+            continue
+        levels = len(ancestry(pollers, name)) - 1
+        paused = [
+            KeyCommit(state=state.paused_by("removed", now), fenced=False)
+            for state in roster.store.states_of(name)
+            if dormant(poller, state)
+            and roster.runtime_of(state.key) is None
+            and (split := split_child(state.partition, levels)) is not None
+            and split[0] in tenants
+        ]
+        for at in range(0, len(paused), EXPIRED_PER_REFRESH):
+            try:
+                await roster.store.commit(paused[at : at + EXPIRED_PER_REFRESH])
+            except (Fenced, Retriable) as exc:  # moved, or Kafka busy: left waiting
+                log.info("%s: waiting children of removed tenants not paused: %s", name, exc)
+                break
 
 
 def rest(roster: Roster, runtime: KeyRuntime) -> None:

@@ -138,6 +138,7 @@ class Roster:
         changes = diff(table.current, latest)
         for key in changes.removed:
             await self._deactivate(poller, key)
+        await children.pause_dormant(self, name, set(changes.removed))  # not held: not above
         for key in changes.added:
             if self.store.owns(name, key):  # the others belong to other instances
                 await self._activate(poller, latest[key])
