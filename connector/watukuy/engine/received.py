@@ -42,6 +42,8 @@ async def apply_all(
 ) -> Waiting:
     """Apply ``due`` (first tried, command), each key's in order, keys at once; the commands
     to try again later."""
+    if not due:
+        return []
     by_key: dict[str, list[tuple[float, Command]]] = {}
     for since, command in due:
         by_key.setdefault(command.key, []).append((since, command))
