@@ -52,6 +52,9 @@ class KeyPhase(Enum):
     """Let go: its connector was stopped, replaced or deleted. State kept in the store."""
     REMOVED = "removed"
     """Let go and every record of it deleted (``partitions.remove``)."""
+    DORMANT = "dormant"
+    """Let go: an on_change child waiting for its parent's next change (its poll is done).
+    State kept in the store; a trigger or an operation holds it again through a restore."""
     WAITING_NEWER = "waiting_newer"
     """Owned and shown, but neither polled nor written: its stored state was written by a newer
     release (a rolling upgrade), which this one cannot read. It waits until its partition
@@ -72,12 +75,13 @@ MOVES: dict[KeyPhase, frozenset[KeyPhase]] = {
         {_P.ACTIVE, _P.PAUSED_BY_USER, _P.FENCED, _P.STOPPED, _P.REMOVED, _P.WAITING_NEWER}
     ),
     # A held key may be paused or resumed again (idempotent operations), or let go.
-    _P.ACTIVE: frozenset({_P.ACTIVE, _P.PAUSED_BY_USER}) | _LET_GO,
+    _P.ACTIVE: frozenset({_P.ACTIVE, _P.PAUSED_BY_USER, _P.DORMANT}) | _LET_GO,
     _P.PAUSED_BY_USER: frozenset({_P.ACTIVE, _P.PAUSED_BY_USER}) | _LET_GO,
     # A key let go comes back only through a restore. A removed-but-kept key may still be
     # deleted; a deleted one may be listed again (it then comes back fresh).
     _P.PAUSED_REMOVED: frozenset({_P.RESTORING, _P.REMOVED}),
     _P.FENCED: frozenset({_P.RESTORING}),
+    _P.DORMANT: frozenset({_P.RESTORING, _P.REMOVED}),
     _P.STOPPED: frozenset({_P.RESTORING, _P.REMOVED}),
     _P.REMOVED: frozenset({_P.RESTORING}),
     # A key that waits for a newer release is never held here; it is only let go (ownership

@@ -29,6 +29,7 @@ from watukuy.core.arguments import LANES, check_names, flag, ids, json_value, of
 from watukuy.core.errors import ConfigError
 from watukuy.core.lifecycle import Target
 from watukuy.core.offsets import decode_offsets, offsets_of
+from watukuy.core.onchange import adopted
 from watukuy.core.poller import Poller
 from watukuy.core.state import LaneState, PartitionState, SnapshotEntry
 from watukuy.core.validation import join, kind
@@ -233,11 +234,12 @@ def _alter_offsets(view: KeyView, values: Mapping[str, Any], now: float) -> KeyC
 
 
 def _adopt(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:
-    # Sent by every parent commit that creates (or updates) the parent item: only a child
-    # paused by its parent changes, so a live child is not re-read on each parent change.
+    # Sent by every parent commit that creates (or updates) the parent item: a child paused
+    # by its parent resumes; a live scheduled child is not re-read on each parent change, a
+    # live on_change child is (its trigger, watukuy.core.onchange).
     if view.state.paused == "parent":
         return KeyChange(_triggered(view.state.resumed(), now))
-    return KeyChange(view.state)
+    return KeyChange(adopted(view.poller, view.state, now))
 
 
 def _resume_child(view: KeyView, values: Mapping[str, Any], now: float) -> KeyChange:

@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any
 
 from watukuy.core import cursor as cursors
+from watukuy.core import onchange
 from watukuy.core import schedule as schedules
 from watukuy.core.changes import Detected, deletions, detect, expired, identities
 from watukuy.core.circuit import CircuitState
@@ -59,7 +60,8 @@ def next_lane(state: PartitionState, now: float) -> Lane | None:
 
 
 def due_at(state: PartitionState, now: float) -> float | None:
-    """When the key next needs a poll (``None``: paused, or a probe is out)."""
+    """When the key next needs a poll (``None``: paused, a probe is out, or an on_change
+    child waiting for its parent's next change)."""
     if state.paused is not None:
         return None
     ready = state.circuit.ready_at(now)
@@ -70,6 +72,8 @@ def due_at(state: PartitionState, now: float) -> float | None:
         wanted = now
     elif state.reconcile_due is not None:
         wanted = min(wanted, state.reconcile_due)
+    if wanted == onchange.WHEN_CHANGED:
+        return None  # an on_change child between its parent's changes: no timer at all
     return max(wanted, ready, state.schedule.throttle_until)
 
 
@@ -393,6 +397,7 @@ def _after_page(
         sched = schedules.after_poll(
             poller.schedule, sched, now, changed, late=step.late, phase=phase
         )
+        sched = onchange.after_success(poller, sched)  # an on_change child waits again
     elif step.lane is Lane.LIVE and at_limit:
         sched = schedules.trigger(sched, now)  # more is waiting: come back as soon as allowed
     if step.lane is Lane.RECONCILE and finished and poller.reconcile is not None:

@@ -10,7 +10,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from watukuy.core.circuit import CircuitSpec
 from watukuy.core.durations import parse_duration
@@ -21,6 +21,18 @@ from watukuy.core.transforms import Transform, compile_transform
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
 CURSOR_STRATEGIES = ("token", "timestamp", "none")
+
+ParentPoll = Literal["schedule", "on_change"]
+"""When a child stream's key is polled: on its own timer, or when its parent item changes."""
+PARENT_POLLS: tuple[ParentPoll, ...] = ("schedule", "on_change")
+
+
+def check_parent_poll(value: object, path: str) -> ParentPoll:
+    """``value`` as a :data:`ParentPoll`; ``ConfigError`` at ``path`` for anything else."""
+    for known in PARENT_POLLS:
+        if value == known:
+            return known
+    raise ConfigError(f"must be one of {', '.join(PARENT_POLLS)}, got {value!r}", path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +112,20 @@ class ParentSpec:
     A deletion published without its item (found by a reconcile, or an item leaving the
     parent's filter) finds its child by the parent item's identity, so ``key`` should return
     the identity when the parent reconciles or filters.
+
+    ``poll``: ``schedule`` (the default), each child key polled on its own timer like any key;
+    ``on_change``, polled once when the parent item creates it and again each time that item
+    is ``updated``, never on a timer (:mod:`watukuy.core.onchange`).
     """
 
     poller: str
     key: Callable[[Any], Any]
     where: Callable[[Any], bool] | None = None
+    poll: ParentPoll = "schedule"
+
+    @property
+    def on_change(self) -> bool:
+        return self.poll == "on_change"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -260,14 +281,15 @@ def _parent_spec(given: object, name: str, where: str, listed: bool) -> ParentSp
     if isinstance(given, ParentSpec):
         spec = given
     elif isinstance(given, Mapping):
-        _known_keys(given, {"poller", "key", "where"}, path)
+        _known_keys(given, {"poller", "key", "where", "poll"}, path)
         key, keep = given.get("key"), given.get("where")
         # The declarative form: a path for key, a filter mapping for where (core.filters).
         if isinstance(key, str):
             key = _KeyAt(parse_item_path(key, f"{path}.key"))
         if isinstance(keep, Mapping):
             keep = compile_filter(keep, f"{path}.where")
-        spec = ParentSpec(given.get("poller"), key, keep)  # type: ignore[arg-type]
+        poll = given.get("poll", "schedule")
+        spec = ParentSpec(given.get("poller"), key, keep, poll)  # type: ignore[arg-type]
     else:
         raise ConfigError(f"must be a ParentSpec or a mapping, got {type(given).__name__}", path)
     if not isinstance(spec.poller, str) or not NAME_PATTERN.match(spec.poller):
@@ -275,6 +297,7 @@ def _parent_spec(given: object, name: str, where: str, listed: bool) -> ParentSp
     if spec.poller == name:
         raise ConfigError("a poller cannot be its own parent", f"{path}.poller")
     _require_callable(spec.key, f"{path}.key")
+    check_parent_poll(spec.poll, f"{path}.poll")
     if spec.where is not None:
         _require_callable(spec.where, f"{path}.where")
     return spec

@@ -8,6 +8,7 @@ before anything is committed. ``to_dict``/``from_dict`` give the JSON-able form 
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from operator import attrgetter
 from typing import Any, Literal
@@ -168,6 +169,8 @@ def only_rescheduled(written: PartitionState, new: PartitionState) -> bool:
         return False
     if not old.interval > 0:
         return False
+    if not math.isfinite(now.next_due) or not math.isfinite(old.next_due):
+        return False  # an on_change key going back to waiting, or triggered: always written
     moved = now.next_due - old.next_due
     steps = round(moved / old.interval)
     if steps < 1 or abs(moved - steps * old.interval) > ON_GRID:

@@ -7,8 +7,10 @@ connector (CONTRACT.md, "Several streams, child streams and transforms")::
 
 ``stream`` names a stream of the same connector (itself a child or not); ``key`` is a path in
 the parent's item (what ``{parent.key}`` renders); ``where`` an optional filter of the same form
-as ``transform.filter``. Compiled to a :class:`~watukuy.core.poller.ParentSpec` on the stream's
-poller; the engine does the rest (:mod:`watukuy.engine.children`).
+as ``transform.filter``; ``poll`` is ``schedule`` (the default: each child key on its own timer)
+or ``on_change`` (polled when its parent item is created or updated, never on a timer:
+:mod:`watukuy.core.onchange`). Compiled to a :class:`~watukuy.core.poller.ParentSpec` on the
+stream's poller; the engine does the rest (:mod:`watukuy.engine.children`).
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ from typing import Any
 
 from watukuy.core.errors import ConfigError
 from watukuy.core.filters import compile_filter
-from watukuy.core.poller import ParentSpec
+from watukuy.core.poller import ParentSpec, check_parent_poll
 from watukuy.core.validation import check_keys, kind
 from watukuy.declarative.paths import MISSING, Path, parse_path
 
 __all__ = ["check_deletion_keys", "compile_parent", "depths"]
 
-_KEYS = ("stream", "key", "where")
+_KEYS = ("stream", "key", "where", "poll")
 
 
 def _parent_stream(stream: Mapping[str, Any], at: str, names: Mapping[str, int]) -> str | None:
@@ -32,8 +34,9 @@ def _parent_stream(stream: Mapping[str, Any], at: str, names: Mapping[str, int])
     if raw is None:
         return None
     if not isinstance(raw, Mapping):
-        raise ConfigError(f"must be a mapping {{stream, key, where}}, got {kind(raw)}", at)
+        raise ConfigError(f"must be a mapping {{stream, key, where, poll}}, got {kind(raw)}", at)
     check_keys(raw, _KEYS, at)
+    check_parent_poll(raw.get("poll", "schedule"), f"{at}.poll")
     name = raw.get("stream")
     if name not in names:
         known = ", ".join(names)
@@ -88,7 +91,8 @@ def compile_parent(stream: Mapping[str, Any], at: str, connector: str) -> Parent
     key = parse_path(raw.get("key"), f"{at}.key")
     where = raw.get("where")
     keep = None if where is None else compile_filter(where, f"{at}.where")
-    return ParentSpec(f"{connector}.{raw['stream']}", _KeyAt(key), keep)
+    poll = check_parent_poll(raw.get("poll", "schedule"), f"{at}.poll")
+    return ParentSpec(f"{connector}.{raw['stream']}", _KeyAt(key), keep, poll)
 
 
 def check_deletion_keys(merged: Mapping[str, Mapping[str, Any]], where: str) -> None:

@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from watukuy.core.children import ancestry, cascade, expired, split_child
+from watukuy.core.children import ancestry, cascade, descendants, expired, split_child
 from watukuy.core.commands import Command
 from watukuy.core.errors import ConfigError, Conflict, Fenced, NewerRelease, Retriable
 from watukuy.core.keys import key_text
+from watukuy.core.lifecycle import KeyPhase
+from watukuy.core.onchange import dormant, is_on_change
 from watukuy.core.operations import KeyView, key_operation
 from watukuy.core.poll import fresh_state
 from watukuy.core.poller import Partition, Poller
@@ -34,12 +37,16 @@ from watukuy.engine.listings import own_listing
 from watukuy.store.base import KeyCommit
 
 if TYPE_CHECKING:
+    from watukuy.engine.keys import KeyRuntime
     from watukuy.engine.roster import Roster
 
 log = logging.getLogger("watukuy.children")
 
 EXPIRED_PER_REFRESH = 1000
 """At most this many expired child keys are deleted by one refresh of their poller."""
+
+_LISTING: weakref.WeakKeyDictionary[Roster, asyncio.Lock] = weakref.WeakKeyDictionary()
+"""Per roster: held while a command's key makes its root poller list (:func:`_tenant_of`)."""
 
 CHILD_OPERATIONS = frozenset({"adopt", "pause_child", "resume_child"})
 """The operations only a parent's commit sends (``resume_child``: a child's resumption)."""
@@ -48,7 +55,10 @@ __all__ = [
     "CHILD_OPERATIONS",
     "check_parents",
     "child_listing",
+    "pause_dormant",
     "received",
+    "rest",
+    "wake",
 ]
 
 
@@ -86,7 +96,8 @@ async def child_listing(roster: Roster, poller: Poller) -> dict[str, Partition]:
     poller, its own listing. Keys paused for ``retain`` by their parent, their tenant's
     removal or their value leaving the list are deleted first (each listing is a refresh of
     the poller, so they go within a refresh interval of expiring)."""
-    gone = expired(poller, roster.store.states_of(poller.name), roster.clock.now())
+    # Keys waiting for a trigger are neither paused nor listed: not even decoded for this.
+    gone = expired(poller, roster.store.states_of(poller.name, waiting=False), roster.clock.now())
     # At once, so the store's committer batches them (a tenant removed a retain ago may take
     # thousands of children with it); a bounded number a refresh, the rest at the next one.
     async with asyncio.TaskGroup() as group:
@@ -95,11 +106,69 @@ async def child_listing(roster: Roster, poller: Poller) -> dict[str, Partition]:
     if poller.parent is None:
         return await own_listing(poller)
     out: dict[str, Partition] = {}
-    for key in await roster.store.partitions(poller.name):
+    keys = [s.partition for s in roster.store.states_of(poller.name, waiting=False)
+            if not dormant(poller, s) or roster.runtime_of(s.key) is not None]  # fmt: skip
+    # An on_change child waiting is not listed (it is held when triggered, rest()), unless it
+    # is held now (an operation woke it): a store may leave those out of states_of as well.
+    keys += [r.partition.key for r in roster.held(poller.name) if is_on_change(poller)]
+    for key in keys:
         partition = _tenant_partition(roster, poller, key)
         if partition is not None:
             out[key] = partition
     return out
+
+
+async def pause_dormant(roster: Roster, root: str, tenants: set[str]) -> None:
+    """``tenants`` left ``root``'s listing: pause as removed the on_change children of theirs
+    waiting for a trigger, which no listing holds (held keys are paused by the listing), so
+    they expire after ``retain`` and resume if their tenant comes back, as any child does.
+    Their states are decoded for it: this runs only when tenants go."""
+    if not tenants:
+        return
+    pollers, now = roster.definitions(), roster.clock.now()
+    for name in descendants(pollers, root):
+        poller = pollers[name]
+        if not is_on_change(poller):
+            continue
+        levels = len(ancestry(pollers, name)) - 1
+        paused = [
+            KeyCommit(state=state.paused_by("removed", now), fenced=False)
+            for state in roster.store.states_of(name)
+            if dormant(poller, state)
+            and roster.runtime_of(state.key) is None
+            and (split := split_child(state.partition, levels)) is not None
+            and split[0] in tenants
+        ]
+        for at in range(0, len(paused), EXPIRED_PER_REFRESH):
+            try:
+                await roster.store.commit(paused[at : at + EXPIRED_PER_REFRESH])
+            except (Fenced, Retriable) as exc:  # moved, or Kafka busy: left waiting
+                log.info("%s: waiting children of removed tenants not paused: %s", name, exc)
+                break
+
+
+def rest(roster: Roster, runtime: KeyRuntime) -> None:
+    """Let an on_change child whose poll is done go until its next trigger (it is
+    :func:`~watukuy.core.onchange.dormant`): no runtime, no listing entry, no schedule entry,
+    so a runner holding a million of them spends memory and CPU only on those triggered. Its
+    committed state says it waits; the trigger (:func:`received`) or an operation
+    (:func:`wake`) holds it again from the store."""
+    roster.drop(runtime, KeyPhase.DORMANT)
+    roster.listings.unlist(runtime.poller.name, runtime.partition.key)
+
+
+async def wake(roster: Roster, poller: Poller, key: str) -> None:
+    """Hold a dormant on_change child an operation names (a user's ``trigger``, ``pause``,
+    ``reset``...), if this instance owns it and its state is stored: it is listed and
+    activated as a trigger does, then the operation applies to it as to any held key."""
+    if not is_on_change(poller) or not roster.store.owns(poller.name, key):
+        return
+    if await roster.store.load(poller.name, key, snapshot=False) is None:
+        return
+    partition = await _tenant_of(roster, poller, key)
+    if partition is not None:
+        roster.listings.of(poller.name).current[key] = partition
+        await roster.activate_listed(poller.name, [key])
 
 
 async def _expire(roster: Roster, poller: Poller, key: str) -> None:
@@ -117,6 +186,17 @@ async def _tenant_of(roster: Roster, poller: Poller, key: str) -> Partition | No
     found = _tenant_partition(roster, poller, key)
     if found is not None:
         return found
+    # Commands of several keys apply at once (.received): one listing at a time, so that two
+    # do not both hold the keys a listing adds.
+    lock = _LISTING.setdefault(roster, asyncio.Lock())
+    async with lock:
+        return await _listed_for(roster, poller, key)
+
+
+async def _listed_for(roster: Roster, poller: Poller, key: str) -> Partition | None:
+    found = _tenant_partition(roster, poller, key)
+    if found is not None:
+        return found  # listed while this one waited for the lock
     chain = ancestry(roster.definitions(), poller.name)
     split = split_child(key, len(chain) - 1)
     if split is None:

@@ -13,14 +13,14 @@ from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 from watukuy.core.clock import Clock, SystemClock
-from watukuy.core.errors import ConfigError, Conflict, Fenced, Retriable
+from watukuy.core.errors import ConfigError
 from watukuy.core.events import Event
 from watukuy.core.inspect import PollerInspect
 from watukuy.core.observe import Fanout, Observer, OutcomeKind
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.state import ParkedItem
 from watukuy.core.validation import positive_int
-from watukuy.engine import children
+from watukuy.engine import children, received
 from watukuy.engine.budgets import split_budgets
 from watukuy.engine.changes import KeyChanges
 from watukuy.engine.connectors import Connectors, OffsetsApi
@@ -33,7 +33,7 @@ from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.operations import Operations, ParkedApi
 from watukuy.engine.polling import KeyPoller
 from watukuy.engine.progress import LaneProgress
-from watukuy.engine.roster import KeyNotActive, Roster
+from watukuy.engine.roster import Roster
 from watukuy.engine.snapshots import DEFAULT_BUDGET, Snapshots
 from watukuy.http import HttpClient
 from watukuy.store.base import Command, KeyCommit, Store
@@ -53,11 +53,6 @@ wakes ``run()`` at once); 0.1 s cost a whole idle runner about 15% more CPU than
 SERVED_EVERY = 2.0
 """Seconds between two words to the store on what was served (:meth:`Engine._tell_served`):
 after a crash, the next owner polls again at most the idle polls of this many seconds."""
-COMMAND_RETRY = 1.0
-"""Seconds before a command from another instance whose key is not held yet is tried again."""
-COMMAND_PATIENCE = 60.0
-"""How long such a command is tried; after that it stays in the state topic, where the key's
-next owner (or this one after a restart) reads it again."""
 
 
 class PartitionsApi:
@@ -232,28 +227,7 @@ class Engine:
         due = [(since, command) for at, since, command in waiting if at <= now]
         self._waiting = [entry for entry in waiting if entry[0] > now]
         due += [(now, command) for command in self.store.take_commands()]
-        for since, command in due:
-            try:
-                await self._ops.received(command)
-            except (KeyNotActive, Retriable) as exc:
-                # Answered 2xx where it was sent: a moment early is no reason to lose it.
-                if now - since < COMMAND_PATIENCE:
-                    self._waiting.append((now + COMMAND_RETRY, since, command))
-                    continue
-                log.warning(
-                    "%s: command %s %s not applied in %gs, left for the key's next owner: %s",
-                    command.key,
-                    command.op,
-                    command.id,
-                    COMMAND_PATIENCE,
-                    exc,
-                )
-            except (ConfigError, Conflict) as exc:
-                log.warning(
-                    "%s: command %s %s not applied: %s", command.key, command.op, command.id, exc
-                )
-            except Fenced:
-                log.info("%s: command %s moved with its key", command.key, command.id)
+        self._waiting += await received.apply_all(self._ops.received, due, now)
 
     async def stop(self) -> None:
         """Ask ``run()`` to finish: in-flight polls end after their current page."""

@@ -19,6 +19,7 @@ from watukuy.core.children import sends as child_sends
 from watukuy.core.circuit import CircuitState
 from watukuy.core.errors import Fenced, NewerRelease, Retriable, StateCorrupted
 from watukuy.core.observe import Observer, OutcomeKind, parked_reason
+from watukuy.core.onchange import dormant
 from watukuy.core.poll import (
     Backoff,
     Decision,
@@ -40,6 +41,7 @@ from watukuy.core.poll import (
 from watukuy.core.state import Lane, PartitionState
 from watukuy.engine import commits
 from watukuy.engine.budgets import Gate, acquirer
+from watukuy.engine.children import rest
 from watukuy.engine.fetching import execute
 from watukuy.engine.inflight import (
     Ahead,
@@ -111,7 +113,9 @@ class KeyPoller:
                         if not await self._poll_lane(runtime, lane):
                             break
             finally:  # however the poll ended, cancelled included: the key is due again
-                if roster.still_holds(runtime):
+                if roster.still_holds(runtime) and dormant(runtime.poller, runtime.state):
+                    rest(roster, runtime)  # an on_change child done: let go until triggered
+                elif roster.still_holds(runtime):
                     roster.reschedule(runtime)
         roster.snapshots.trim()  # its lock is free: its snapshot may go too
 

@@ -31,7 +31,7 @@ from watukuy.core.partitions import diff
 from watukuy.core.poll import due_at, fresh_state
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.redaction import failure_text
-from watukuy.engine import commits
+from watukuy.engine import children, commits
 from watukuy.engine.changes import Watchers
 from watukuy.engine.due_times import KeyTimes
 from watukuy.engine.keys import KeyRuntime
@@ -138,6 +138,7 @@ class Roster:
         changes = diff(table.current, latest)
         for key in changes.removed:
             await self._deactivate(poller, key)
+        await children.pause_dormant(self, name, set(changes.removed))  # not held: not above
         for key in changes.added:
             if self.store.owns(name, key):  # the others belong to other instances
                 await self._activate(poller, latest[key])
@@ -458,6 +459,9 @@ class Roster:
         if self.listings.of(name).refreshed_at is None:
             await self.refresh(name, force=False)
         runtime = self._keys.get(key_text(name, key))
+        if runtime is None:  # a dormant on_change child is held again for the operation
+            await children.wake(self, self._pollers[name], key)
+            runtime = self._keys.get(key_text(name, key))
         if runtime is None:
             raise KeyNotActive(f"poller '{name}' has no active partition {key!r}", "partition")
         commits.refuse_waiting(runtime)

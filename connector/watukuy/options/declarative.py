@@ -280,6 +280,15 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
         "Filter on the parent's items, the form of `transform.filter`: an item leaving it "
         "pauses its child, one coming back resumes it.",
     ),
+    KeyDoc(
+        "parent.poll",
+        "string",
+        "schedule",
+        "When a child partition is polled: `schedule`, on its own timer (the `schedule` key) "
+        "like any partition; `on_change`, once when its parent item creates it and again "
+        "each time that item is `updated`, never on a timer (an idle child costs stored state "
+        "only). A failed poll is retried with backoff, then the child waits again.",
+    ),
     *transform_keys("transform"),
 )
 

@@ -180,8 +180,11 @@ class KeyStates(Protocol):
     async def partitions(self, poller: str) -> list[str]:
         """Keys of ``poller`` that have stored state."""
 
-    def states_of(self, poller: str) -> list[PartitionState]:
-        """The committed state of every key of ``poller`` this instance owns and has stored."""
+    def states_of(self, poller: str, *, waiting: bool = True) -> list[PartitionState]:
+        """The committed state of every key of ``poller`` this instance owns and has stored;
+        ``waiting=False`` may leave out on_change children waiting for a trigger
+        (:func:`~watukuy.core.onchange.sleeps`) that the engine does not hold: a store may
+        keep those undecoded (the Kafka store does; the memory store returns them all)."""
 
 
 class Ownership(Protocol):

@@ -127,7 +127,8 @@ class MemoryStore:
     async def partitions(self, poller: str) -> list[str]:
         return [state.partition for state in self.states.values() if state.poller == poller]
 
-    def states_of(self, poller: str) -> list[PartitionState]:
+    def states_of(self, poller: str, *, waiting: bool = True) -> list[PartitionState]:
+        # Every state, waiting or not: this store holds them all decoded anyway.
         return [state for state in self.states.values() if state.poller == poller]
 
     def events(self, poller: str) -> LocalFeed:

@@ -204,6 +204,15 @@ class RestoredKeys:
             return self.items.get(owner, {}), self.parked.get(owner, {})
         return (on_disk.owned(owner, False) if items else {}), on_disk.owned(owner, True)
 
+    def keep_state(self, name: str, value: bytes) -> None:
+        """Hold ``value`` as the key's state record (an on_change child put back to sleep,
+        :mod:`.view`): what its next :meth:`state` decodes; the events read beyond its restored
+        state are accounted for by it."""
+        key = name.encode()
+        self.states[key] = value
+        self.published.pop(key, None)
+        self._missed.pop(name, None)
+
     def forget(self, name: str) -> None:
         owner = _owner(name)
         self.states.pop(name.encode(), None)

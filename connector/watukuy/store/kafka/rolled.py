@@ -43,8 +43,10 @@ def write_rolled(
     """Write the picture of each key of ``keys`` whose restored state was rolled forward."""
     for key in keys.names():
         missed = keys.missed(key)
+        if not missed:
+            continue  # most keys: not even their state is looked at (it may be asleep)
         state = view.state(key)
-        if not missed or state is None:
+        if state is None:
             continue
         try:
             snapshot, _ = view.taken(key)  # rolled forward as it is taken

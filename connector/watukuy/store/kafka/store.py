@@ -388,9 +388,9 @@ class KafkaStore:
     async def partitions(self, poller: str) -> list[str]:
         return [s.partition for s in self._view.states_of(poller)]
 
-    def states_of(self, poller: str) -> list[PartitionState]:
+    def states_of(self, poller: str, *, waiting: bool = True) -> list[PartitionState]:
         """Restored and committed since: only keys of partitions this instance owns."""
-        return self._view.states_of(poller)
+        return self._view.states_of(poller, waiting=waiting)
 
     def local_figures(self) -> tuple[int | None, tuple[int, float], int]:
         """The local state store's bytes on disk (``None``: none is configured), the

@@ -1,0 +1,95 @@
+"""Commands sent to this instance's keys (by other instances, REST, the CLI, and a parent's
+commits to its children), applied as :meth:`Engine.run` finds them in the store.
+
+Each key's commands apply one after the other, in the order they came; different keys' apply
+at once. Applying one waits for its commit, so one at a time made a runner apply a few a
+second (a Kafka transaction each), far below what a parent changing 10,000 items a minute
+sends its ``on_change`` children; at once, the store's committer batches them into its
+transactions. A command whose key is not held yet (a moment early) is tried again for a while.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from watukuy.core.commands import Command
+from watukuy.core.errors import ConfigError, Conflict, Fenced, Retriable
+from watukuy.engine.roster import KeyNotActive
+
+log = logging.getLogger("watukuy.engine")
+
+COMMAND_RETRY = 1.0
+"""Seconds before a command from another instance whose key is not held yet is tried again."""
+COMMAND_PATIENCE = 60.0
+"""How long such a command is tried; after that it stays in the state topic, where the key's
+next owner (or this one after a restart) reads it again."""
+
+AT_ONCE = 256
+"""Keys whose commands apply at the same time, at most."""
+
+Waiting = list[tuple[float, float, Command]]
+"""Commands to try again: (when, first tried, command)."""
+
+__all__ = ["COMMAND_PATIENCE", "COMMAND_RETRY", "Waiting", "apply_all"]
+
+
+async def apply_all(
+    apply: Callable[[Command], Awaitable[None]],
+    due: list[tuple[float, Command]],
+    now: float,
+) -> Waiting:
+    """Apply ``due`` (first tried, command), each key's in order, keys at once; the commands
+    to try again later."""
+    if not due:
+        return []
+    by_key: dict[str, list[tuple[float, Command]]] = {}
+    for since, command in due:
+        by_key.setdefault(command.key, []).append((since, command))
+    retry: Waiting = []
+    slots = asyncio.Semaphore(AT_ONCE)
+
+    async def one_key(commands: list[tuple[float, Command]]) -> None:
+        async with slots:
+            for since, command in commands:
+                if not await _apply(apply, since, command, now, retry):
+                    return  # its later commands wait behind it, in order
+
+    if len(by_key) == 1:
+        await one_key(next(iter(by_key.values())))
+        return retry
+    async with asyncio.TaskGroup() as group:
+        for commands in by_key.values():
+            group.create_task(one_key(commands))
+    return retry
+
+
+async def _apply(
+    apply: Callable[[Command], Awaitable[None]],
+    since: float,
+    command: Command,
+    now: float,
+    retry: Waiting,
+) -> bool:
+    """Apply one command; ``False`` if it waits to be tried again."""
+    try:
+        await apply(command)
+    except (KeyNotActive, Retriable) as exc:
+        # Answered 2xx where it was sent: a moment early is no reason to lose it.
+        if now - since < COMMAND_PATIENCE:
+            retry.append((now + COMMAND_RETRY, since, command))
+            return False
+        log.warning(
+            "%s: command %s %s not applied in %gs, left for the key's next owner: %s",
+            command.key,
+            command.op,
+            command.id,
+            COMMAND_PATIENCE,
+            exc,
+        )
+    except (ConfigError, Conflict) as exc:
+        log.warning("%s: command %s %s not applied: %s", command.key, command.op, command.id, exc)
+    except Fenced:
+        log.info("%s: command %s moved with its key", command.key, command.id)
+    return True
