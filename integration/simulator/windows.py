@@ -78,11 +78,12 @@ class _Windows:
         start = _seconds(query.get("created[gte]"), "created[gte]")
         if isinstance(start, web.Response):
             return start
-        end: int | web.Response | None = None
+        end: int | None = None
         if "created[lt]" in query:
-            end = _seconds(query["created[lt]"], "created[lt]")
-            if isinstance(end, web.Response):
-                return end
+            given = _seconds(query["created[lt]"], "created[lt]")
+            if isinstance(given, web.Response):
+                return given
+            end = given
         if end is not None and end - start > MAX_SPAN:
             return _bad("The date range may span at most 31 days.")
 
