@@ -26,10 +26,14 @@ INTEGRATION_DIR = Path(__file__).parent / "integration"
 # one after another in file order as a plain ``pytest`` runs them: two of those at once would
 # starve each other's runner processes on a two-core machine.
 BESIDE_THE_REST = {
+    "test_child_on_change_kafka.py",
+    "test_child_on_change_kill.py",
     "test_child_streams_kill.py",
     "test_faults.py",
     "test_failover.py",
+    "test_group_liveness.py",
     "test_runbooks.py",
+    "test_windows_runner.py",
 }
 ONE_AT_A_TIME = "integration, one at a time"
 

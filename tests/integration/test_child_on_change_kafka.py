@@ -91,13 +91,13 @@ async def test_children_wait_on_disk_and_wake_on_their_parents_changes(
     first = await started("r1", tmp_path / "disk")
     try:
         await until_polled(first, desk, len(CHILDREN))  # each created and polled once
-        await run_for(first, 4)
+        await run_for(first, 2.5)
         assert sorted(desk.comment_polls) == CHILDREN
         assert held_children(first) == []  # all waiting: none held, none scheduled
 
         desk.versions[("acme", "T2")] = 2
         await until_polled(first, desk, len(CHILDREN) + 1)
-        await run_for(first, 3)
+        await run_for(first, 2.5)
         assert desk.comment_polls[len(CHILDREN) :] == ["acme/T2"]
         assert held_children(first) == []
 
@@ -106,7 +106,7 @@ async def test_children_wait_on_disk_and_wake_on_their_parents_changes(
         await first.resume("desk.comments", partition="acme/T1")
         await first.partitions.list("desk.tickets")
         await first.partitions.list("desk.comments")
-        await run_for(first, 3)
+        await run_for(first, 2.5)
         paused = {s.partition: s.paused for s in first.store.states_of("desk.comments")}
         assert paused == dict.fromkeys(CHILDREN)
         assert desk.comment_polls[len(CHILDREN) :] == ["acme/T2"]
@@ -117,13 +117,13 @@ async def test_children_wait_on_disk_and_wake_on_their_parents_changes(
         engine = await started(runner, tmp_path / disk)
         try:
             before = len(desk.comment_polls)
-            await run_for(engine, 3)
+            await run_for(engine, 2.5)
             assert len(desk.comment_polls) == before  # restored waiting: nothing polled
             assert held_children(engine) == []
             await engine.trigger("desk.comments", partition="globex/T1")
             desk.versions[("acme", "T3")] += 1
             await until_polled(engine, desk, before + 2)
-            await run_for(engine, 3)
+            await run_for(engine, 2.5)
             assert sorted(desk.comment_polls[before:]) == ["acme/T3", "globex/T1"]
             assert held_children(engine) == []
         finally:

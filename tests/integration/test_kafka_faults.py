@@ -10,17 +10,13 @@ the store owning (and restoring) its partitions again.
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from integration.faults.clients import Fault, FaultyClients
 from integration.faults.hanging import producers
@@ -28,15 +24,13 @@ from tests.integration.kafka_support import delete_prefix, read_topic, unique_pr
 from watukuy.core.errors import Fenced, Retriable
 from watukuy.core.events import Event
 from watukuy.core.observe import Observer
-from watukuy.core.ownership import GroupView
 from watukuy.core.poll import fresh_state
 from watukuy.core.poller import define_poller
 from watukuy.core.state import ParkedItem
 from watukuy.store.base import KeyCommit
 from watukuy.store.kafka.store import KafkaSettings, KafkaStore
-from watukuy.store.kafka.topics import TopicLayout, ensure_topics
+from watukuy.store.kafka.topics import TopicLayout
 
-REPO = Path(__file__).resolve().parents[2]
 NOW = 1_750_000_000.0
 POLLER = define_poller(name="faulty", fetch=lambda ctx: [], identity=lambda item: item["id"])
 PARTITIONS = 2
@@ -294,60 +288,3 @@ async def test_a_send_offsets_that_never_returns_is_given_up_and_the_retry_lands
     assert await asyncio.to_thread(store.ids, committed=True) == [retried]
     restored = await store.store.load(POLLER.name, "t1")
     assert restored is not None and restored.state.sequence == 1
-
-
-def _static_member(bootstrap: str, layout: TopicLayout, mode: str) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "tests.integration.static_member", bootstrap]
-    command += [f"{layout.prefix}.runners", layout.state, "other-runner", "6", mode]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=REPO)
-
-
-async def test_a_partition_withheld_for_a_crashed_static_members_second_round_is_assigned(
-    kafka_bootstrap: str,
-) -> None:
-    # A static member holding everything dies between the two phases of the rebalance a
-    # joining runner starts (it was told to give partition 0 up, and never rejoined), and
-    # comes back within its session: the coordinator hands it its old assignment without a
-    # rebalance, and partition 0 is assigned to no member, in a stable group, for good. A
-    # static runner's new consumer gets its old (empty) assignment back too; joining as a
-    # dynamic member starts the rebalance that assigns it.
-    prefix = unique_prefix()
-    layout = TopicLayout(prefix, PARTITIONS, 1)
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    await asyncio.to_thread(ensure_topics, admin, layout, [(POLLER.name, None)])
-    first = _static_member(kafka_bootstrap, layout, "die")
-    members = [first]
-    runner = Store(kafka_bootstrap, prefix, [], runner_id="r2")
-    try:
-        assert first.stdout is not None
-        line = await asyncio.to_thread(first.stdout.readline)
-        assert line.strip() == "assigned [0, 1]"
-        await runner.store.start()
-        await asyncio.wait_for(asyncio.to_thread(first.wait), 30)  # it died revoking
-        members.append(_static_member(kafka_bootstrap, layout, "live"))
-        member = runner.store.member
-
-        async def view() -> GroupView:
-            while True:
-                seen = await asyncio.to_thread(member.view)
-                if seen is not None and seen.stable and seen.given == {1}:
-                    return seen
-                await asyncio.sleep(0.5)
-
-        async with asyncio.timeout(30):
-            stuck = await view()
-        await asyncio.sleep(7.0)  # longer than a session: nothing moves by itself
-        assert (await view()).mine == stuck.mine == frozenset()
-        assert runner.store.owned_kafka_partitions() == []
-        member.rejoin()  # as a static member: its old, empty, assignment back at once
-        await asyncio.sleep(4.0)
-        assert runner.store.owned_kafka_partitions() == []
-        member.rejoin(rebalance=True)
-        await wait_owned(runner.store, 1)
-        assert runner.store.owned_kafka_partitions() == [0]
-    finally:
-        for made in members:
-            made.kill()
-            made.wait(10)
-        await runner.store.close()
-        await asyncio.to_thread(delete_prefix, kafka_bootstrap, prefix)
