@@ -393,6 +393,13 @@ def run_demo(args: argparse.Namespace, bootstrap: str) -> int:
     except KeyboardInterrupt:
         interrupted = True
         print("\ndemo: interrupted", flush=True)
+    except SystemError as exc:
+        # A Ctrl-C landing inside a C-level call (seen in a property read while the status
+        # was read) surfaces as a SystemError whose cause is the KeyboardInterrupt.
+        if not isinstance(exc.__cause__, KeyboardInterrupt):
+            raise
+        interrupted = True
+        print("\ndemo: interrupted", flush=True)
     finally:
         ignore_signals()
         demo.stop()
