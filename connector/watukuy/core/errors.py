@@ -45,6 +45,12 @@ class PathMissing(WatukuyError, LookupError, ShowsConfigOnly):
     """A configured path found nothing in a body or an item. Names the path, never values."""
 
 
+class NeedsAuthorization(WatukuyError, ShowsConfigOnly):
+    """A tenant's grant was refused or its refresh lost: a person must authorise the account
+    again (``PUT .../partitions/{key}/credentials``, or the tenants source handing a new
+    grant). Not retried on a timer. Names the tenant and a reason code, never a token."""
+
+
 class IllegalTransition(WatukuyError):
     """A state machine was asked for a move its transition table does not allow."""
 
