@@ -40,7 +40,7 @@ BAR_WIDTH = 20
 MAX_CURSOR = 32  # characters of a backfill cursor shown in the table
 # States whose key's last_error says why it is in them (a gone owner's UNASSIGNED keys have
 # none: StatusTable.view drops it).
-REASONED = (TaskState.FAILED, TaskState.UNASSIGNED)
+REASONED = (TaskState.FAILED, TaskState.UNASSIGNED, TaskState.NEEDS_AUTHORIZATION)
 
 
 def status(

@@ -32,6 +32,7 @@ from watukuy.core.events import canonical_json
 from watukuy.core.inspect import PollerInspect
 from watukuy.core.keys import KeyId, key_text
 from watukuy.core.lifecycle import Target, TaskState
+from watukuy.core.observe import NEEDS_AUTHORIZATION_PREFIX
 from watukuy.core.redaction import MAX_LENGTH
 
 __all__ = [
@@ -110,7 +111,8 @@ def key_status(inspect: PollerInspect, *, now: float, target: Target = Target.RU
     ``target`` is the connector's target state (RUNNING, PAUSED, STOPPED). A key is STOPPED
     when its connector is; UNASSIGNED while it waits for a newer release (owned here, so
     ``owner`` is this runner, but run by no one: ``last_error`` says why); PAUSED when either
-    is paused; FAILED while its circuit is open (its polls keep failing; ``last_error`` says
+    is paused; NEEDS_AUTHORIZATION while its tenant's grant is refused; FAILED while its circuit
+    is open (its polls keep failing; ``last_error`` says
     why); else RUNNING. Backfill progress comes from
     ``inspect.lanes["backfill"]`` when the engine reports one: a mapping with any of
     ``pages``, ``items``, ``cursor``, ``fraction``, or ``start`` and ``until`` (numbers or
@@ -125,6 +127,8 @@ def key_status(inspect: PollerInspect, *, now: float, target: Target = Target.RU
         state = TaskState.UNASSIGNED
     elif target == Target.PAUSED or inspect.paused:
         state = TaskState.PAUSED
+    elif (inspect.last_error or "").startswith(NEEDS_AUTHORIZATION_PREFIX):
+        state = TaskState.NEEDS_AUTHORIZATION
     elif inspect.circuit == "open":
         state = TaskState.FAILED
     else:

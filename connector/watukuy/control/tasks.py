@@ -137,6 +137,8 @@ def _task(index: int, key: str, status: KeyStatus | None, target: Target) -> Tas
         "parked": dict(status.parked),
         "backfill": status.backfill is not None,
     }
-    if state in (TaskState.FAILED, TaskState.UNASSIGNED) and status.last_error:
+    if state in (TaskState.FAILED, TaskState.UNASSIGNED, TaskState.NEEDS_AUTHORIZATION) and (
+        status.last_error
+    ):
         task["trace"] = status.last_error  # as Connect: why, only where it says something
     return task

@@ -97,7 +97,8 @@ class Grant:
     expires_at: float | None = None
     """When ``access_token`` expires (epoch seconds); ``None``: unknown, used until a 401."""
     chain: tuple[str, ...] = field(default=(), repr=False)
-    """Digests of this authorisation's refresh tokens, oldest first (the last is current)."""
+    """Digests of every refresh token this grant is or supersedes, oldest first (the last is
+    its own): a source handing any of them is behind the store."""
     written_at: float = 0.0
     needs_authorization: Reauthorize | None = None
 
@@ -213,22 +214,32 @@ class Claim:
 # -- the rules --------------------------------------------------------------------------------
 
 
-def handed_in(refresh_token: str, now: float) -> Grant:
-    """A grant from the tenants source or REST: the start of a chain, with no access token."""
+def handed_in(refresh_token: str, now: float, replacing: Grant | None = None) -> Grant:
+    """A grant from the tenants source or REST, with no access token yet. It replaces
+    ``replacing`` (a re-authorisation): its serial is one more, so it is the newest, and its
+    chain keeps the replaced chain's digests, so none of those grants wins over it again (a
+    source that still hands out the first, spent grant after a REST hand-in)."""
+    if replacing is None:
+        return Grant(
+            serial=0, refresh_token=refresh_token, chain=(digest(refresh_token),), written_at=now
+        )
     return Grant(
-        serial=0, refresh_token=refresh_token, chain=(digest(refresh_token),), written_at=now
+        serial=replacing.serial + 1,
+        refresh_token=refresh_token,
+        chain=(*replacing.chain, digest(refresh_token))[-CHAIN_LENGTH:],
+        written_at=now,
     )
 
 
 def current(stored: Grant | None, source: str | None, now: float) -> Grant | None:
-    """The grant to use: the stored one when the source hands none or one of its chain (the
-    first grant it still hands out after rotations); else the source's, a new authorisation
-    that replaces the stored chain. ``None``: neither has one."""
+    """The grant to use: the stored one when the source hands none, or one the stored chain
+    already knows (the first grant, which it may hand out long after rotations); else the
+    source's, a new authorisation that replaces the stored one. ``None``: neither has one."""
     if source is None or source == "":
         return stored
     if stored is not None and digest(source) in stored.chain:
         return stored
-    return handed_in(source, now)
+    return handed_in(source, now, replacing=stored)
 
 
 def usable(grant: Grant, now: float) -> bool:

@@ -142,6 +142,9 @@ class TaskState(StrEnum):
     """Its connector is stopped."""
     FAILED = "FAILED"
     """Its circuit is open: its polls keep failing."""
+    NEEDS_AUTHORIZATION = "NEEDS_AUTHORIZATION"
+    """Its tenant's grant was refused (or a refresh's answer lost): a person must authorise the
+    account again; nothing is sent until a new grant is handed in."""
     UNASSIGNED = "UNASSIGNED"
     """No live runner runs it (none owns it, or its owner waits for a newer release)."""
     RESTARTING = "RESTARTING"

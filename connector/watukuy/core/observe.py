@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from watukuy.core.errors import ConfigError, Fenced, Retriable
+from watukuy.core.errors import ConfigError, Fenced, NeedsAuthorization, Retriable
 
 __all__ = [
+    "NEEDS_AUTHORIZATION_PREFIX",
     "SCHEMA_ERROR_PREFIX",
     "Fanout",
     "Observer",
@@ -53,8 +54,13 @@ class OutcomeKind(StrEnum):
     FENCED = "fenced"  # another owner took the key over
     STORE = "store"  # the store refused for now (broker down, transaction failed)
     CONFIG = "config"  # the poller or its partition is misconfigured
+    NEEDS_AUTHORIZATION = "needs_authorization"  # the tenant's grant was refused or lost
     ERROR = "error"  # anything else ``fetch`` raised
 
+
+NEEDS_AUTHORIZATION_PREFIX = "NeedsAuthorization: "
+"""How the ``last_error`` of a key whose tenant needs authorising again starts (the failure
+text of :class:`watukuy.core.errors.NeedsAuthorization`): what its task state is read from."""
 
 SCHEMA_ERROR_PREFIX = "SchemaError: "
 """How :func:`watukuy.core.changes.detect` starts the error of an item the schema refused."""
@@ -79,6 +85,8 @@ def outcome_kind(error: object) -> OutcomeKind:
         return OutcomeKind.FENCED
     if isinstance(error, ConfigError):
         return OutcomeKind.CONFIG
+    if isinstance(error, NeedsAuthorization):
+        return OutcomeKind.NEEDS_AUTHORIZATION
     if isinstance(error, TimeoutError) or isinstance(error.__cause__, TimeoutError):
         return OutcomeKind.TIMEOUT
     status = getattr(error, "status", None)

@@ -233,6 +233,14 @@ def decide(
 
 
 def _failed(poller: Poller, state: PartitionState, failure: Failure, now: float) -> Decision:
+    if failure.kind is OutcomeKind.NEEDS_AUTHORIZATION:
+        # Not the vendor failing: a person must authorise the tenant again. Its circuit is left
+        # alone, and it is looked at again at its slowest interval: that look sends nothing
+        # unless a new grant was handed in (which also triggers it at once).
+        circuit = state.circuit.on_cancel() if state.circuit.probe_in_flight else state.circuit
+        sched = schedules.backoff(poller.schedule, state.schedule, now, poller.schedule.max)
+        new = replace(state, schedule=sched, circuit=circuit, last_error=failure.error)
+        return Backoff(state=new, reason=failure.error, kind=failure.kind)
     if failure.throttle_until is not None:
         # The vendor asked us to wait: pacing, not a failure of the tenant's API.
         circuit = state.circuit.on_cancel() if state.circuit.probe_in_flight else state.circuit

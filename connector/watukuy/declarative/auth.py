@@ -24,59 +24,47 @@ Hand-written rather than through authlib: the token request must go through the 
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import hashlib
-import re
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from watukuy.core.errors import ConfigError
 from watukuy.core.validation import non_empty_string
+from watukuy.declarative.auth_common import (
+    ALL_STATUSES,
+    ERROR_CODE,
+    Auth,
+    Compile,
+    Credentials,
+    Send,
+    TokenCache,
+    basic_header,
+    json_or_none,
+    rendered,
+)
 from watukuy.declarative.errors import OAuthError, OAuthUnavailable, RenderError
+from watukuy.declarative.oauth_refresh import parse_refresh_grant
+from watukuy.declarative.session import parse_session
 from watukuy.declarative.templates import Scope, Template
 from watukuy.declarative.values import choice, parse_kind, section
-from watukuy.http import InvalidResponse, KeyHttp, Response, VendorUnavailable
+from watukuy.engine.credentials import Vault
+from watukuy.http import KeyHttp, Response, VendorUnavailable
 
-__all__ = ["AUTH_KINDS", "Auth", "Credentials", "TokenCache", "parse_auth"]
-
-Compile = Callable[[object, str], Template]
-"""Compiles one template value at a config path (the caller decides which names exist)."""
-
-ALL_STATUSES = range(100, 600)
-"""Passthrough for the token request: it judges every status itself."""
-
-_ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
-
-@dataclass(frozen=True, slots=True)
-class Credentials:
-    """What to add to one request; ``token`` is the OAuth2 token used, for a renewal."""
-
-    headers: Mapping[str, str] = field(default_factory=dict)
-    query: Mapping[str, str] = field(default_factory=dict)
-    token: str | None = None
-
-
-Send = Callable[[Credentials], Awaitable[Response]]
-"""Sends the request with these credentials added."""
-
-
-class Auth(Protocol):
-    """An auth kind: how a request is authorised, and renewed when the API refuses it."""
-
-    @property
-    def templates(self) -> tuple[Template, ...]: ...
-
-    @property
-    def secret_query(self) -> str | None:
-        """The query parameter that carries a secret (never stored with a page position)."""
-
-    async def send(self, scope: Scope, http: KeyHttp, send: Send) -> Response:
-        """Send the request authorised; a kind that can renew its credentials does so after a
-        401 and sends it once more (as an httpx auth flow would)."""
+__all__ = [
+    "ALL_STATUSES",
+    "AUTH_KINDS",
+    "Auth",
+    "Credentials",
+    "Send",
+    "TokenCache",
+    "basic_header",
+    "client_auth",
+    "json_or_none",
+    "parse_auth",
+    "rendered",
+]
 
 
 class _Static:
@@ -89,22 +77,10 @@ class _Static:
     async def credentials(self, scope: Scope, http: KeyHttp) -> Credentials:
         raise NotImplementedError
 
-    async def send(self, scope: Scope, http: KeyHttp, send: Send) -> Response:
+    async def send(
+        self, scope: Scope, http: KeyHttp, send: Send, vault: Vault | None = None
+    ) -> Response:
         return await send(await self.credentials(scope, http))
-
-
-def basic_header(user: str, password: str) -> str:
-    """``Basic base64(user:password)``, UTF-8 (RFC 7617). Two lines of stdlib: aiohttp's
-    ``BasicAuth`` is deprecated and its replacement is missing from the aiohttp versions we
-    support."""
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-
-
-def _rendered(template: Template, scope: Scope) -> str:
-    text = template.render(scope)
-    if text is None or text == "":
-        raise RenderError(f"{template.where}: renders nothing")
-    return text
 
 
 @dataclass(frozen=True)
@@ -116,7 +92,7 @@ class Bearer(_Static):
         return (self.token,)
 
     async def credentials(self, scope: Scope, http: KeyHttp) -> Credentials:
-        return Credentials(headers={"Authorization": f"Bearer {_rendered(self.token, scope)}"})
+        return Credentials(headers={"Authorization": f"Bearer {rendered(self.token, scope)}"})
 
 
 @dataclass(frozen=True)
@@ -129,7 +105,7 @@ class Basic(_Static):
         return (self.username, self.password)
 
     async def credentials(self, scope: Scope, http: KeyHttp) -> Credentials:
-        user = _rendered(self.username, scope)
+        user = rendered(self.username, scope)
         if ":" in user:
             raise RenderError(f"{self.username.where}: a user name must not contain ':'")
         password = self.password.render(scope) or ""
@@ -151,57 +127,10 @@ class ApiKey(_Static):
         return (self.value,)
 
     async def credentials(self, scope: Scope, http: KeyHttp) -> Credentials:
-        key = _rendered(self.value, scope)
+        key = rendered(self.value, scope)
         if self.header is not None:
             return Credentials(headers={self.header: key})
         return Credentials(query={str(self.query): key})
-
-
-@dataclass(slots=True)
-class _Cached:
-    token: str
-    expires_at: float | None
-
-
-class TokenCache:
-    """OAuth2 tokens in memory by (token URL, client id, scope, secret digest).
-
-    One lock per entry, so partitions sharing a client fetch one token between them instead
-    of one each when it expires.
-    """
-
-    def __init__(self) -> None:
-        self._tokens: dict[tuple[str, ...], _Cached] = {}
-        self._locks: dict[tuple[str, ...], asyncio.Lock] = {}
-
-    async def token(
-        self,
-        key: tuple[str, ...],
-        fetch: Callable[[], Awaitable[tuple[str, float | None]]],
-        now: Callable[[], float],
-        *,
-        stale: str | None = None,
-    ) -> str:
-        """The cached token, or a new one if there is none, it expired, or it is ``stale``
-        (refused by the API; another request may already have replaced it)."""
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            cached = self._tokens.get(key)
-            if (
-                cached is not None
-                and cached.token != stale
-                and (cached.expires_at is None or now() < cached.expires_at)
-            ):
-                return cached.token
-            token, expires_in = await fetch()
-            expires_at = None if expires_in is None else now() + expires_in - _margin(expires_in)
-            self._tokens[key] = _Cached(token, expires_at)
-            return token
-
-
-def _margin(expires_in: float) -> float:
-    """Renew a little early, so a token does not expire between the check and the request."""
-    return min(30.0, expires_in / 10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +148,9 @@ class OAuth2:
         optional = () if self.scope is None else (self.scope,)
         return (self.token_url, self.client_id, self.client_secret, *optional)
 
-    async def send(self, scope: Scope, http: KeyHttp, send: Send) -> Response:
+    async def send(
+        self, scope: Scope, http: KeyHttp, send: Send, vault: Vault | None = None
+    ) -> Response:
         """With the cached token; after a 401, with a new one, once."""
         credentials = await self.credentials(scope, http)
         response = await send(credentials)
@@ -231,9 +162,9 @@ class OAuth2:
     async def credentials(
         self, scope: Scope, http: KeyHttp, *, stale: str | None = None
     ) -> Credentials:
-        url = _rendered(self.token_url, scope)
-        client_id = _rendered(self.client_id, scope)
-        secret = _rendered(self.client_secret, scope)
+        url = rendered(self.token_url, scope)
+        client_id = rendered(self.client_id, scope)
+        secret = rendered(self.client_secret, scope)
         wanted = None if self.scope is None else self.scope.render(scope) or None
         digest = hashlib.sha256(secret.encode()).hexdigest()
         key = (url, client_id, wanted or "", digest)
@@ -272,12 +203,12 @@ class OAuth2:
         except VendorUnavailable as exc:  # its text names the rendered URL: not ours to show
             raise OAuthUnavailable(f"oauth2 token request failed: {exc.reason}") from None
         status = response.status
-        body = await _json_or_none(response)
+        body = await json_or_none(response)
         if status == 429 or status >= 500:
             raise OAuthUnavailable(f"oauth2 token request -> {status}")
         if not 200 <= status < 300:
             code = body.get("error") if isinstance(body, Mapping) else None
-            detail = f" ({code})" if isinstance(code, str) and _ERROR_CODE.match(code) else ""
+            detail = f" ({code})" if isinstance(code, str) and ERROR_CODE.match(code) else ""
             raise OAuthError(f"oauth2 token request -> {status}{detail}")
         if not isinstance(body, Mapping):
             raise OAuthError(f"oauth2 token request -> {status}: the answer is not a JSON object")
@@ -288,13 +219,6 @@ class OAuth2:
         if not isinstance(kind, str) or kind.lower() != "bearer":
             raise OAuthError(f"oauth2 token request -> {status}: the token type is not bearer")
         return token, _expires_in(body.get("expires_in"))
-
-
-async def _json_or_none(response: Any) -> Any:
-    try:
-        return await response.json()
-    except InvalidResponse:
-        return None
 
 
 def _expires_in(value: object) -> float | None:
@@ -311,6 +235,8 @@ def _expires_in(value: object) -> float | None:
 class _Context:
     compile_value: Compile
     tokens: TokenCache | None
+    connector: str | None
+    """The connector whose tenants' grants these are; ``None`` for a tenants listing."""
 
 
 def _parse_bearer(given: object, path: str, at: str, context: _Context) -> Auth:
@@ -343,6 +269,21 @@ def _parse_api_key(given: object, path: str, at: str, context: _Context) -> Auth
 
 def _parse_oauth2(given: object, path: str, at: str, context: _Context) -> Auth:
     values = section(given, path, at)
+    grant = choice(
+        values.get("grant"), f"{at}.grant", f"{path}.grant", ("client_credentials", "refresh_token")
+    )
+    if grant == "refresh_token":
+        if context.connector is None:
+            raise ConfigError(
+                "grant: refresh_token is for a connector's requests, not its tenants listing",
+                f"{at}.grant",
+            )
+        return parse_refresh_grant(values, path, at, context.compile_value, context.connector)
+    for name in ("refresh_token", "expires", "refresh_early"):
+        if name in values:
+            raise ConfigError("only with grant: refresh_token", f"{at}.{name}")
+    if "client_secret" not in values:
+        raise ConfigError("is required for the client_credentials grant", f"{at}.client_secret")
     scope = values.get("scope")
     compile_value = context.compile_value
     return OAuth2(
@@ -350,11 +291,20 @@ def _parse_oauth2(given: object, path: str, at: str, context: _Context) -> Auth:
         client_id=compile_value(values["client_id"], f"{at}.client_id"),
         client_secret=compile_value(values["client_secret"], f"{at}.client_secret"),
         scope=None if scope is None else compile_value(scope, f"{at}.scope"),
-        client_auth=choice(
-            values.get("client_auth"), f"{at}.client_auth", f"{path}.client_auth", ("basic", "body")
-        ),
+        client_auth=client_auth(values, path, at),
         cache=TokenCache() if context.tokens is None else context.tokens,
     )
+
+
+def client_auth(values: Mapping[str, Any], path: str, at: str) -> str:
+    return choice(
+        values.get("client_auth"), f"{at}.client_auth", f"{path}.client_auth", ("basic", "body")
+    )
+
+
+def _parse_session(given: object, path: str, at: str, context: _Context) -> Auth:
+    cache = TokenCache() if context.tokens is None else context.tokens
+    return parse_session(given, path, at, context.compile_value, context.connector or "", cache)
 
 
 AUTH_KINDS: Mapping[str, Callable[[object, str, str, _Context], Auth]] = {
@@ -362,17 +312,25 @@ AUTH_KINDS: Mapping[str, Callable[[object, str, str, _Context], Auth]] = {
     "basic": _parse_basic,
     "api_key": _parse_api_key,
     "oauth2": _parse_oauth2,
+    "session": _parse_session,
 }
 """Every auth kind, by its key under ``auth``: one entry per kind."""
 
 
 def parse_auth(
-    raw: object, path: str, where: str, compile_value: Compile, tokens: TokenCache | None = None
+    raw: object,
+    path: str,
+    where: str,
+    compile_value: Compile,
+    tokens: TokenCache | None = None,
+    connector: str | None = None,
 ) -> Auth:
     """The ``auth`` section at ``path`` in the key table (``request.auth`` or
     ``partitions.http.auth``), reported at ``where``. ``tokens``: an OAuth2 token cache shared
-    with other pollers (the streams of one connector); without it, one of its own."""
-    context = _Context(compile_value, tokens)
+    with other pollers (the streams of one connector); without it, one of its own.
+    ``connector``: whose tenants' grants a ``refresh_token`` grant keeps (``None``: a tenants
+    listing, which has none)."""
+    context = _Context(compile_value, tokens, connector)
 
     def bound(parse: Callable[[object, str, str, _Context], Auth]) -> Callable[..., Auth]:
         return lambda given, sub, at: parse(given, sub, at, context)

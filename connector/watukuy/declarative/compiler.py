@@ -128,7 +128,10 @@ def _compile(
     names = () if fanout is None else fanout.names
     compile_value = _template_compiler(bool(tenants), cursor, written, parents, names)
     tokens = None if shared is None else shared.tokens
-    request = parse_request(given["request"], "request", f"{where}.request", compile_value, tokens)
+    connector = name if shared is None else shared.connector
+    request = parse_request(
+        given["request"], "request", f"{where}.request", compile_value, tokens, connector
+    )
     used = {p.text[1:-1] for t in request.templates for p in t.placeholders}
     used &= {"cursor", "cursor.start", "cursor.end"}
     cursors.check_sent(cursor, used, f"{where}.cursor")

@@ -31,6 +31,7 @@ from watukuy.declarative.request import RequestSpec
 from watukuy.declarative.shared import PacedByStream, Pacing
 from watukuy.declarative.status import StatusTable
 from watukuy.declarative.templates import Scope
+from watukuy.engine.credentials import Vault
 from watukuy.http import InvalidResponse, KeyHttp, Response, Throttled, VendorError
 from watukuy.http.errors import request_line
 
@@ -72,7 +73,7 @@ def make_fetch(
         return _paced_fetch(spec, pacing)
 
     async def fetch(ctx: Any) -> FetchResult:
-        return await fetch_page(spec, ctx.partition, ctx.cursor.value, ctx.http)
+        return await fetch_page(spec, ctx.partition, ctx.cursor.value, ctx.http, ctx.credentials)
 
     fetch.__qualname__ = fetch.__name__ = "declarative_fetch"
     return fetch
@@ -90,7 +91,9 @@ def _paced_fetch(spec: PollSpec, pacing: Pacing) -> Callable[[Any], Awaitable[Fe
                 template=spec.request.url.shown,
             )
         try:
-            result = await fetch_page(spec, ctx.partition, ctx.cursor.value, ctx.http)
+            result = await fetch_page(
+                spec, ctx.partition, ctx.cursor.value, ctx.http, ctx.credentials
+            )
         except Throttled as exc:
             pacing.note(tenant, exc.until)
             raise
@@ -101,7 +104,9 @@ def _paced_fetch(spec: PollSpec, pacing: Pacing) -> Callable[[Any], Awaitable[Fe
     return fetch
 
 
-async def fetch_page(spec: PollSpec, partition: Any, value: Any, http: KeyHttp) -> FetchResult:
+async def fetch_page(
+    spec: PollSpec, partition: Any, value: Any, http: KeyHttp, vault: Vault | None = None
+) -> FetchResult:
     key = partition.key
     position = cursors.read(value)
     at = spec.listings.recall(key, position.page)
@@ -117,7 +122,7 @@ async def fetch_page(spec: PollSpec, partition: Any, value: Any, http: KeyHttp) 
     scope = Scope(partition=partition, cursor=plan.sent, start=plan.start, end=plan.end)
     rendered = spec.request.render(scope)
     page = spec.paginate.place(spec.cursor.place(first_request(rendered), plan), at)
-    response = await send_page(spec.request, http, scope, rendered, page, spec.passthrough)
+    response = await send_page(spec.request, http, scope, rendered, page, spec.passthrough, vault)
     body = await _ruled_body(spec, response)
     action = _judged(spec, response, http, body)
     if action == "ignore":

@@ -23,6 +23,7 @@ from watukuy.declarative.auth import Credentials
 from watukuy.declarative.paging import PageRequest, PageSeen, Paginator
 from watukuy.declarative.request import Rendered, RequestSpec
 from watukuy.declarative.templates import Scope
+from watukuy.engine.credentials import Vault
 from watukuy.http import KeyHttp, Response, build_url
 
 __all__ = ["first_request", "next_page", "send_page"]
@@ -44,9 +45,10 @@ async def send_page(
     rendered: Rendered,
     page: PageRequest,
     passthrough: Collection[int],
+    vault: Vault | None = None,
 ) -> Response:
     """One page's request, authorised by the request's auth kind (which renews its
-    credentials and sends again itself, when it can)."""
+    credentials and sends again itself, when it can); ``vault`` holds the tenants' grants."""
     auth = request.auth
 
     def send(credentials: Credentials) -> Awaitable[Response]:
@@ -54,7 +56,7 @@ async def send_page(
 
     if auth is None:
         return await send(Credentials())
-    return await auth.send(scope, http, send)
+    return await auth.send(scope, http, send, vault)
 
 
 async def _send(

@@ -79,6 +79,7 @@ def parse_request(
     where: str,
     compile_value: Compile,
     tokens: TokenCache | None = None,
+    connector: str | None = None,
 ) -> RequestSpec:
     """The ``request`` section (``path`` in the key table: ``request`` or ``partitions.http``);
     ``tokens`` is an OAuth2 token cache to share (see :func:`parse_auth`)."""
@@ -101,7 +102,7 @@ def parse_request(
         timeout=None if timeout is None else duration(timeout, f"{where}.timeout"),
         auth=None
         if auth is None
-        else parse_auth(auth, f"{path}.auth", f"{where}.auth", compile_value, tokens),
+        else parse_auth(auth, f"{path}.auth", f"{where}.auth", compile_value, tokens, connector),
     )
 
 

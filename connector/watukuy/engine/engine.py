@@ -24,6 +24,7 @@ from watukuy.engine import children, received
 from watukuy.engine.budgets import split_budgets
 from watukuy.engine.changes import KeyChanges
 from watukuy.engine.connectors import Connectors, OffsetsApi
+from watukuy.engine.credentials import Vault
 from watukuy.engine.definitions import budget_gates, checked_pollers, prepared
 from watukuy.engine.figures import HeldFigures
 from watukuy.engine.handlers import Dispatcher, Handler, Subscription
@@ -84,22 +85,22 @@ class Engine:
         snapshot_cache: int = DEFAULT_BUDGET,
         owner: str | None = None,
         observers: Observer | Iterable[Observer] | None = None,
+        credentials: Vault | None = None,  # the tenants' grants (else in memory only)
     ) -> None:
         by_name = checked_pollers(pollers)
         positive_int(max_concurrency, "max_concurrency", repr(max_concurrency))
         self.clock: Clock = clock or SystemClock()
         self.store: Store = store if store is not None else MemoryStore()
         self.owner = owner
+        self.credentials = credentials or Vault(runner=owner or "")
         # What happens is told to the observers (metrics, probes) and to the lanes' progress.
         self._progress = LaneProgress()
         extra = [observers] if isinstance(observers, Observer) else list(observers or ())
         self.observer: Observer = Fanout([self._progress, *extra], on_error=_observer_failed)
         self._gates = budget_gates(by_name, budgets, self.clock, self.observer)
-        self._http = http or HttpClient()
-        self._owns_http = http is None
+        self._http, self._owns_http = http or HttpClient(), http is None
         self._max_concurrency = max_concurrency
-        self._stopping = asyncio.Event()
-        self._wake = asyncio.Event()
+        self._stopping, self._wake = asyncio.Event(), asyncio.Event()
         # run()'s own wake and its next pass's earliest start (GATHER); _tell_served's last.
         self._deadline = self._gathered = self._served_at = float("-inf")
         self._in_flight: set[str] | None = None  # run()'s keys polling or waiting for a slot
@@ -115,7 +116,7 @@ class Engine:
         )
         self._poller = KeyPoller(
             self._roster, self._http, self._gates, self._stopping, self.observer, self._progress,
-            PageLimits(pages_in_flight, pages_in_flight_total), self._turn_wanted,
+            PageLimits(pages_in_flight, pages_in_flight_total), self._turn_wanted, self.credentials,
         )  # fmt: skip
         feeds = {name: self.store.events(name) for name in by_name}
         self._dispatcher = Dispatcher(
@@ -236,6 +237,7 @@ class Engine:
 
     async def close(self) -> None:
         await self.stop()
+        await self.credentials.close()  # refreshes under way store what they got
         if self._owns_http:
             await self._http.close()
         await self.store.close()

@@ -22,6 +22,7 @@ from watukuy.core.poll import Failure, Page, PollPlan
 from watukuy.core.poller import FetchResult, Partition, Poller
 from watukuy.core.redaction import failure_text
 from watukuy.core.state import Validators
+from watukuy.engine.credentials import Vault
 from watukuy.http import HttpClient, KeyHttp, NotModified, Throttled
 
 
@@ -40,6 +41,7 @@ class FetchContext:
     partition: Partition
     http: KeyHttp
     signal: asyncio.Event  # set when the engine is stopping: long fetches may end early
+    credentials: Vault | None = None  # the tenants' grants (oauth2 grant: refresh_token)
 
 
 async def execute(
@@ -53,21 +55,14 @@ async def execute(
     now: Callable[[], float],
     signal: asyncio.Event,
     on_response: Callable[[str, int | None, float], None] | None = None,
+    credentials: Vault | None = None,
 ) -> Page | Failure:
     key_http = http.for_key(
-        validators=validators,
-        acquire=acquire,
-        now=now,
-        timeout=poller.fetch_timeout,
+        validators=validators, acquire=acquire, now=now, timeout=poller.fetch_timeout,
         on_response=on_response,
-    )
-    ctx = FetchContext(
-        poller=poller.name,
-        cursor=CursorView(value=step.fetch_value, lane=step.lane.value),
-        partition=partition,
-        http=key_http,
-        signal=signal,
-    )
+    )  # fmt: skip
+    cursor = CursorView(value=step.fetch_value, lane=step.lane.value)
+    ctx = FetchContext(poller.name, cursor, partition, key_http, signal, credentials)
     try:
         async with asyncio.timeout(poller.fetch_timeout) as bound:
             key_http.deadline = bound.when()

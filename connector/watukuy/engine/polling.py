@@ -42,6 +42,7 @@ from watukuy.core.state import Lane, PartitionState
 from watukuy.engine import commits
 from watukuy.engine.budgets import Gate, acquirer
 from watukuy.engine.children import rest
+from watukuy.engine.credentials import Vault
 from watukuy.engine.fetching import execute
 from watukuy.engine.inflight import (
     Ahead,
@@ -75,6 +76,7 @@ class KeyPoller:
         progress: LaneProgress | None = None,
         limits: PageLimits | None = None,
         turn_wanted: Callable[[], bool] | None = None,
+        vault: Vault | None = None,
     ) -> None:
         """``turn_wanted``: whether another key waits for its turn to poll. A key's poll that
         stopped at ``max_pages`` goes straight on into its next one only while it says no;
@@ -88,6 +90,7 @@ class KeyPoller:
         self._stopping = stopping
         self._observer = observer or Observer()
         self._progress = progress or LaneProgress()
+        self._vault = vault
 
     async def poll(self, runtime: KeyRuntime) -> None:
         """Poll every lane of ``runtime`` that is due, in priority order, once each.
@@ -294,6 +297,7 @@ class KeyPoller:
             now=clock.now,
             signal=self._stopping,
             on_response=_collect(responses),
+            credentials=self._vault,
         )
         return Fetched(outcome, responses, clock.now() - started)
 

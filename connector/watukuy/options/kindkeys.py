@@ -11,7 +11,19 @@ __all__ = ["auth_keys", "cursor_keys", "paginate_keys"]
 
 
 def auth_keys(prefix: str, templates: bool) -> list[KeyDoc]:
-    value = "template" if templates else "string"
+    """``templates``: a request's auth, which may keep tenants' grants (a refresh token per
+    tenant); a tenants listing's (``False``) authenticates the connector alone."""
+    keys = _auth_keys(prefix, "template" if templates else "string")
+    if templates:
+        return keys
+    tenants_only = tuple(f"{prefix}.oauth2.{k}" for k in _PER_TENANT)
+    return [k for k in keys if not k.path.startswith(tenants_only)]
+
+
+_PER_TENANT = ("refresh_token", "expires", "refresh_early")
+
+
+def _auth_keys(prefix: str, value: str) -> list[KeyDoc]:
     return [
         KeyDoc(
             f"{prefix}",
@@ -35,12 +47,27 @@ def auth_keys(prefix: str, templates: bool) -> list[KeyDoc]:
         KeyDoc(f"{prefix}.api_key.header", "string", None, "Header name, e.g. `X-Api-Key`."),
         KeyDoc(f"{prefix}.api_key.query", "string", None, "Query parameter name."),
         KeyDoc(f"{prefix}.api_key.value", value, None, "The key.", required=True, secret=True),
+        *_oauth2_keys(prefix, value),
+        *_session_keys(prefix, value),
+    ]
+
+
+def _oauth2_keys(prefix: str, value: str) -> list[KeyDoc]:
+    return [
         KeyDoc(
             f"{prefix}.oauth2",
             "mapping",
             None,
-            "OAuth2 client credentials: the token is cached until it expires and fetched "
-            "again after a 401 (the request is retried once).",
+            "OAuth2: the client-credentials grant (a token per client, cached until it "
+            "expires), or each tenant's refresh token (`grant: refresh_token`: refreshed ahead "
+            "of expiry by one caller across every stream and runner, rotated grants kept in the "
+            "credential store). A 401 renews the token once and sends the request again.",
+        ),
+        KeyDoc(
+            f"{prefix}.oauth2.grant",
+            "client_credentials | refresh_token",
+            "client_credentials",
+            "The grant: the client's own, or the refresh token each tenant authorised.",
         ),
         KeyDoc(f"{prefix}.oauth2.token_url", value, None, "Token endpoint (POST).", required=True),
         KeyDoc(f"{prefix}.oauth2.client_id", value, None, "Client id.", required=True),
@@ -48,8 +75,8 @@ def auth_keys(prefix: str, templates: bool) -> list[KeyDoc]:
             f"{prefix}.oauth2.client_secret",
             value,
             None,
-            "Client secret.",
-            required=True,
+            "Client secret (required for client_credentials; a public client of the "
+            "refresh_token grant has none).",
             secret=True,
         ),
         KeyDoc(f"{prefix}.oauth2.scope", value, None, "Requested scope (space-separated)."),
@@ -59,6 +86,92 @@ def auth_keys(prefix: str, templates: bool) -> list[KeyDoc]:
             "basic",
             "How the client authenticates: HTTP basic, or `client_id`/`client_secret` in "
             "the form body.",
+        ),
+        *_refresh_grant_keys(prefix, value),
+    ]
+
+
+def _refresh_grant_keys(prefix: str, value: str) -> list[KeyDoc]:
+    return [
+        KeyDoc(
+            f"{prefix}.oauth2.refresh_token",
+            value,
+            None,
+            "`grant: refresh_token`: the tenant's first grant, as the tenants source hands it "
+            "in (`{partition.data.refresh_token}`). A newer grant in the credential store wins "
+            "over it; a grant the store does not know is a re-authorisation and replaces it.",
+            secret=True,
+        ),
+        KeyDoc(
+            f"{prefix}.oauth2.expires",
+            "mapping",
+            None,
+            "`grant: refresh_token`: where the token answer says when the access token "
+            "expires. Without it, or when the answer lacks the field: 1 hour.",
+        ),
+        KeyDoc(
+            f"{prefix}.oauth2.expires.path",
+            "path",
+            "expires_in",
+            "The field of the token answer.",
+        ),
+        KeyDoc(
+            f"{prefix}.oauth2.expires.format",
+            "seconds | iso | epoch | epoch_ms",
+            "seconds",
+            "`seconds`: a lifetime from now (`expires_in`); the others: the time it expires.",
+        ),
+        KeyDoc(
+            f"{prefix}.oauth2.refresh_early",
+            "duration",
+            "5m",
+            "`grant: refresh_token`: refresh this long before the access token expires.",
+        ),
+    ]
+
+
+def _session_keys(prefix: str, value: str) -> list[KeyDoc]:
+    return [
+        KeyDoc(
+            f"{prefix}.session",
+            "mapping",
+            None,
+            "Log in, then send the token the login answered until it expires (or a 401): for "
+            "APIs with session logins. One login per tenant shared by the connector's streams.",
+        ),
+        KeyDoc(f"{prefix}.session.login", "mapping", None, "The login request.", required=True),
+        KeyDoc(f"{prefix}.session.login.url", value, None, "Login URL.", required=True),
+        KeyDoc(f"{prefix}.session.login.method", "POST | GET | PUT", "POST", "Login method."),
+        KeyDoc(
+            f"{prefix}.session.login.body",
+            "mapping",
+            None,
+            "JSON body of the login (values are templates: `{partition.data.password}`).",
+            secret=True,
+        ),
+        KeyDoc(
+            f"{prefix}.session.login.headers", "mapping", None, "Headers of the login (templates)."
+        ),
+        KeyDoc(
+            f"{prefix}.session.token",
+            "mapping",
+            None,
+            "Where the login answer holds the token: `{path: token}`.",
+            required=True,
+        ),
+        KeyDoc(f"{prefix}.session.token.path", "path", None, "Its path.", required=True),
+        KeyDoc(
+            f"{prefix}.session.header",
+            "mapping",
+            None,
+            'The headers that carry it: `{X-Session: "{session.token}"}` (default: '
+            "`Authorization: Bearer {session.token}`).",
+        ),
+        KeyDoc(
+            f"{prefix}.session.expires",
+            "duration",
+            "1h",
+            "How long a session lasts (it is renewed earlier after a 401).",
         ),
     ]
 
