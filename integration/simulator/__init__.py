@@ -10,12 +10,14 @@ HTTP (see :mod:`integration.simulator.app` for the endpoints)::
         sim.faults("t_0002").fail_next = 2
 
 Besides invoices (``/{slug}/items``) every tenant has a tracker's projects, their issues, the
-issues' comments and users, sized by ``tracker=TrackerSizes(...)``.
+issues' comments and users, sized by ``tracker=TrackerSizes(...)``. ``sim.identity`` is an
+OAuth2 identity provider with rotating refresh tokens and a session login (issue 45).
 """
 
 from __future__ import annotations
 
 from .app import build_app, running_simulator
+from .identity import IdentityProvider
 from .paging import decode_cursor, encode_cursor, from_iso, to_iso
 from .records import (
     COLLECTIONS,
@@ -40,6 +42,7 @@ __all__ = [
     "Collection",
     "Conflict",
     "Faults",
+    "IdentityProvider",
     "Item",
     "LogEntry",
     "NotFound",

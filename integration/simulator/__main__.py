@@ -2,7 +2,9 @@
 
     python -m integration.simulator --tenants 5 --items 20 --seed 7 --port 8099 --mutate-every 2s
 
-Each tenant also has a tracker (``--projects``, ``--issues``, ``--comments``, ``--users``).
+Each tenant also has a tracker (``--projects``, ``--issues``, ``--comments``, ``--users``),
+and an OAuth2 identity provider whose client is ``--client-id``/``--client-secret`` and whose
+access tokens live ``--token-expires-in`` seconds (see :mod:`integration.simulator.identity_http`).
 
 The first line on stdout is one JSON object, ``{"base_url": ..., "tenants": [{"id", "slug",
 "token"}]}``, so a script can read it and start polling; progress goes to stderr. It serves
@@ -21,6 +23,7 @@ import sys
 from collections.abc import Sequence
 
 from .app import running_simulator
+from .identity import CLIENT_ID, CLIENT_SECRET
 from .records import TrackerSizes
 from .vendor import VendorSimulator
 
@@ -49,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=8099, help="port, 0 for any free (8099)")
     parser.add_argument("--quota", type=int, default=1000, help="requests per window (1000)")
     parser.add_argument("--window", type=parse_duration, default=60.0, help="rate window (60s)")
+    parser.add_argument("--client-id", default=CLIENT_ID, help=f"OAuth2 client ({CLIENT_ID})")
+    parser.add_argument("--client-secret", default=CLIENT_SECRET, help="OAuth2 client's secret")
+    parser.add_argument(
+        "--token-expires-in", type=int, default=3600, help="access token lifetime, s (3600)"
+    )
     parser.add_argument(
         "--mutate-every",
         type=parse_duration,
@@ -84,6 +92,8 @@ async def _serve(args: argparse.Namespace) -> None:
         window=args.window,
         tracker=tracker,
     )
+    sim.identity.client_id, sim.identity.client_secret = args.client_id, args.client_secret
+    sim.identity.configure(expires_in=args.token_expires_in)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -36,6 +36,9 @@ quota per tenant across all of them), each record also carrying ``etag``:
     faults, as a vendor checks it; an archived project's issues are still served. Deleting a
     record deletes what is under it. A change to a child does not touch its parent.
 
+An OAuth2 identity provider (rotating refresh tokens, reuse revoking the authorisation) and a
+session login, with the APIs their tokens open: see :mod:`.identity_http`.
+
 Admin API (test control; not counted, not rate-limited, never faulty; ids are tenant ids):
 
 - ``POST /_admin/tenants`` ``{"slug"?, "items"?}`` → 201 tenant; ``DELETE /_admin/tenants/{id}``
@@ -71,7 +74,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import quotas, shapes, windows
+from . import identity_http, quotas, shapes, windows
 from .paging import BadRequest, Page, lower_bound, parse_limit
 from .records import COLLECTIONS, Conflict, Item, NotFound
 from .vendor import VendorSimulator
@@ -112,6 +115,7 @@ def build_app(sim: VendorSimulator) -> web.Application:
     shapes.add_routes(routes, _list_shaped, Listing, _authorised)
     quotas.add_routes(routes, _list_shaped, Listing, _authorised)
     windows.add_routes(routes, _list_shaped, Listing)
+    identity_http.add_routes(routes, sim, _list_authenticated)
     return app
 
 
@@ -197,12 +201,20 @@ async def _list_shaped(
     return await _list(request, "items", (), listing, where)
 
 
+async def _list_authenticated(request: web.Request, name: str) -> web.Response:
+    """A listing of ``name`` whose caller the route authenticated itself (with the identity
+    provider's tokens, :mod:`.identity_http`), not with the tenant's static token."""
+    return await _list(request, name, (), authenticated=True)
+
+
 async def _list(
     request: web.Request,
     name: str,
     parents: tuple[str, ...],
     listing: Listing | None = None,
     where: Callable[[Item], bool] | None = None,
+    *,
+    authenticated: bool = False,
 ) -> web.Response:
     """Authenticate, rate-limit, inject faults, then serve one page of ``name``.
 
@@ -212,7 +224,7 @@ async def _list(
     measured the simulator's page selection as if it were the client's.)"""
     loop = asyncio.get_running_loop()
     arrived = loop.time()
-    response, delay = _answer_listing(request, name, parents, listing, where)
+    response, delay = _answer_listing(request, name, parents, listing, where, authenticated)
     if delay:
         await asyncio.sleep(max(0.0, arrived + delay - loop.time()))
     return response
@@ -249,13 +261,14 @@ def _answer_listing(
     parents: tuple[str, ...],
     listing: Listing | None = None,
     where: Callable[[Item], bool] | None = None,
+    authenticated: bool = False,
 ) -> tuple[web.Response, float]:
     """The answer, and how long after the request it leaves (refusals leave at once)."""
     sim = request.app[SIMULATOR]
     tenant = sim.tenant_by_slug(request.match_info["slug"])
     if tenant is None:
         return _error(404, f"no tenant {request.match_info['slug']!r}"), 0.0
-    if not sim.check_token(tenant.id, request.headers.get("Authorization")):
+    if not authenticated and not sim.check_token(tenant.id, request.headers.get("Authorization")):
         return _error(
             401, "missing or wrong bearer token", sim.rate_status(tenant.id).headers()
         ), 0.0

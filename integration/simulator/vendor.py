@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from .identity import IdentityProvider
 from .paging import Page, Position, seconds_to_micros, select_page, to_iso
 from .poison import poison_kind, poisoned
 from .records import (
@@ -99,6 +100,7 @@ class VendorSimulator:
         self.items_per_tenant = items_per_tenant
         self.tracker = tracker
         self._now = now
+        self.identity = IdentityProvider(now)  # OAuth2 and session tokens (issue 45)
         self._history_end = seconds_to_micros(history_end)
         self._rng = random.Random(seed)
         self._fault_rng = random.Random(f"{seed}/faults")

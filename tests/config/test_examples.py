@@ -23,6 +23,11 @@ def test_there_are_examples_of_each_kind() -> None:
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda path: path.name)
 def test_example_passes_validate(config: Path, tmp_path: Path) -> None:
     env = dict(os.environ, WATUKUY_VENDOR_URL="http://127.0.0.1:8099", WATUKUY_PII_KEY="k")
+    env |= {  # oauth.yaml's client and credential store key (32 bytes, base64)
+        "WATUKUY_OAUTH_CLIENT_ID": "watukuy-simulator",
+        "WATUKUY_OAUTH_CLIENT_SECRET": "simulator-client-secret",
+        "WATUKUY_CREDENTIALS_KEY": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+    }
     env.pop("PYTHONPATH", None)  # python.yaml finds its poller through its own python_path
     checked = subprocess.run(
         [sys.executable, "-m", "watukuy.cli", "validate", "--config", str(config)],

@@ -46,7 +46,8 @@ __all__ = [
 ]
 
 CHAIN_LENGTH = 64
-"""Digests of a chain's refresh tokens kept: the source may hand in any of them."""
+"""Digests of a chain's refresh tokens kept (the first and the latest): the source may hand in
+any of them."""
 
 
 class Reauthorize(StrEnum):
@@ -264,7 +265,12 @@ def rotated(grant: Grant, answer: TokenAnswer, now: float) -> Grant:
     refresh = answer.refresh_token or grant.refresh_token
     chain = grant.chain
     if refresh != grant.refresh_token:
-        chain = (*chain, digest(refresh))[-CHAIN_LENGTH:]
+        chain = (*chain, digest(refresh))
+        if len(chain) > CHAIN_LENGTH:
+            # Keep the grant the chain started from: a tenants source keeps handing out that
+            # first (spent) grant for ever, and forgetting it would take it for a new
+            # authorisation and send a spent token to the provider (which revokes the chain).
+            chain = (chain[0], *chain[-(CHAIN_LENGTH - 1) :])
     return Grant(
         serial=grant.serial + 1,
         refresh_token=refresh,
