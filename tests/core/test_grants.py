@@ -70,8 +70,14 @@ def test_the_spent_first_grant_handed_after_rotations_picks_the_stored_grant() -
 def test_a_grant_not_in_the_chain_is_a_new_authorisation_replacing_it() -> None:
     stored = refused(refreshed(handed_in("rt-0", T0), 3), Reauthorize.INVALID_GRANT, T0)
     fresh = current(stored, "new-rt", T0 + 50)
-    assert fresh == handed_in("new-rt", T0 + 50)
-    assert fresh is not None and fresh.needs_authorization is None and fresh.serial == 0
+    assert fresh == handed_in("new-rt", T0 + 50, replacing=stored)
+    assert fresh is not None
+    assert fresh.serial == stored.serial + 1  # the newest, for every runner reading the store
+    assert fresh.needs_authorization is None and fresh.access_token is None
+    # The replaced chain stays known: a source still handing out the first, spent grant after
+    # a re-authorisation does not win over the new one.
+    assert current(fresh, "rt-0", T0 + 60) is fresh
+    assert fresh is not None and fresh.needs_authorization is None and fresh.serial == 4
 
 
 def test_a_refused_grant_is_kept_when_the_source_hands_the_same_chain_again() -> None:
@@ -158,7 +164,7 @@ def test_the_source_handing_any_grant_of_the_chain_picks_the_stored_one(
     handed = data.draw(st.sampled_from(kept), label="grant handed by the source")
     assert current(stored, f"rt-{handed}", T0 + 1) is stored
     stranger = data.draw(st.text(min_size=1).filter(lambda t: not t.startswith("rt-")))
-    assert current(stored, stranger, T0 + 1) == handed_in(stranger, T0 + 1)
+    assert current(stored, stranger, T0 + 1) == handed_in(stranger, T0 + 1, replacing=stored)
 
 
 # -- refusal and lost refreshes ---------------------------------------------------------------
