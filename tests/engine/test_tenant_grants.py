@@ -1,0 +1,188 @@
+"""Per-tenant refresh-token grants (issue 45) on engines and the simulator's identity provider,
+which rotates refresh tokens at every use and revokes a tenant's authorisation when a spent
+one comes back. Two engines sharing one credential store stand for two runners: both streams
+of every tenant are polled on both, and the grant is refreshed once per expiry between them,
+never with a spent token; a refused grant parks the tenant's keys without another request, and
+a grant handed in resumes them; a refresh whose answer never reached the store is reported."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from integration.simulator import VendorSimulator, running_simulator
+from integration.simulator.identity import CLIENT_ID, CLIENT_SECRET
+from watukuy import Engine, FakeClock
+from watukuy.config import parse_config
+from watukuy.control.keystatus import key_status
+from watukuy.core.grants import Claim, GrantRef, Reauthorize
+from watukuy.core.lifecycle import TaskState
+from watukuy.engine.credentials import Vault
+from watukuy.store.credentials.memory import MemoryCredentials
+
+pytestmark = pytest.mark.unit
+
+START = 1_750_000_000.0
+LIFETIME = 120  # the provider's access tokens, seconds
+EARLY = 30  # refresh_early
+
+
+def connector(base: str) -> dict[str, Any]:
+    request = {
+        "base": f"{base}/oauth-api/{{partition.data.slug}}",
+        "auth": {
+            "oauth2": {
+                "grant": "refresh_token",
+                "token_url": f"{base}/oauth/token",
+                "client_id": CLIENT_ID,
+                "client_secret": CLIENT_SECRET,
+                "refresh_token": "{partition.data.refresh_token}",
+                "expires": {"path": "expires_in"},
+                "refresh_early": f"{EARLY}s",
+            }
+        },
+    }
+    return {
+        "name": "crm",
+        "partitions": {
+            "http": {
+                "url": f"{base}/oauth/tenants",
+                "records": "tenants",
+                "key": "id",
+                "data": {"slug": "slug", "refresh_token": "refresh_token"},
+            },
+            "refresh": "1h",
+        },
+        "defaults": {
+            "request": request,
+            "records": "data",
+            "identity": "id",
+            "version": "etag",
+            "paginate": {"next_token": {"path": "next", "param": "cursor"}},
+            "cursor": {"token": {"path": "resume", "param": "cursor"}},
+            "schedule": {"min": "10s", "max": "10s"},
+        },
+        "streams": [
+            {"name": "contacts", "request": {"path": "/contacts"}},
+            {"name": "deals", "request": {"path": "/deals"}},
+        ],
+    }
+
+
+class World:
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.sim = VendorSimulator(tenants=3, items_per_tenant=5, seed=11, now=clock.now)
+        self.sim.identity.configure(expires_in=LIFETIME)
+        self.store = MemoryCredentials()
+        self.engines: list[Engine] = []
+
+    def engine(self, base: str, runner: str) -> Engine:
+        entry = connector(base)
+        config = parse_config({"kafka": {"bootstrap.servers": "unused:9092"}, "pollers": [entry]})
+        vault = Vault(self.store, runner=runner, lost_after=60.0, wait_max=0.0)
+        engine = Engine(config.pollers, clock=self.clock, credentials=vault, owner=runner)
+        self.engines.append(engine)
+        return engine
+
+    async def rounds(self, n: int, step: float = 10.0) -> None:
+        for _ in range(n):
+            for engine in self.engines:
+                await engine.tick()
+            self.clock.advance(step)
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[tuple[World, str]]:
+    world = World(FakeClock(START))
+    async with running_simulator(world.sim) as base:
+        yield world, base
+    for engine in world.engines:
+        await engine.close()
+
+
+def refreshes(world: World, tenant: str | None = None) -> list[Any]:
+    return [c for c in world.sim.identity.calls if tenant is None or c.tenant == tenant]
+
+
+async def test_two_runners_refresh_each_tenants_grant_once_per_expiry_and_never_reuse_one(
+    world: tuple[World, str],
+) -> None:
+    w, base = world
+    a, b = w.engine(base, "a"), w.engine(base, "b")
+    async with a, b:
+        await w.rounds(40)  # 400 s: the 120 s tokens expire three times over
+    assert w.sim.identity.reuses == []
+    calls = refreshes(w)
+    assert calls and {c.result for c in calls} == {"ok"}
+    for tenant in {c.tenant for c in calls}:
+        # A token lives 120 s and is renewed 30 s early: about every 90 s, 4-6 in 400 s,
+        # whatever the number of streams and runners asking for it.
+        assert 4 <= len(refreshes(w, tenant)) <= 6, refreshes(w, tenant)
+    for engine in (a, b):
+        for found in engine.inspect():
+            assert found.last_error is None, (found.poller, found.partition, found.last_error)
+
+
+async def test_a_refused_grant_parks_the_tenants_keys_until_a_grant_is_handed_in(
+    world: tuple[World, str],
+) -> None:
+    w, base = world
+    engine = w.engine(base, "a")
+    async with engine:
+        await w.rounds(2)
+        tenant = sorted({c.tenant for c in refreshes(w)})[0]
+        w.sim.identity.revoke(tenant)  # the customer disconnected the app
+        w.clock.advance(LIFETIME)  # the access token expires: the next refresh is refused
+        await w.rounds(3)
+        asked = len(refreshes(w, tenant))
+        await w.rounds(6)
+        assert len(refreshes(w, tenant)) == asked  # nothing sent on a timer
+        states = {
+            (i.poller, i.partition): key_status(i, now=w.clock.now()).state
+            for i in engine.inspect()
+            if i.partition == tenant
+        }
+        assert set(states.values()) == {TaskState.NEEDS_AUTHORIZATION}, states
+        others = [i for i in engine.inspect() if i.partition != tenant]
+        assert others and all(i.last_error is None for i in others)
+        stored = await w.store.load(GrantRef("crm", tenant))
+        assert stored is not None and stored.needs_authorization is Reauthorize.INVALID_GRANT
+        # The customer authorises again; it is handed in (as the REST route does).
+        grant = w.sim.identity.authorize(tenant)
+        await engine.credentials.hand_in(GrantRef("crm", tenant), grant, w.clock.now())
+        for poller, partition in states:
+            await engine.trigger(poller, partition=partition)
+        await w.rounds(2)
+        states = {
+            (i.poller, i.partition): key_status(i, now=w.clock.now()).state
+            for i in engine.inspect()
+            if i.partition == tenant
+        }
+        assert set(states.values()) == {TaskState.RUNNING}, states
+    assert w.sim.identity.reuses == []
+
+
+async def test_a_refresh_whose_answer_never_reached_the_store_is_reported_not_retried(
+    world: tuple[World, str],
+) -> None:
+    w, base = world
+    engine = w.engine(base, "a")
+    async with engine:
+        await w.rounds(1)
+        tenant = sorted({c.tenant for c in refreshes(w)})[0]
+        ref = GrantRef("crm", tenant)
+        stored = await w.store.load(ref)
+        assert stored is not None
+        # Runner "z" claimed the next refresh and died before it saved the provider's answer.
+        await w.store.claim(Claim(ref, stored.serial, "z-attempt", "z", w.clock.now()))
+        before = len(refreshes(w, tenant))
+        w.clock.advance(LIFETIME)
+        await w.rounds(8)  # 80 s: past lost_after (60 s)
+        assert len(refreshes(w, tenant)) == before  # the possibly spent grant is never sent
+        lost = await w.store.load(ref)
+        assert lost is not None and lost.needs_authorization is Reauthorize.REFRESH_LOST
+        errors = {i.last_error for i in engine.inspect() if i.partition == tenant}
+        assert all(e and "lost to a crash" in e for e in errors), errors
