@@ -10,6 +10,7 @@ from typing import Any
 from watukuy.control.connectors import ConnectorConfigs
 from watukuy.control.stored import StoredKeys
 from watukuy.core.errors import ConfigError, Fenced, Retriable
+from watukuy.core.grants import GrantRef
 from watukuy.engine.engine import Engine
 from watukuy.rest.errors import NotFound
 
@@ -56,6 +57,19 @@ class KeyOperations:
                 raise
             await self._until_held(name, key)
             await self._engine.operate(operation, name, partition=partition, args=args)
+
+    async def hand_in_grant(self, name: str, key: str, grant: str) -> None:
+        """Tenant ``key`` of connector ``name`` authorised again: ``grant`` is saved as its
+        newest (every runner reads it from the credential store at the tenant's next poll) and
+        its keys on every stream are triggered, wherever they are held."""
+        named = self._connectors.named(name)
+        listing = [poller for poller in named.pollers if await self._lists(poller, key)]
+        if not listing:
+            raise NotFound(f"connector {name} has no partition {key!r}")
+        ref = GrantRef(named.connector, key)
+        await self._engine.credentials.hand_in(ref, grant, self._engine.clock.now())
+        for poller in listing:
+            await self.operate(poller, key, "trigger", {})
 
     async def _until_held(self, name: str, key: str) -> None:
         """Wait until this instance holds ``key`` of ``name`` again, or no longer owns it;

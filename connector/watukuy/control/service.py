@@ -168,6 +168,9 @@ class RunnerControl:
     async def operate(self, name: str, key: str, operation: str, args: dict[str, Any]) -> None:
         await self._keys.operate(name, key, operation, args)
 
+    async def hand_in_grant(self, name: str, key: str, grant: str) -> None:
+        await self._keys.hand_in_grant(name, key, grant)
+
     # -- health -------------------------------------------------------------------------------
 
     async def health(self) -> Health:

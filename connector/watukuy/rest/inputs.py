@@ -234,6 +234,23 @@ def retry_request(body: JsonValue) -> tuple[str, dict[str, JsonValue]]:
     return key, args
 
 
+def handed_grant(body: JsonValue) -> str:
+    """``PUT .../partitions/{key}/credentials``: ``{"refresh_token"}``, the grant a tenant
+    authorised anew. Its value is never repeated in an error."""
+    given = mapping(body, "body")
+    known_keys(given, ("refresh_token",))
+    token = given.get("refresh_token")
+    if not isinstance(token, str) or not token.strip() or len(token) > MAX_GRANT:
+        raise BadRequest(
+            f"is required: a non-empty string of at most {MAX_GRANT} characters", "refresh_token"
+        )
+    return token
+
+
+MAX_GRANT = 8192
+"""Refresh tokens are opaque strings of tens to a few hundred characters (JWTs a few thousand)."""
+
+
 def task_id(raw: str) -> int:
     """A task's id in a path: the partition's index in key order, a non-negative integer."""
     if not raw.isascii() or not raw.isdigit() or len(raw) > 9:

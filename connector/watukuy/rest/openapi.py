@@ -88,6 +88,20 @@ def _key_operations() -> dict[str, dict[str, Any]]:
     paths["/connectors/{name}/partitions/{key}"] = {
         "delete": _key_operation(KEY_OPERATIONS["remove"], "removePartition", parameters=P)
     }
+    paths["/connectors/{name}/partitions/{key}/credentials"] = {
+        "put": operation(
+            "Hand in a grant the tenant authorised anew: saved in the credential store (never "
+            "shown again), and the tenant's keys on every stream resume",
+            ACCEPTED,
+            parameters=P,
+            operation_id="putPartitionCredentials",
+            body=object_schema(
+                {"refresh_token": {"type": "string", "minLength": 1, "maxLength": 8192}},
+                required=["refresh_token"],
+                additionalProperties=False,
+            ),
+        )
+    }
     retry = KEY_OPERATIONS["retry"]
     paths["/connectors/{name}/parked/retry"] = {
         "post": _key_operation(

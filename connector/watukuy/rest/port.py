@@ -277,6 +277,12 @@ class Control(Protocol):
         (``KeyOperation.allowed``: nothing but ``remove`` runs while it is STOPPED)."""
         ...
 
+    async def hand_in_grant(self, name: str, key: str, grant: str) -> None:
+        """Tenant ``key`` of connector ``name`` authorised again: save ``grant`` (a refresh
+        token) in the credential store as its newest and trigger its keys on every stream.
+        ``NotFound`` when no stream lists the key. The grant is never logged or shown."""
+        ...
+
     async def parked(
         self, name: str, *, partition: str | None, kind: ParkedKind | None
     ) -> list[dict[str, JsonValue]]:

@@ -299,6 +299,16 @@ def _key_operation(op: KeyOperation, *, body: bool = True) -> Handler:
     return handler
 
 
+async def put_credentials(request: web.Request) -> web.Response:
+    """A tenant authorised again: its grant is saved in the credential store and its keys on
+    every stream are triggered. 202; the grant is never echoed."""
+    control, name = _control(request), _name(request)
+    key = inputs.check_key(request.match_info["key"])
+    grant = inputs.handed_grant(await _body(request, required=True))
+    await control.hand_in_grant(name, key, grant)
+    return web.Response(status=202)
+
+
 async def list_parked(request: web.Request) -> web.Response:
     control, name = _control(request), _name(request)
     partition = inputs.optional_key(request.query, "partition")
@@ -390,6 +400,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
         for verb, op in PARTITION_OPERATIONS.items()
     ],
     ("DELETE", PARTITION, _key_operation(KEY_OPERATIONS["remove"], body=False)),
+    ("PUT", PARTITION + "/credentials", put_credentials),
     ("GET", CONNECTOR + "/parked", list_parked),
     ("POST", CONNECTOR + "/parked/retry", retry_parked),
     ("GET", "/connector-plugins", list_plugins),
