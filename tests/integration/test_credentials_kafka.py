@@ -21,7 +21,8 @@ from watukuy.core.errors import ConfigError
 from watukuy.core.grants import GrantRef, TokenAnswer, handed_in, rotated
 from watukuy.store.credentials import CredentialStore
 from watukuy.store.credentials.cipher import Cipher, key_id
-from watukuy.store.kafka.credentials import KEY_ID_HEADER, KafkaCredentials
+from watukuy.store.kafka.credential_records import KEY_ID_HEADER
+from watukuy.store.kafka.credentials import KafkaCredentials
 from watukuy.store.kafka.topics import TopicLayout
 
 NEW, OLD = os.urandom(32), os.urandom(32)

@@ -34,6 +34,14 @@ from watukuy.core.errors import ConfigError, Retriable, StateCorrupted
 from watukuy.core.grants import Claim, Grant, GrantRef
 from watukuy.store.credentials.cipher import Cipher, Undecryptable
 from watukuy.store.kafka import clients
+from watukuy.store.kafka.credential_records import (
+    CLAIM,
+    GRANT,
+    KEY_ID_HEADER,
+    Read,
+    settle,
+    tail,
+)
 from watukuy.store.kafka.factory import SYSTEM_CLOCK, ClientFactory, ConfluentClients
 from watukuy.store.kafka.offsets import end_offset
 from watukuy.store.kafka.partitioner import partition_for
@@ -41,21 +49,7 @@ from watukuy.store.kafka.topics import BrokerUnavailable, TopicLayout, ensure_cr
 
 __all__ = ["KEY_ID_HEADER", "KafkaCredentials"]
 
-KEY_ID_HEADER = "key-id"
-_GRANT = "grant/"
-_CLAIM = "claim/"
 _log = logging.getLogger("watukuy.credentials")
-
-
-@dataclass(frozen=True, slots=True)
-class _Read:
-    """One record the tail read (``key`` None: the end of a partition was reached)."""
-
-    partition: int
-    next_offset: int
-    key: bytes | None = None
-    value: bytes | None = None
-    key_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +120,7 @@ class KafkaCredentials:
     async def save(self, ref: GrantRef, grant: Grant) -> None:
         if self._cipher is None:
             raise ConfigError("is required to keep grants in Kafka", "credentials.key")
-        key = f"{_GRANT}{ref.key}".encode()
+        key = f"{GRANT}{ref.key}".encode()
         kid, value = self._cipher.encrypt(json.dumps(grant.to_json()).encode(), key)
         _, offset = await self._produce(ref, key, value, kid)
         # The tail may have read a newer record of this ref already (another runner's).
@@ -134,7 +128,7 @@ class KafkaCredentials:
             self._grants[ref] = (offset, grant)
 
     async def claim(self, claim: Claim) -> Claim:
-        key = f"{_CLAIM}{claim.ref.key}/{claim.serial}".encode()
+        key = f"{CLAIM}{claim.ref.key}/{claim.serial}".encode()
         partition, offset = await self._produce(
             claim.ref, key, json.dumps(claim.to_json()).encode()
         )
@@ -176,8 +170,16 @@ class KafkaCredentials:
         consumer.assign(
             [TopicPartition(self._topic, p, OFFSET_BEGINNING) for p in range(self._partitions)]
         )
+        loop = asyncio.get_running_loop()
+
+        def hand_over(batch: list[Read]) -> None:  # the view changes on the loop only
+            loop.call_soon_threadsafe(self._apply, batch)
+
         self._thread = threading.Thread(
-            target=self._tail, args=(consumer,), name="watukuy-credentials", daemon=True
+            target=tail,
+            args=(consumer, self._topic, self._stop, hand_over),
+            name="watukuy-credentials",
+            daemon=True,
         )
         self._thread.start()
         # Read to the ends fixed now: every grant saved before this start is in the view.
@@ -227,7 +229,7 @@ class KafkaCredentials:
 
         def delivered(error: KafkaError | None, message: Any) -> None:
             offset = None if error is not None else message.offset()
-            loop.call_soon_threadsafe(_settle, future, error, offset, self._topic)
+            loop.call_soon_threadsafe(settle, future, error, offset, self._topic)
 
         headers = [(KEY_ID_HEADER, kid.encode())] if kid is not None else None
         self._producer.produce(
@@ -258,25 +260,7 @@ class KafkaCredentials:
 
     # -- the tail -----------------------------------------------------------------------------
 
-    def _tail(self, consumer: Consumer) -> None:
-        """The thread: hands what it reads to the loop, in order, until stopped."""
-        loop = self._loop
-        assert loop is not None
-        while not self._stop.is_set():
-            try:
-                messages = consumer.consume(500, 0.05)
-            except Exception as exc:  # librdkafka gave up on something: say so, go on
-                _log.warning("reading %s: %s", self._topic, exc)
-                self._stop.wait(0.5)
-                continue
-            batch = [read for m in messages if (read := _read_of(m, self._topic)) is not None]
-            if batch:
-                try:
-                    loop.call_soon_threadsafe(self._apply, batch)
-                except RuntimeError:  # the loop is closed: nobody is left to read for
-                    return
-
-    def _apply(self, batch: list[_Read]) -> None:
+    def _apply(self, batch: list[Read]) -> None:
         for read in batch:
             if read.key is not None:
                 self._apply_record(read)
@@ -291,19 +275,19 @@ class KafkaCredentials:
                 kept.append((partition, offset, future))
         self._waiters = kept
 
-    def _apply_record(self, read: _Read) -> None:
+    def _apply_record(self, read: Read) -> None:
         assert read.key is not None
         key = read.key.decode("utf-8", "replace")
         offset = read.next_offset - 1
-        if key.startswith(_GRANT) and self._cipher is not None:
-            ref = GrantRef.parse(key.removeprefix(_GRANT))
+        if key.startswith(GRANT) and self._cipher is not None:
+            ref = GrantRef.parse(key.removeprefix(GRANT))
             if offset <= self._grants.get(ref, (-1, None))[0]:
                 return
             if read.value is None:  # a tombstone: the grant was deleted
                 self._grants.pop(ref, None)
                 return
             self._grants[ref] = (offset, self._grant_of(read))
-        elif key.startswith(_CLAIM) and read.value is not None:
+        elif key.startswith(CLAIM) and read.value is not None:
             try:
                 claim = Claim.from_json(json.loads(read.value))
             except (ValueError, StateCorrupted):
@@ -311,7 +295,7 @@ class KafkaCredentials:
                 return
             self._claims.setdefault((claim.ref, claim.serial), claim)
 
-    def _grant_of(self, read: _Read) -> Grant | _Unreadable:
+    def _grant_of(self, read: Read) -> Grant | _Unreadable:
         assert read.key is not None and read.value is not None and self._cipher is not None
         try:
             plain = self._cipher.decrypt(read.key_id, read.value, read.key)
@@ -321,33 +305,3 @@ class KafkaCredentials:
             return Grant.from_json(json.loads(plain))
         except (ValueError, StateCorrupted) as exc:  # names fields, never values
             return _Unreadable(f"decrypted but not a grant: {exc}")
-
-
-def _read_of(message: Any, topic: str) -> _Read | None:
-    error = message.error()
-    if error is not None:
-        if error.code() == KafkaError._PARTITION_EOF:
-            return _Read(message.partition(), message.offset())
-        _log.warning("reading %s: %s", topic, error.str())
-        return None
-    kid = next(
-        (
-            (v or b"").decode("ascii", "replace")
-            for k, v in message.headers() or ()
-            if k == KEY_ID_HEADER
-        ),
-        None,
-    )
-    return _Read(message.partition(), message.offset() + 1, message.key(), message.value(), kid)
-
-
-def _settle(
-    future: asyncio.Future[int], error: KafkaError | None, offset: int | None, topic: str
-) -> None:
-    if future.done():
-        return
-    if error is not None or offset is None:
-        why = error.str() if error is not None else "no offset"
-        future.set_exception(Retriable(f"a write to {topic} failed: {why}"))
-    else:
-        future.set_result(offset)
