@@ -151,3 +151,25 @@ async def test_a_grant_saved_elsewhere_reaches_a_running_store(start: Start) -> 
             break
         await asyncio.sleep(0.05)
     assert await reader.load(REF) == grant("elsewhere")
+
+
+async def test_a_claim_log_alone_needs_no_key_and_leaves_grants_alone(
+    start: Start, kafka_bootstrap: str, prefix: str
+) -> None:
+    """The HTTP store's claims on a runner: ``<prefix>.credentials`` without a cipher."""
+    writer = await start(OLD)
+    await writer.save(REF, grant())  # a grant no claim log can read: not its business
+    layout = TopicLayout(prefix, partitions=3, replication_factor=1)
+    logs = [KafkaCredentials({"bootstrap.servers": kafka_bootstrap}, layout, None) for _ in "ab"]
+    try:
+        for log in logs:
+            await log.start()
+        assert await logs[0].load(REF) is None
+        claims = [claim(REF, 2, "r1"), claim(REF, 2, "r2")]
+        answers = await asyncio.gather(*(log.claim(c) for log, c in zip(logs, claims, strict=True)))
+        assert answers[0] == answers[1] and answers[0] in claims
+        with pytest.raises(ConfigError, match=r"^credentials\.key: is required"):
+            await logs[0].save(REF, grant())
+    finally:
+        for log in logs:
+            await log.close()
