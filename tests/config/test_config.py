@@ -256,7 +256,7 @@ def test_empty_sections_read_as_defaults(modules: Modules, pollers_module: str) 
             {"settings": {}},
             "settings",
             "unknown key; expected one of: kafka, topics, runner, rest, budgets, schema.registry, "
-            "log, metrics, pollers, python_path",
+            "log, metrics, credentials, pollers, python_path",
         ),
         (
             "runner",

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from watukuy.config.credentials import parse_credentials
 from watukuy.config.model import RunnerConfig
 from watukuy.config.pollers import (
     entry_indexes,
@@ -42,6 +43,7 @@ TOP_LEVEL_KEYS = (
     "schema.registry",
     "log",
     "metrics",
+    "credentials",
     "pollers",
     "python_path",
 )
@@ -116,6 +118,7 @@ def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerC
     schema_registry = parse_schema_registry(data.get("schema.registry"), secrets)
     log = parse_log(data.get("log"), secrets)
     metrics = parse_metrics(data.get("metrics"))
+    credentials = parse_credentials(data.get("credentials"), secrets)
     prepend_sys_path(python_path)
     pollers, refs = load_pollers(data.get("pollers"), secrets, base_dir)
     _check_budget_names(pollers, entry_indexes(refs), budgets)
@@ -128,6 +131,7 @@ def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerC
         schema_registry=schema_registry,
         log=log,
         metrics=metrics,
+        credentials=credentials,
         pollers=pollers,
         poller_refs=refs,
         python_path=python_path,

@@ -6,13 +6,16 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watukuy.core.durations import format_duration
 from watukuy.core.poller import Poller
 from watukuy.core.validation import join
 from watukuy.declarative.shown import shown as shown_entry
 from watukuy.options.secrets import REDACTED
+
+if TYPE_CHECKING:  # the section's own module builds stores: the model stays light
+    from watukuy.config.credentials import CredentialSettings
 
 KafkaValue = str | int | float | bool
 
@@ -207,6 +210,8 @@ class RunnerConfig:
     schema_registry: SchemaRegistrySettings = field(default_factory=SchemaRegistrySettings)
     log: LogSettings = field(default_factory=LogSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    credentials: CredentialSettings | None = None
+    """``credentials``: where rotated per-tenant grants are kept; ``None``: not configured."""
     pollers: list[Poller]
     poller_refs: tuple[str | Mapping[str, Any], ...] = ()
     """Where each poller came from: ``module:attr``, or a declarative poller's entry."""
@@ -267,6 +272,8 @@ class RunnerConfig:
             }
         if self.metrics != MetricsSettings():
             tree["metrics"] = {"partition_label": self.metrics.partition_label}
+        if self.credentials is not None:  # redacts its keys and auth itself
+            tree["credentials"] = self.credentials.describe()
         if self.python_path:
             tree["python_path"] = [str(p) for p in self.python_path]
         secret = self.secret_paths()

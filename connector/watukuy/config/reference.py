@@ -210,6 +210,64 @@ RUNNER_KEYS: tuple[KeyDoc, ...] = (
         "per poller (many tenants: fewer series).",
     ),
     KeyDoc(
+        "credentials.store",
+        "kafka | mapping",
+        "kafka",
+        "Where rotated per-tenant OAuth2 grants are kept: `kafka` (the compacted "
+        "`<prefix>.credentials` topic, AES-256-GCM ciphertext only), or `{http: {...}}` (the "
+        "user's own endpoint; refresh claims still go to `<prefix>.credentials`).",
+    ),
+    KeyDoc(
+        "credentials.store.http.url",
+        "template",
+        None,
+        "A tenant's grant: GET answers it (404: none), the method below saves it. Names "
+        "`{partition.key}` (the tenant) and may name `{connector}`, both URL-quoted.",
+    ),
+    KeyDoc(
+        "credentials.store.http.method",
+        "PUT | POST | PATCH",
+        "PUT",
+        "How a rotated grant is sent (its JSON as the body); any 2xx means it is kept.",
+    ),
+    KeyDoc(
+        "credentials.store.http.auth.bearer",
+        "string",
+        None,
+        "Sent as `Authorization: Bearer ...` with every request to the endpoint.",
+        secret=True,
+    ),
+    KeyDoc(
+        "credentials.store.http.headers",
+        "mapping",
+        None,
+        "Headers sent with every request to the endpoint (their values are never shown).",
+        secret=True,
+    ),
+    KeyDoc(
+        "credentials.key",
+        "32-byte key",
+        None,
+        "The AES-256 key of the stored grants, as base64 or 64 hex characters (`openssl rand "
+        "-base64 32`); required with `store: kafka`. Never shown.",
+        secret=True,
+    ),
+    KeyDoc(
+        "credentials.keys",
+        "list of keys",
+        None,
+        "Instead of `key`, to rotate it: `[new, old]` writes with the first and reads with any. "
+        "A stored grant no key given can read stops the start, naming this setting.",
+        secret=True,
+    ),
+    KeyDoc(
+        "credentials.lost_after",
+        "duration",
+        "60s",
+        "A refresh claimed with no grant saved after it for this long was lost to a crash: "
+        "the tenant needs authorising again.",
+    ),
+    KeyDoc(
         "python_path",
         "list",
         None,

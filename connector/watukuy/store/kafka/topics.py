@@ -35,7 +35,14 @@ from watukuy.store.kafka.durability import (
     replicas_for,
 )
 
-__all__ = ["BrokerUnavailable", "TopicInfo", "TopicLayout", "ensure_topics"]
+__all__ = [
+    "CREDENTIALS_CONFIG",
+    "BrokerUnavailable",
+    "TopicInfo",
+    "TopicLayout",
+    "ensure_credentials_topic",
+    "ensure_topics",
+]
 
 T = TypeVar("T")
 
@@ -104,6 +111,13 @@ class TopicLayout:
     def schemas(self) -> str:
         return f"{self.prefix}.schemas"
 
+    @property
+    def credentials(self) -> str:
+        """Rotated per-tenant grants (encrypted) and refresh claims: not among
+        :meth:`internal`, since it exists only where a credential store is configured
+        (:func:`ensure_credentials_topic`)."""
+        return f"{self.prefix}.credentials"
+
     def internal(self) -> list[str]:
         """The six compacted topics, co-partitioned ones (state, items, parked) first."""
         return [self.state, self.items, self.parked, self.configs, self.status, self.schemas]
@@ -132,12 +146,18 @@ class TopicInfo:
 @dataclass(frozen=True)
 class _Wanted:
     name: str
-    kind: Literal["internal", "events", "dlq"]
+    kind: Literal["internal", "credentials", "events", "dlq"]
     path: str  # the config field that named this topic, for error messages
 
     @property
     def compacted(self) -> bool:
-        return self.kind == "internal"
+        return self.kind in ("internal", "credentials")
+
+
+CREDENTIALS_CONFIG = {"min.compaction.lag.ms": str(3_600_000)}
+"""Set on ``<prefix>.credentials`` when it is created: a refresh claim shares its key with the
+other claims for the same serial, and compaction keeping only the last of them would change
+which one was first; an hour is far beyond the time a claim matters (``credentials.lost_after``)."""
 
 
 def ensure_topics(
@@ -165,7 +185,29 @@ def ensure_topics(
     Raises :class:`ConfigError` for a topic that does not fit (or a layout the cluster cannot
     hold) and :class:`BrokerUnavailable` when the cluster does not answer in time.
     """
-    wanted = _wanted_topics(layout, pollers)
+    return _ensure(admin, layout, _wanted_topics(layout, pollers), timeout, bootstrap)
+
+
+def ensure_credentials_topic(
+    admin: AdminClient, layout: TopicLayout, *, timeout: float = 30.0, bootstrap: str | None = None
+) -> TopicInfo:
+    """:func:`ensure_topics` for ``<prefix>.credentials`` alone: created (with
+    :data:`CREDENTIALS_CONFIG`) and checked as an internal topic is, when a credential store
+    is configured and only then."""
+    name = layout.credentials
+    _check_layout(layout)
+    _check_name(name, "topics.prefix")
+    wanted = {name: _Wanted(name, "credentials", "topics.prefix")}
+    return _ensure(admin, layout, wanted, timeout, bootstrap)[name]
+
+
+def _ensure(
+    admin: AdminClient,
+    layout: TopicLayout,
+    wanted: dict[str, _Wanted],
+    timeout: float,
+    bootstrap: str | None,
+) -> dict[str, TopicInfo]:
     deadline = time.monotonic() + timeout
     where = bootstrap or "the configured bootstrap.servers"
 
@@ -214,15 +256,19 @@ def _info(name: str, described: tuple[int, int, str], config: dict[str, str]) ->
     )
 
 
-def _wanted_topics(
-    layout: TopicLayout, pollers: Sequence[tuple[str, str | None]]
-) -> dict[str, _Wanted]:
+def _check_layout(layout: TopicLayout) -> None:
     if layout.partitions < 1:
         raise ConfigError(f"must be at least 1, got {layout.partitions}", "topics.partitions")
     if layout.replication_factor is not None and layout.replication_factor < 1:
         raise ConfigError(
             f"must be at least 1, got {layout.replication_factor}", "topics.replication.factor"
         )
+
+
+def _wanted_topics(
+    layout: TopicLayout, pollers: Sequence[tuple[str, str | None]]
+) -> dict[str, _Wanted]:
+    _check_layout(layout)
     wanted: dict[str, _Wanted] = {}
     for name in layout.internal():
         _check_name(name, "topics.prefix")
@@ -240,8 +286,10 @@ def _wanted_topics(
         events = layout.events(poller, override)
         _check_name(events, path)
         other = wanted.get(events)
+        if events == layout.credentials:  # checked here though created only when configured
+            other = _Wanted(events, "credentials", "topics.prefix")
         if other is not None and other.kind != "events":
-            what = "an internal topic" if other.kind == "internal" else "a DLQ"
+            what = "a DLQ" if other.kind == "dlq" else "an internal topic"
             raise ConfigError(
                 f"events topic of poller '{poller}' is '{events}', which is also {what}; "
                 "give the poller its own topic",
@@ -284,7 +332,8 @@ def _create(
             num_partitions=layout.partitions,
             replication_factor=replicas,
             config={"cleanup.policy": "compact" if w.compacted else "delete"}
-            | created_config(replicas),
+            | created_config(replicas)
+            | (CREDENTIALS_CONFIG if w.kind == "credentials" else {}),
         )
         for w in missing
     ]
