@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from watukuy.config import RunnerConfig
 from watukuy.config.budgets import engine_budgets
+from watukuy.config.credentials import credential_store
 from watukuy.control.activetopics import Published
 from watukuy.control.applier import ConfigApplier
 from watukuy.control.configs import ConfigTopic
@@ -34,10 +35,12 @@ from watukuy.core.errors import WatukuyError
 from watukuy.core.lifecycle import Target
 from watukuy.core.observe import Observer, StateFigures
 from watukuy.engine.changes import KeyChanges
+from watukuy.engine.credentials import Vault
 from watukuy.engine.engine import Engine
 from watukuy.observe import startup
 from watukuy.observe.metrics import PrometheusObserver
 from watukuy.rest.port import Metrics
+from watukuy.store.credentials import CredentialStore
 from watukuy.store.kafka.factory import ClientFactory
 from watukuy.store.kafka.hanging import HangingTransactions
 from watukuy.store.kafka.store import KafkaSettings, KafkaStore
@@ -130,6 +133,7 @@ async def run(
     metrics = PrometheusObserver(partition_label=config.metrics.partition_label)
     observers = [metrics, startup.StartupObserver()]
     store = kafka_store(config, observers=observers, clients=clients, topic_check=topic_check)
+    grants = _credentials(config, store, clients)
     engine = Engine(
         config.pollers,
         store=store,
@@ -140,6 +144,7 @@ async def run(
         snapshot_cache=config.runner.snapshot_cache_entries,
         owner=config.runner.id,
         observers=observers,
+        credentials=_vault(config, grants, metrics),
     )
     metrics.watch(engine.figures.table, lambda: engine.pollers)
     metrics.watch_state(partial(state_figures, engine, store))
@@ -153,8 +158,13 @@ async def run(
     rest_loaded = asyncio.ensure_future(asyncio.to_thread(import_module, "watukuy.rest.server"))
     try:
         async with engine:
+            if grants is not None:  # a wrong key is a ConfigError here, before any poll
+                await grants.start()
+                startup.mark("credentials read")
             await _serve(config, engine, store, stop, metrics, rest_loaded)
     finally:
+        if grants is not None:
+            await grants.close()
         for signum in (signal.SIGTERM, signal.SIGINT):
             with suppress(Exception):
                 loop.remove_signal_handler(signum)
@@ -162,6 +172,26 @@ async def run(
             await rest_loaded
     if store.crashed is not None:
         raise StoreFailed(f"the Kafka store failed: {store.crashed}") from store.crashed
+
+
+def _credentials(
+    config: RunnerConfig, store: KafkaStore, clients: ClientFactory | None
+) -> CredentialStore | None:
+    """The credential store of ``credentials:`` (rotated grants, claims), not started."""
+    if config.credentials is None:
+        return None
+    return credential_store(config.credentials, config.kafka, store.layout, clients)
+
+
+def _vault(
+    config: RunnerConfig, grants: CredentialStore | None, metrics: PrometheusObserver
+) -> Vault:
+    """The tenants' grants over ``grants``; without a credential store, in memory (a runner
+    whose pollers use ``grant: refresh_token`` is refused at load without one)."""
+    lost_after = 60.0 if config.credentials is None else config.credentials.lost_after
+    return Vault(
+        grants, runner=config.runner.id, lost_after=lost_after, on_refresh=metrics.grant_refreshed
+    )
 
 
 async def _serve(

@@ -81,7 +81,13 @@ class World:
 
     def engine(self, base: str, runner: str) -> Engine:
         entry = connector(base)
-        config = parse_config({"kafka": {"bootstrap.servers": "unused:9092"}, "pollers": [entry]})
+        config = parse_config(
+            {
+                "kafka": {"bootstrap.servers": "unused:9092"},
+                "credentials": {"store": "kafka", "key": "ab" * 32},
+                "pollers": [entry],
+            }
+        )
         vault = Vault(self.store, runner=runner, lost_after=60.0, wait_max=0.0)
         engine = Engine(config.pollers, clock=self.clock, credentials=vault, owner=runner)
         self.engines.append(engine)

@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from watukuy.config import ConfigError, parse_config
 from watukuy.core.clock import FakeClock
 from watukuy.core.figures import FigureTable, parked_counts
+from watukuy.core.grants import GrantRef
 from watukuy.core.observe import OutcomeKind, StateFigures
 from watukuy.core.poller import StreamOf, define_poller
 from watukuy.observe.metrics import PrometheusObserver
@@ -92,6 +93,8 @@ def exercise(observer: PrometheusObserver) -> None:
     observer.state_caught_up("invoices", "t_1", 3)
     observer.transactions_hanging("w.events.invoices", (4, 7))
     observer.partitions_unowned((3,))
+    observer.grant_refreshed(GrantRef("invoices", "t_1"), "ok")
+    observer.grant_refreshed(GrantRef("invoices", "t_2"), "refused")
     observer.circuit_moved("invoices", "t_2", "closed", "open")
     observer.budget_waited("vendor", "invoices", "t_1", "live", 0.25, 3.0)
     observer.transaction_done(True, 0.05, 12, None)
@@ -132,6 +135,8 @@ def test_names_follow_prometheus_rules() -> None:
         "watukuy_caught_up_events",
         "watukuy_hanging_transactions",
         "watukuy_unowned_partitions",
+        "watukuy_grant_refreshes",
+        "watukuy_tenants_needing_authorization",
         "process_cpu_seconds",
         "process_resident_memory_bytes",
     } <= names
@@ -419,3 +424,16 @@ def test_where_state_lives_is_read_at_each_scrape() -> None:
     assert values(samples, "watukuy_standby_partitions") == {(): 4}
     assert values(samples, "watukuy_standby_lag_records") == {(): 120}
     assert values(samples, "watukuy_restore_records_from_disk_total") == {(): 900}
+
+
+def test_tenants_needing_authorization_are_counted_until_a_grant_is_handed_in() -> None:
+    observer = PrometheusObserver(process=False)
+    for tenant, result in [("a", "refused"), ("b", "lost"), ("c", "ok"), ("a", "failed")]:
+        observer.grant_refreshed(GrantRef("crm", tenant), result)
+    body = observer.render()[0].decode()
+    assert 'watukuy_tenants_needing_authorization{connector="crm"} 2.0' in body
+    assert 'watukuy_grant_refreshes_total{connector="crm",result="lost"} 1.0' in body
+    observer.grant_refreshed(GrantRef("crm", "a"), "handed_in")
+    body = observer.render()[0].decode()
+    assert 'watukuy_tenants_needing_authorization{connector="crm"} 1.0' in body
+    assert 'result="handed_in"' not in body

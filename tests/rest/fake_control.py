@@ -110,6 +110,20 @@ class FakeLoggers:
         return names
 
 
+class FakeGrants:
+    """As the runner's: a key no stream lists is 404; the grant is kept, never shown."""
+
+    def __init__(self, control: FakeControl) -> None:
+        self._control = control
+        self.handed: dict[tuple[str, str], str] = {}
+
+    async def hand_in(self, name: str, key: str, grant: str) -> None:
+        connector = self._control._get(name)
+        if key not in connector.keys:
+            raise NotFound(f"connector {name} has no partition {key!r}")
+        self.handed[(name, key)] = grant
+
+
 class FakeControl:
     def __init__(
         self, environ: Mapping[str, str] | None = None, base_dir: Path = Path(".")
@@ -120,6 +134,7 @@ class FakeControl:
         self.accepted: list[tuple[str, str, str, Any]] = []
         """``(operation, connector, key, args)`` for every operation accepted (``restart``
         with its two flags as ``args``)."""
+        self.grants = FakeGrants(self)
         self.health_state = Health("healthy", "the runner has started and owns its keys")
         self.loggers = FakeLoggers(self)
         self.fail_with: BaseException | None = None

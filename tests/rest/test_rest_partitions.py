@@ -47,7 +47,9 @@ def test_the_routes_are_the_registrys_operations() -> None:
         if route.resource is not None
     }
     key_routes = {
-        path for method, path in served if path.startswith("/connectors/{name}/partitions/{key}/")
+        path
+        for method, path in served
+        if path.startswith("/connectors/{name}/partitions/{key}/") and method == "POST"
     }
     assert key_routes == {
         f"/connectors/{{name}}/partitions/{{key}}/{verb}" for verb in PARTITION_OPERATIONS
@@ -312,3 +314,45 @@ async def test_offset_bodies_name_the_bad_field(body: Any, message: str) -> None
         response = await client.patch("/connectors/tenants/offsets", json=body)
         assert (await error_of(response, 400)).startswith(message)
     assert fake.snapshot() == before
+
+
+async def test_a_grant_handed_in_is_accepted_and_never_echoed() -> None:
+    fake = seed(FakeControl())
+    secret = "rt-handed-in-9f3e2c"
+    async with rest_client(fake) as client:
+        response = await client.put(
+            "/connectors/tenants/partitions/acme/credentials", json={"refresh_token": secret}
+        )
+        assert response.status == 202
+        assert secret not in await response.text()
+        unknown = await client.put(
+            "/connectors/tenants/partitions/nobody/credentials", json={"refresh_token": secret}
+        )
+        assert secret not in await error_of(unknown, 404)
+    assert fake.grants.handed == {("tenants", "acme"): secret}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("{}", "refresh_token: is required: a non-empty string"),
+        ('{"refresh_token": ""}', "refresh_token: is required: a non-empty string"),
+        ('{"refresh_token": 7}', "refresh_token: is required: a non-empty string"),
+        ('{"refresh_token": "x", "access_token": "y"}', "access_token: unknown"),
+        ("[]", "body: must be a JSON object, got an array"),
+    ],
+)
+async def test_a_bad_grant_body_names_the_field_and_hands_nothing_in(
+    body: str, message: str
+) -> None:
+    fake = seed(FakeControl())
+    async with rest_client(fake) as client:
+        response = await client.put(
+            "/connectors/tenants/partitions/acme/credentials",
+            data=body,
+            headers={"Content-Type": "application/json"},
+        )
+        text = await error_of(response, 400)
+        assert text.startswith(message), text
+        assert '"y"' not in text
+    assert fake.grants.handed == {}

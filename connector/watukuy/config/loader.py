@@ -122,6 +122,8 @@ def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerC
     prepend_sys_path(python_path)
     pollers, refs = load_pollers(data.get("pollers"), secrets, base_dir)
     _check_budget_names(pollers, entry_indexes(refs), budgets)
+    if credentials is None:
+        _check_no_rotating_grant(data.get("pollers"))
     return RunnerConfig(
         kafka=kafka,
         topics=topics,
@@ -138,6 +140,37 @@ def _build(data: Mapping[str, Any], base_dir: Path, secrets: Secrets) -> RunnerC
         secrets=frozenset(secrets.paths),
         base_dir=base_dir,
     )
+
+
+def _check_no_rotating_grant(entries: object) -> None:
+    """A poller keeping tenants' refresh tokens needs a credential store: without one, a
+    rotated grant would live in memory only and be lost at the next restart (and the spent
+    first grant, which the tenants source still hands in, would then revoke the tenant)."""
+    for index, entry in enumerate(entries if isinstance(entries, list) else []):
+        where = _rotating_grant(entry, f"pollers[{index}]")
+        if where is not None:
+            raise ConfigError(
+                "grant: refresh_token keeps each tenant's rotated grants in a credential store: "
+                "set credentials (store: kafka and key, or store: http)",
+                where,
+            )
+
+
+def _rotating_grant(node: object, at: str) -> str | None:
+    """The path of an ``oauth2`` mapping with ``grant: refresh_token`` under ``node``."""
+    if isinstance(node, Mapping):
+        if node.get("grant") == "refresh_token" and at.endswith(".oauth2"):
+            return f"{at}.grant"
+        children = ((f"{at}.{key}", value) for key, value in node.items())
+    elif isinstance(node, list):
+        children = ((f"{at}[{i}]", value) for i, value in enumerate(node))
+    else:
+        return None
+    for path, value in children:
+        found = _rotating_grant(value, path)
+        if found is not None:
+            return found
+    return None
 
 
 def _check_budget_names(

@@ -44,6 +44,7 @@ from watukuy.rest.port import (
     ConnectorRecord,
     ConnectorRef,
     ConnectorStatus,
+    GrantControl,
     Health,
     KeyOffsets,
     Metrics,
@@ -54,6 +55,16 @@ from watukuy.rest.port import (
 from watukuy.store.kafka.topics import TopicLayout
 
 __all__ = ["RunnerControl"]
+
+
+class HandedGrants:
+    """The REST seam's ``grants``: a tenant's new grant, handed to its key operations."""
+
+    def __init__(self, keys: KeyOperations) -> None:
+        self._keys = keys
+
+    async def hand_in(self, name: str, key: str, grant: str) -> None:
+        await self._keys.hand_in_grant(name, key, grant)
 
 
 class RunnerControl:
@@ -96,6 +107,7 @@ class RunnerControl:
             cluster_id=ClusterId(kafka).get,
         )
         self.loggers = RunnerLoggers(loggers or LoggerLevels(), configs)
+        self.grants: GrantControl = HandedGrants(self._keys)
 
     # -- connectors -----------------------------------------------------------------------------
 
@@ -167,9 +179,6 @@ class RunnerControl:
 
     async def operate(self, name: str, key: str, operation: str, args: dict[str, Any]) -> None:
         await self._keys.operate(name, key, operation, args)
-
-    async def hand_in_grant(self, name: str, key: str, grant: str) -> None:
-        await self._keys.hand_in_grant(name, key, grant)
 
     # -- health -------------------------------------------------------------------------------
 

@@ -119,6 +119,7 @@ class Vault:
             grant = grants.handed_in(refresh_token, now, replacing=stored)
             await self.store.save(ref, grant)
             tenant.grant = grant
+        self._told(ref, "handed_in")
         log.info("%s: a new grant was handed in; its keys poll again", ref.key)
 
     async def _current(
@@ -131,6 +132,7 @@ class Vault:
         if chosen is not stored:  # the source hands a grant the store does not know: saved
             await self.store.save(ref, chosen)
             if stored is not None:
+                self._told(ref, "handed_in")
                 log.info(
                     "%s: the tenants source hands a new grant; it replaces the stored one", ref.key
                 )

@@ -41,6 +41,7 @@ from prometheus_client import (
 )
 
 from watukuy.core.figures import FigureTable
+from watukuy.core.grants import GrantRef
 from watukuy.core.observe import Observer, OutcomeKind, StateFigures, status_class
 from watukuy.core.poller import Poller, StreamOf
 from watukuy.observe.declared import (
@@ -172,6 +173,20 @@ class PrometheusObserver(Observer):
         " look.",
         "topic",
     )
+    grant_refreshes = counter(
+        "watukuy_grant_refreshes",
+        "Refreshes of tenants' OAuth2 grants this instance made or settled, by result: ok,"
+        " refused (the tenant needs authorising again), lost (a claimed refresh never"
+        " answered in the store), failed (the token endpoint failed; tried again).",
+        "connector",
+        "result",
+    )
+    needing_authorization = gauge(
+        "watukuy_tenants_needing_authorization",
+        "Tenants whose grant was refused or whose refresh was lost, as this instance last saw"
+        " them: their keys poll nothing until a new grant is handed in.",
+        "connector",
+    )
     unowned = gauge(
         "watukuy_unowned_partitions",
         "Kafka partitions of <prefix>.state that no live runner has held (restored or"
@@ -190,6 +205,7 @@ class PrometheusObserver(Observer):
         # Per key: the labels its series were made under, to remove them when it leaves.
         self._left_behind: dict[tuple[str, str], set[tuple[str, ...]]] = defaultdict(set)
         self._held: set[int] = set()
+        self._unauthorized: dict[str, set[str]] = {}  # connector -> tenants needing authorising
         self._states = KeyStates(partition_label, self.poller_labels)
         # What a scrape writes, in order: the declared metrics, the key states, then the
         # process' and the state's figures (``_tail``). Series counted per poll or read per key
@@ -364,6 +380,17 @@ class PrometheusObserver(Observer):
 
     def partitions_unowned(self, kafka_partitions: tuple[int, ...]) -> None:
         self.unowned.set(len(kafka_partitions))
+
+    def grant_refreshed(self, ref: GrantRef, result: str) -> None:
+        """A tenant's grant refreshed (``ok``, ``failed``), refused or lost, or handed in."""
+        if result != "handed_in":
+            self.grant_refreshes.labels(ref.connector, result).inc()
+        waiting = self._unauthorized.setdefault(ref.connector, set())
+        if result in ("refused", "lost"):
+            waiting.add(ref.tenant)
+        elif result in ("ok", "handed_in"):
+            waiting.discard(ref.tenant)
+        self.needing_authorization.labels(ref.connector).set(len(waiting))
 
 
 def _parts(stream: StreamOf) -> tuple[str, str]:

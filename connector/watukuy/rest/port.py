@@ -181,9 +181,22 @@ PARTITION_OPERATIONS: Mapping[str, KeyOperation] = {
 is ``POST .../parked/retry``; all reach :meth:`Control.operate` by their registry names."""
 
 
+class GrantControl(Protocol):
+    """``PUT .../partitions/{key}/credentials``: a part of its own, as ``loggers``."""
+
+    async def hand_in(self, name: str, key: str, grant: str) -> None:
+        """Tenant ``key`` of connector ``name`` authorised again: save ``grant`` (a refresh
+        token) in the credential store as its newest and trigger its keys on every stream.
+        ``NotFound`` when no stream lists the key. The grant is never logged or shown."""
+        ...
+
+
 class Control(Protocol):
     """What the REST API needs from a runner. Every method may raise ``NotFound`` for an
     unknown connector (or partition, where one is named)."""
+
+    grants: GrantControl
+    """Grants handed in for tenants that authorised again."""
 
     async def cluster(self) -> ClusterInfo:
         """``GET /``."""
@@ -275,12 +288,6 @@ class Control(Protocol):
         ``ConfigError`` (400) for arguments the key refuses (a parked id it does not hold);
         ``Conflict`` (409) when the connector's target does not allow the operation
         (``KeyOperation.allowed``: nothing but ``remove`` runs while it is STOPPED)."""
-        ...
-
-    async def hand_in_grant(self, name: str, key: str, grant: str) -> None:
-        """Tenant ``key`` of connector ``name`` authorised again: save ``grant`` (a refresh
-        token) in the credential store as its newest and trigger its keys on every stream.
-        ``NotFound`` when no stream lists the key. The grant is never logged or shown."""
         ...
 
     async def parked(

@@ -305,7 +305,7 @@ async def put_credentials(request: web.Request) -> web.Response:
     control, name = _control(request), _name(request)
     key = inputs.check_key(request.match_info["key"])
     grant = inputs.handed_grant(await _body(request, required=True))
-    await control.hand_in_grant(name, key, grant)
+    await control.grants.hand_in(name, key, grant)
     return web.Response(status=202)
 
 
