@@ -12,6 +12,7 @@ from urllib.parse import parse_qsl
 
 from watukuy import FakeClock, FetchContext, FetchResult, Partition, Poller
 from watukuy.declarative import compile_poller
+from watukuy.engine.credentials import Vault
 from watukuy.engine.fetching import CursorView
 from watukuy.http import HttpClient, Request, ScriptedTransport
 
@@ -50,6 +51,7 @@ class Driver:
     clock: FakeClock = field(default_factory=FakeClock)
     cursor: Any = None
     pages: list[FetchResult] = field(default_factory=list)
+    credentials: Vault | None = None
 
     async def page(self) -> FetchResult:
         client = HttpClient(transport=self.transport)
@@ -60,6 +62,7 @@ class Driver:
             partition=self.partition,
             http=http,
             signal=asyncio.Event(),
+            credentials=self.credentials,
         )
         result = await self.poller.fetch(ctx)
         assert isinstance(result, FetchResult)
