@@ -12,7 +12,13 @@ A fault is ``ACTION@POINT[,after=N][,times=N|every][,seconds=S]`` (:func:`parse_
   offsets were added; only a runner in a group sends them), ``commit`` (the records sent,
   ``commit_transaction`` not called yet: "during commit"), ``committed``
   (``commit_transaction`` returned, the store not yet told: "after commit"), ``dlq`` (like
-  ``commit``, but only in a transaction that carries a record of a ``<prefix>.dlq.*`` topic).
+  ``commit``, but only in a transaction that carries a record of a ``<prefix>.dlq.*`` topic);
+  ``grant`` is no transaction's: the credential store's produce of a grant record
+  (``grant/<connector>/<tenant>`` on ``<prefix>.credentials``) that follows this runner's claim
+  of the same tenant, i.e. the rotated grant a refresh saves once the provider has answered
+  (or the refusal it saves instead). It strikes before the record is handed to librdkafka, so
+  the claim is on Kafka, the provider has rotated the grant and the rotated one never reaches
+  the store: the crash between the provider's answer and the store's write (issue 45).
 - ``ACTION``: ``abortable`` raises a KafkaException whose error requires an abort;
   ``fatal`` raises a fatal one (``KafkaError(_FENCED, fatal=True)``), after which that
   producer refuses everything, as librdkafka's does; ``crash`` ends the process at once
@@ -22,7 +28,8 @@ A fault is ``ACTION@POINT[,after=N][,times=N|every][,seconds=S]`` (:func:`parse_
   ``lose-state`` (at ``begin`` only) drops the transaction's records of the state, items and
   parked topics, so its events commit and the keys' state does not: what an operator's abort
   of a transaction Kafka left half-marked leaves behind (a broker SIGKILL can do that).
-- ``after=N``: the transactions to let through first. Only transactions that write to a topic
+- ``after=N``: the transactions to let through first (at ``grant``: the grant records after a
+  claim to let through first). Only transactions that write to a topic
   other than ``<prefix>.schemas`` count (a runner writes its schemas outside transactions, with
   a producer of its own, but one older than issue 42 wrote them in transactions of their own),
   each once it ended; with ``dlq``, only those carrying a DLQ record. The fault strikes the
@@ -30,7 +37,8 @@ A fault is ``ACTION@POINT[,after=N][,times=N|every][,seconds=S]`` (:func:`parse_
 - ``times``: how many transactions it strikes (1; ``every``: all from then on, the default
   for ``hold``).
 
-``abortable`` and ``fatal`` cannot be used at ``committed``: librdkafka reports nothing after
+Only ``crash`` and ``hold`` strike at ``grant``. ``abortable`` and ``fatal`` cannot be used at
+``committed``: librdkafka reports nothing after
 a commit that succeeded. A lost assignment is not a transaction fault: call
 :meth:`FaultyClients.lose_assignment`; the group consumer then goes through its ``on_lost``
 path on the Kafka thread, at its next poll, and joins the group again.
@@ -58,7 +66,7 @@ __all__ = [
 
 log = logging.getLogger("watukuy.faults")
 
-POINTS = ("begin", "produce", "send_offsets", "commit", "committed", "dlq")
+POINTS = ("begin", "produce", "send_offsets", "commit", "committed", "dlq", "grant")
 ACTIONS = ("abortable", "fatal", "crash", "hold", "lose-state")
 CRASH_EXIT = 137  # what a shell reports for a SIGKILLed process
 FLUSH_TIMEOUT = 10.0
@@ -87,6 +95,10 @@ class Fault:
             raise ValueError(f"fault {self.action}: seconds= is for hold only")
         if self.action == "lose-state" and self.point != "begin":
             raise ValueError("fault lose-state: strikes at begin only (lose-state@begin)")
+        if self.point == "grant" and self.action not in ("crash", "hold"):
+            raise ValueError(
+                f"fault {self.action}@grant: a grant's write is no transaction's; use crash or hold"
+            )
         if self.point == "committed" and self.action in ("abortable", "fatal"):
             raise ValueError(
                 f"fault {self.action}@committed: librdkafka reports no error after a commit that "
@@ -146,6 +158,8 @@ class _Injector:
         self._ended = 0
         self._dlq_ended = 0
         self._hits = [0] * len(self.faults)
+        self._grants = 0  # grant records written after a claim of their tenant, so far
+        self.credentials = f"{prefix}.credentials"
         self.struck: list[str] = []  # what was injected, in order (for tests and logs)
 
     def begin(self) -> _Transaction:
@@ -185,6 +199,23 @@ class _Injector:
             else:
                 self._strike(fault, point, producer)
 
+    def grant(self, tenant: str, producer: _FaultyProducer) -> None:
+        """The store is about to write ``tenant``'s grant (``connector/tenant``) after this
+        runner's claim of it: the ``grant`` faults due strike now, before the write."""
+        with self._lock:
+            self._grants += 1
+            number = self._grants
+        for index, fault in enumerate(self.faults):
+            if fault.point != "grant" or number <= fault.after:
+                continue
+            if fault.times is not None and self._hits[index] >= fault.times:
+                continue
+            self._hits[index] += 1
+            what = f"{fault.action}@grant of {tenant}, grant write {number} after a claim"
+            self.struck.append(what)
+            log.warning("injected fault: %s", what)
+            self._strike(fault, "grant", producer)
+
     def _due(self, index: int, fault: Fault, point: str, txn: _Transaction) -> bool:
         if fault.times is not None and self._hits[index] >= fault.times:
             return False
@@ -197,7 +228,7 @@ class _Injector:
         return txn.number > fault.after and (point == "begin" or txn.data)
 
     def _strike(self, fault: Fault, point: str, producer: _FaultyProducer) -> None:
-        if point != "begin":  # the open transaction's records on the broker first
+        if point not in ("begin", "grant"):  # the open transaction's records on the broker first
             Producer.flush(producer, FLUSH_TIMEOUT)
         where = f"injected at {fault.point}"
         if fault.action == "hold":
@@ -227,6 +258,7 @@ class _FaultyProducer(Producer):
         super().__init__(config)
         self._injector = injector
         self._txn: _Transaction | None = None
+        self._claimed: set[str] = set()  # tenants (connector/tenant) claimed, grant not written
         self.fatal: KafkaError | None = None
 
     def _refuse_if_fatal(self) -> None:
@@ -241,11 +273,26 @@ class _FaultyProducer(Producer):
 
     def produce(self, topic: str, *args: Any, **kwargs: Any) -> None:
         self._refuse_if_fatal()
+        if topic == self._injector.credentials:
+            self._credentials(kwargs["key"] if "key" in kwargs else args[1])
         txn = self._txn
         if txn is None or not txn.losing or topic not in self._injector.keyed_state:
             super().produce(topic, *args, **kwargs)
         if txn is not None and self._injector.noted(txn, topic):
             self._injector.at("produce", txn, self)
+
+    def _credentials(self, key: bytes | str | None) -> None:
+        """A record of the credential store: a claim notes its tenant; the grant record that
+        follows it lets the ``grant`` faults strike first."""
+        text = key.decode() if isinstance(key, bytes) else key or ""
+        if text.startswith("claim/"):
+            tenant, _, _serial = text.removeprefix("claim/").rpartition("/")
+            self._claimed.add(tenant)
+        elif text.startswith("grant/"):
+            tenant = text.removeprefix("grant/")
+            if tenant in self._claimed:
+                self._claimed.discard(tenant)
+                self._injector.grant(tenant, self)
 
     def send_offsets_to_transaction(self, *args: Any, **kwargs: Any) -> None:
         self._refuse_if_fatal()

@@ -81,9 +81,12 @@ class FaultContext:
         self._pools.append(made)
         return made
 
-    def watch(self, pool: RunnerPool, timeout: float = 90) -> EventWatch:
-        """A read_committed consumer of the pool's events topic, once the topic exists."""
-        made = EventWatch(pool.bootstrap, pool.prefix, POLLER_NAME, timeout=timeout)
+    def watch(
+        self, pool: RunnerPool, timeout: float = 90, *, poller: str = POLLER_NAME
+    ) -> EventWatch:
+        """A read_committed consumer of the pool's events topic (of ``poller``), once the
+        topic exists."""
+        made = EventWatch(pool.bootstrap, pool.prefix, poller, timeout=timeout)
         self._watches.append(made)
         return made
 

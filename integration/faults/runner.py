@@ -16,7 +16,9 @@ as the store's client factory. Points and counting are described there; in short
 - ``--crash-at POINT --after N``: the process ends (exit 137) at POINT of the first transaction
   begun after N counted ones: ``produce`` (after produce), ``commit`` (during commit: produced,
   not committed), ``committed`` (after commit), ``dlq`` (during the commit of a transaction that
-  writes a DLQ record), ``begin``, ``send_offsets``;
+  writes a DLQ record), ``begin``, ``send_offsets``; ``grant``: the credential store's write of
+  a tenant's grant after this runner claimed its refresh (the provider has rotated the grant,
+  the store never gets the new one), after N such writes;
 - ``--fail-at POINT --fatal|--abortable --after N``: that transaction fails with a fatal
   (fenced) or an abortable error at POINT;
 - ``--swallow-assignment``: the first partition of the group consumer's first assignment is

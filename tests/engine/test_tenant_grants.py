@@ -17,7 +17,15 @@ from integration.simulator.identity import CLIENT_ID, CLIENT_SECRET
 from watukuy import Engine, FakeClock
 from watukuy.config import parse_config
 from watukuy.control.keystatus import key_status
-from watukuy.core.grants import Claim, GrantRef, Reauthorize
+from watukuy.core.errors import Conflict
+from watukuy.core.grants import (
+    Claim,
+    GrantRef,
+    Reauthorize,
+    TokenAnswer,
+    handed_in,
+    refused,
+)
 from watukuy.core.lifecycle import TaskState
 from watukuy.engine.credentials import Vault
 from watukuy.store.credentials.memory import MemoryCredentials
@@ -192,3 +200,44 @@ async def test_a_refresh_whose_answer_never_reached_the_store_is_reported_not_re
         assert lost is not None and lost.needs_authorization is Reauthorize.REFRESH_LOST
         errors = {i.last_error for i in engine.inspect() if i.partition == tenant}
         assert all(e and "lost to a crash" in e for e in errors), errors
+
+
+async def test_a_grant_handed_in_that_the_store_already_used_is_never_sent_again() -> None:
+    """The tenants source handed the new grant of a re-authorisation first (it was used and
+    rotated); the operator then hands in the same grant over REST. It is spent: making it the
+    newest grant would send it to the provider again, which revokes the tenant's chain."""
+    ref, now = GrantRef("crm", "acme"), START
+    sent: list[str] = []
+
+    async def refresh(token: str) -> TokenAnswer:
+        assert token not in sent, "a spent refresh token was sent again"
+        sent.append(token)
+        return TokenAnswer(f"at-{len(sent)}", f"rt-{len(sent)}", now + LIFETIME)
+
+    vault = Vault(MemoryCredentials(), runner="a")
+
+    async def token(source: str) -> str:
+        return await vault.access_token(ref, source, refresh, now=lambda: now, early=EARLY)
+
+    assert await token("first") == "at-1"
+    now += LIFETIME  # expired: refreshed with the rotated grant
+    assert await token("first") == "at-2"
+    assert sent == ["first", "rt-1"]
+    await vault.hand_in(ref, "first", now)  # known to the store's chain: spent already
+    now += LIFETIME
+    assert await token("first") == "at-3"
+    assert sent == ["first", "rt-1", "rt-2"]
+    stored = await vault.store.load(ref)
+    assert stored is not None and stored.needs_authorization is None
+
+
+async def test_a_used_grant_handed_in_for_a_tenant_needing_authorisation_is_a_conflict() -> None:
+    ref, now = GrantRef("crm", "acme"), START
+    store = MemoryCredentials()
+    await store.save(ref, refused(handed_in("spent", now), Reauthorize.REFRESH_LOST, now))
+    vault = Vault(store, runner="a")
+    with pytest.raises(Conflict, match="hand in the grant of a new authorisation"):
+        await vault.hand_in(ref, "spent", now)
+    await vault.hand_in(ref, "new", now)  # a new authorisation replaces it
+    stored = await store.load(ref)
+    assert stored is not None and stored.refresh_token == "new" and not stored.needs_authorization

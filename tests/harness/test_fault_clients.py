@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from integration.faults.clients import Fault, parse_fault
+from integration.faults.clients import Fault, FaultyClients, parse_fault
 from integration.faults.runner import faults_of
 
 
@@ -18,6 +18,7 @@ from integration.faults.runner import faults_of
         ("hold@commit,seconds=0.3", Fault("hold", "commit", times=None, seconds=0.3)),
         ("abortable@send_offsets,times=every", Fault("abortable", "send_offsets", times=None)),
         ("lose-state@begin,after=2", Fault("lose-state", "begin", after=2)),
+        ("crash@grant,after=4", Fault("crash", "grant", after=4)),
     ],
 )
 def test_a_spec_reads_as_the_fault_it_names(spec: str, expected: Fault) -> None:
@@ -42,6 +43,7 @@ def test_a_spec_reads_as_the_fault_it_names(spec: str, expected: Fault) -> None:
         ("crash@commit,seconds=1", "seconds= is for hold only"),
         ("fatal@committed", "librdkafka reports no error after a commit that succeeded"),
         ("lose-state@commit", "lose-state: strikes at begin only"),
+        ("abortable@grant", "a grant's write is no transaction's; use crash or hold"),
     ],
 )
 def test_a_bad_spec_says_what_is_wrong(spec: str, message: str) -> None:
@@ -88,3 +90,41 @@ def test_bad_runner_options_end_with_a_usage_error(
         faults_of(["--config", "r.yaml", *argv])
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+class Exited(Exception):
+    """What the test's ``exit`` raises instead of ending the process."""
+
+
+def test_crash_at_grant_strikes_before_the_grant_that_follows_a_claim_reaches_librdkafka() -> None:
+    exits: list[int] = []
+
+    def exit_(code: int) -> None:
+        exits.append(code)
+        raise Exited
+
+    clients = FaultyClients([Fault("crash", "grant", after=1)], prefix="p", exit=exit_)
+    # No broker: records only wait in librdkafka's queue, and the strike comes before that.
+    producer = clients.producer({"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
+    queued = []
+
+    def produce(key: str) -> None:
+        producer.produce("p.credentials", b"v", key.encode(), partition=0)
+        queued.append(key)  # not reached when the fault strikes: librdkafka never got it
+
+    produce("grant/crm/acme")  # handed in from the source: no claim before it
+    produce("claim/crm/acme/0")
+    produce("grant/crm/acme")  # the first rotation: let through (after=1)
+    produce("claim/crm/globex/0")
+    produce("claim/crm/acme/1")
+    producer.produce("p.state", b"v", b"grant/crm/acme")  # another topic: not a grant
+    with pytest.raises(Exited):
+        produce("grant/crm/acme")  # the second rotation, of a claim two records back
+    assert exits == [137]
+    assert queued == [
+        "grant/crm/acme", "claim/crm/acme/0", "grant/crm/acme", "claim/crm/globex/0",
+        "claim/crm/acme/1",
+    ]  # fmt: skip
+    assert clients.struck == ["crash@grant of crm/acme, grant write 2 after a claim"]
+    produce("grant/crm/globex")  # times=1: struck once
+    assert exits == [137]

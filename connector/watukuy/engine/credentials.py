@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
 from watukuy.core import grants
-from watukuy.core.errors import NeedsAuthorization, Retriable
+from watukuy.core.errors import Conflict, NeedsAuthorization, Retriable
 from watukuy.core.grants import Claim, Grant, GrantRef, Reauthorize, TokenAnswer
 from watukuy.store.credentials import CredentialStore
 from watukuy.store.credentials.memory import MemoryCredentials
@@ -112,10 +112,21 @@ class Vault:
 
     async def hand_in(self, ref: GrantRef, refresh_token: str, now: float) -> None:
         """A grant handed in over REST (a re-authorisation): saved as the newest, so every
-        runner uses it from its next poll."""
+        runner uses it from its next poll. A grant the stored chain already holds is not a new
+        authorisation but one the store has (the tenants source handed it in first, and it may
+        be spent since): it changes nothing, and :class:`Conflict` says so when the tenant
+        still needs authorising."""
         tenant = self._tenants.setdefault(ref, _Tenant())
         async with tenant.lock:
             stored = await self.store.load(ref)
+            if stored is not None and grants.digest(refresh_token) in stored.chain:
+                if stored.needs_authorization is not None:
+                    raise Conflict(
+                        f"tenant {ref.tenant!r}: this grant was handed in before and may be "
+                        "spent; hand in the grant of a new authorisation"
+                    )
+                log.info("%s: the grant handed in is already in use here; nothing changes", ref.key)
+                return
             grant = grants.handed_in(refresh_token, now, replacing=stored)
             await self.store.save(ref, grant)
             tenant.grant = grant

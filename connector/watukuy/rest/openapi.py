@@ -94,6 +94,7 @@ def _key_operations() -> dict[str, dict[str, Any]]:
             "shown again), and the tenant's keys on every stream resume",
             ACCEPTED,
             parameters=P,
+            errors=(409,),  # a grant the store holds already, for a tenant needing authorising
             operation_id="putPartitionCredentials",
             body=object_schema(
                 {"refresh_token": {"type": "string", "minLength": 1, "maxLength": 8192}},

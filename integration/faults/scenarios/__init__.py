@@ -1,6 +1,7 @@
 """The scenarios, in the order the table lists them. Each module exports ``NAME`` and
-``run(ctx: FaultContext, profile: str) -> Result`` (short profile <= 30 s, full <= 5 min).
-Add one import and one list entry per module."""
+``run(ctx: FaultContext, profile: str) -> Result`` (short profile <= 30 s, full <= 5 min); a
+module with ``IN_CI = False`` is left out of CI's short profile (``tests/integration/
+test_faults.py``). Add one import and one list entry per module."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from integration.faults.scenarios import (
     s13_local_state,
     s14_unowned,
     s15_backfill,
+    s16_grant_crashes,
 )
 
 SCENARIOS: list[ModuleType] = [
@@ -40,4 +42,5 @@ SCENARIOS: list[ModuleType] = [
     s13_local_state,
     s14_unowned,
     s15_backfill,
+    s16_grant_crashes,
 ]
