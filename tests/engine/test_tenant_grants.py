@@ -7,6 +7,7 @@ a grant handed in resumes them; a refresh whose answer never reached the store i
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,7 +18,7 @@ from integration.simulator.identity import CLIENT_ID, CLIENT_SECRET
 from watukuy import Engine, FakeClock
 from watukuy.config import parse_config
 from watukuy.control.keystatus import key_status
-from watukuy.core.grants import Claim, GrantRef, Reauthorize
+from watukuy.core.grants import Claim, GrantRef, Reauthorize, TokenAnswer
 from watukuy.core.lifecycle import TaskState
 from watukuy.engine.credentials import Vault
 from watukuy.store.credentials.memory import MemoryCredentials
@@ -192,3 +193,40 @@ async def test_a_refresh_whose_answer_never_reached_the_store_is_reported_not_re
         assert lost is not None and lost.needs_authorization is Reauthorize.REFRESH_LOST
         errors = {i.last_error for i in engine.inspect() if i.partition == tenant}
         assert all(e and "lost to a crash" in e for e in errors), errors
+
+
+class SlowReadBack(MemoryCredentials):
+    """A claim is in the store's log at once and read back only when told (a slow broker)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read_back = asyncio.Event()
+
+    async def claim(self, claim: Claim) -> Claim:
+        first = await super().claim(claim)
+        await self.read_back.wait()
+        return first
+
+
+async def test_a_poll_cancelled_while_its_claim_is_read_back_still_refreshes_the_grant() -> None:
+    # A fetch timing out (asyncio.timeout cancels the poll) while the claim it wrote is read
+    # back must not leave the first claim with nobody refreshing: every other caller would
+    # wait for its answer and, after lost_after, park the tenant as a lost refresh, although
+    # the grant was never sent to the provider.
+    store, ref, sent = SlowReadBack(), GrantRef("crm", "acme"), []
+
+    async def refresh(token: str) -> TokenAnswer:
+        sent.append(token)
+        return TokenAnswer("at_new", "rt_second", START + LIFETIME)
+
+    first = Vault(store, runner="a", lost_after=60.0, wait_max=0.0)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.05):
+            await first.access_token(ref, "rt_first", refresh, now=lambda: START, early=EARLY)
+    store.read_back.set()
+    await first.close()  # refreshes under way store what they got
+    other = Vault(store, runner="b", lost_after=60.0, wait_max=0.0)
+    later = START + 61  # past lost_after
+    token = await other.access_token(ref, "rt_first", refresh, now=lambda: later, early=EARLY)
+    assert sent == ["rt_first"]
+    assert token == "at_new"
