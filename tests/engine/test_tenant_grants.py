@@ -7,6 +7,7 @@ a grant handed in resumes them; a refresh whose answer never reached the store i
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -241,3 +242,40 @@ async def test_a_used_grant_handed_in_for_a_tenant_needing_authorisation_is_a_co
     await vault.hand_in(ref, "new", now)  # a new authorisation replaces it
     stored = await store.load(ref)
     assert stored is not None and stored.refresh_token == "new" and not stored.needs_authorization
+
+
+class SlowReadBack(MemoryCredentials):
+    """A claim is in the store's log at once and read back only when told (a slow broker)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read_back = asyncio.Event()
+
+    async def claim(self, claim: Claim) -> Claim:
+        first = await super().claim(claim)
+        await self.read_back.wait()
+        return first
+
+
+async def test_a_poll_cancelled_while_its_claim_is_read_back_still_refreshes_the_grant() -> None:
+    # A fetch timing out (asyncio.timeout cancels the poll) while the claim it wrote is read
+    # back must not leave the first claim with nobody refreshing: every other caller would
+    # wait for its answer and, after lost_after, park the tenant as a lost refresh, although
+    # the grant was never sent to the provider.
+    store, ref, sent = SlowReadBack(), GrantRef("crm", "acme"), []
+
+    async def refresh(token: str) -> TokenAnswer:
+        sent.append(token)
+        return TokenAnswer("at_new", "rt_second", START + LIFETIME)
+
+    first = Vault(store, runner="a", lost_after=60.0, wait_max=0.0)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.05):
+            await first.access_token(ref, "rt_first", refresh, now=lambda: START, early=EARLY)
+    store.read_back.set()
+    await first.close()  # refreshes under way store what they got
+    other = Vault(store, runner="b", lost_after=60.0, wait_max=0.0)
+    later = START + 61  # past lost_after
+    token = await other.access_token(ref, "rt_first", refresh, now=lambda: later, early=EARLY)
+    assert sent == ["rt_first"]
+    assert token == "at_new"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import urllib.error
 import urllib.request
@@ -12,12 +13,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from integration import runners
-from integration.demo_pieces import runner_config
+from integration.demo_pieces import Simulator, runner_config
 from integration.demo_pieces import write_config as write_yaml
 from integration.processes import free_port
 from integration.runners import ROOT, RunnerProcess, assignments, runner_env
 
-__all__ = ["ROOT", "Runner", "assignments", "free_port", "runner_env", "wait_for", "write_config"]
+__all__ = [
+    "ROOT",
+    "Runner",
+    "admin",
+    "assignments",
+    "free_port",
+    "runner_env",
+    "wait_for",
+    "write_config",
+]
 
 T = TypeVar("T")
 
@@ -58,3 +68,13 @@ def rest_healthy(port: int) -> bool:
             return bool(answer.status == 200)
     except (OSError, urllib.error.HTTPError):
         return False
+
+
+def admin(simulator: Simulator, path: str, body: Any = None, method: str = "GET") -> Any:
+    """The simulator's admin API (``/_admin`` + ``path``): its JSON answer, ``None`` if empty."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"{simulator.base_url}/_admin{path}", data, method=method)
+    request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        text = answer.read()
+    return json.loads(text) if text else None

@@ -7,9 +7,7 @@ and no item is published twice."""
 from __future__ import annotations
 
 import itertools
-import json
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ import yaml
 from integration.demo import Simulator, runner_config
 from integration.demo import write_config as write_runner_config
 from tests.integration.kafka_support import read_topic
-from tests.integration.runners import Runner, runner_env, wait_for
+from tests.integration.runners import Runner, admin, runner_env, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 TENANTS = 2
@@ -41,15 +39,6 @@ def windows(page_size: int = 2) -> dict[str, Any]:
             stream["request"]["query"]["limit"] = page_size
     connector["defaults"]["schedule"] = {"min": "1s", "max": "2s"}
     return connector
-
-
-def admin(simulator: Simulator, path: str, body: Any = None, method: str = "GET") -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"{simulator.base_url}/_admin{path}", data, method=method)
-    request.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        text = answer.read()
-    return json.loads(text) if text else None
 
 
 def runner(

@@ -77,7 +77,7 @@ class Vault:
         self._lost_after = lost_after
         self._wait_max = wait_max
         self._tenants: dict[GrantRef, _Tenant] = {}
-        self._refreshing: set[asyncio.Future[Grant]] = set()
+        self._refreshing: set[asyncio.Future[tuple[Claim, Grant | None]]] = set()
         self._on_refresh = on_refresh
         """Told each refresh's result (``ok``, ``refused``, ``lost``, ``failed``), for metrics."""
 
@@ -164,18 +164,37 @@ class Vault:
         the first claim's caller stores. ``keep``: the current access token is still good, so
         a caller whose claim lost goes on with it rather than wait."""
         mine = Claim(ref, grant.serial, uuid.uuid4().hex, self._runner, now())
-        first = await self.store.claim(mine)
-        if first.attempt != mine.attempt:
-            if keep:
-                return grant
-            return await self._awaited(ref, tenant, grant, first, now)
-        # The refresh and its save finish even if this poll is cancelled (its fetch timed out,
-        # or the runner stops): once the provider may have rotated the grant, only the save
-        # keeps the new one, and the vault's close waits for it.
-        task = asyncio.ensure_future(self._refresh(ref, tenant, grant, refresh, now))
+        # The claim, the refresh and its save finish even if this poll is cancelled (its fetch
+        # timed out, or the runner stops): a claim in the store may be the first, and then
+        # every other caller waits for its answer (a claim never answered is a lost refresh);
+        # once the provider may have rotated the grant, only the save keeps the new one. The
+        # vault's close waits for them.
+        task = asyncio.ensure_future(
+            self._claim_and_refresh(ref, tenant, grant, mine, refresh, now)
+        )
         self._refreshing.add(task)
         task.add_done_callback(self._refreshing.discard)
-        return await asyncio.shield(task)
+        first, refreshed = await asyncio.shield(task)
+        if refreshed is not None:
+            return refreshed
+        if keep:
+            return grant
+        return await self._awaited(ref, tenant, grant, first, now)
+
+    async def _claim_and_refresh(
+        self,
+        ref: GrantRef,
+        tenant: _Tenant,
+        grant: Grant,
+        mine: Claim,
+        refresh: Refresh,
+        now: Clock,
+    ) -> tuple[Claim, Grant | None]:
+        """The first claim for ``grant``'s serial, and the refreshed grant if it is ``mine``."""
+        first = await self.store.claim(mine)
+        if first.attempt != mine.attempt:
+            return first, None
+        return first, await self._refresh(ref, tenant, grant, refresh, now)
 
     async def _refresh(
         self, ref: GrantRef, tenant: _Tenant, grant: Grant, refresh: Refresh, now: Clock
