@@ -74,6 +74,7 @@ def view(p: Poller | None = None, s: PartitionState | None = None) -> KeyView:
 def test_the_per_key_operations() -> None:
     assert list(KEY_OPERATIONS) == [
         "trigger",
+        "wake",
         "pause",
         "resume",
         "backfill",
@@ -156,6 +157,7 @@ VALUES: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "adopt": st.just({}),
     "pause_child": st.just({}),
     "resume_child": st.just({}),
+    "wake": st.just({}),
 }
 
 

@@ -279,6 +279,15 @@ _OFFSET_SCHEMA = {
 
 _KEY_OPERATIONS = (
     KeyOperation("trigger", "poll the key now", apply_state=_trigger),
+    # Written by a webhook's route for the key's owner: a trigger that says why, so its commit
+    # is timed from the webhook (watukuy_webhook_wake_seconds). Always a command record, even
+    # for a key held where the webhook arrived, so an accepted webhook survives a crash.
+    KeyOperation(
+        "wake",
+        "poll the key now: a vendor's webhook said it changed",
+        apply_state=_trigger,
+        partition_route=False,
+    ),
     KeyOperation("pause", "stop polling the key until it is resumed", apply_state=_pause),
     KeyOperation("resume", "poll the key again", apply_state=_resume),
     KeyOperation(

@@ -67,6 +67,8 @@ class KeyRuntime:
     takeover's first polls are the backlog the engine's watchers wait for."""
     key: str = field(init=False)
     """``poller/partition``, made once: a poll looks its key up several times."""
+    woken_at: float | None = None
+    """When the earliest webhook not yet served woke it (its wake command's ``issued_at``)."""
 
     def __post_init__(self) -> None:
         self.key = self.state.key
@@ -79,6 +81,11 @@ class KeyRuntime:
     def move(self, to: KeyPhase) -> None:
         """Go to ``to``; ``IllegalTransition`` if the lifecycle table has no such move."""
         self.phase = lifecycle.move(self.phase, to, self.key)
+
+    def woke(self, at: float) -> None:
+        """A webhook woke it at ``at``: timed until its next commit (the earliest counts)."""
+        if self.woken_at is None or at < self.woken_at:
+            self.woken_at = at
 
     def applied(self, commit: KeyCommit) -> None:
         """The store accepted ``commit``: take it in by the stores' own rule (a snapshot not

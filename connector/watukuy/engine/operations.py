@@ -22,6 +22,7 @@ from typing import Any
 from watukuy.core.changes import detect
 from watukuy.core.errors import ConfigError, Conflict
 from watukuy.core.events import Event
+from watukuy.core.keys import key_text
 from watukuy.core.lifecycle import KeyPhase, Target
 from watukuy.core.operations import Effect, KeyOperation, KeyView, key_operation
 from watukuy.core.poll import fresh_state
@@ -157,6 +158,10 @@ class Operations:
         # Sent for a key the sender listed: if this listing lacks it yet, list again now.
         await self._roster.list_for_command(command.poller, key)
         await self.apply(op, command.poller, key, values, command.id)
+        if op.name == "wake":  # timed from the webhook to the commit it causes
+            runtime = self._roster.runtime_of(key_text(command.poller, key))
+            if runtime is not None:
+                runtime.woke(command.issued_at)
 
     # -- retry --------------------------------------------------------------------------------
 

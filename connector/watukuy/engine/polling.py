@@ -352,6 +352,10 @@ class KeyPoller:
         meanwhile must not grow series again."""
         decision = page.decision
         self._observed(runtime, page.step, page.outcome, decision, page.fetched, page.responses)
+        if runtime.woken_at is not None:
+            waited = self._roster.clock.now() - runtime.woken_at
+            runtime.woken_at = None
+            self._observer.wake_served(runtime.poller.name, runtime.partition.key, waited)
         self._circuit_moved(runtime, page.circuit, page.begun, decision)
         if isinstance(decision, Trip):
             log.warning("%s: circuit opened: %s", runtime.key, decision.reason)

@@ -65,6 +65,7 @@ __all__ = ["PrometheusObserver"]
 _REQUEST_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _WAIT_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0)
 _COMMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_WAKE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 _RESTORE_BUCKETS = (0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 Pollers = Callable[[], Mapping[str, Poller]]
@@ -172,6 +173,12 @@ class PrometheusObserver(Observer):
         " (a hanging one: only an administrator's abort ends it), at this instance's last"
         " look.",
         "topic",
+    )
+    wakes = poller_histogram(
+        "watukuy_webhook_wake_seconds",
+        "From a webhook's wake accepted (202) to the first commit of the key it woke.",
+        POLLER,
+        buckets=_WAKE_BUCKETS,
     )
     grant_refreshes = counter(
         "watukuy_grant_refreshes",
@@ -380,6 +387,9 @@ class PrometheusObserver(Observer):
 
     def partitions_unowned(self, kafka_partitions: tuple[int, ...]) -> None:
         self.unowned.set(len(kafka_partitions))
+
+    def wake_served(self, poller: str, partition: str, seconds: float) -> None:
+        self._observe(self.wakes, poller, seconds)
 
     def grant_refreshed(self, ref: GrantRef, result: str) -> None:
         """A tenant's grant refreshed (``ok``, ``failed``), refused or lost, or handed in."""

@@ -1,0 +1,57 @@
+"""A webhook's ``wake`` (issue 46): a command record for the key's owner that polls the key now,
+on a schedule that would not poll it for minutes, and is timed from the webhook to the commit
+it causes. Several wakes before that poll make one poll, not one each."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.engine.support import Env
+from watukuy import MemoryStore
+from watukuy.core.commands import Command
+from watukuy.core.observe import Observer
+
+pytestmark = pytest.mark.unit
+
+
+class Inbox(MemoryStore):
+    """Commands sent come back to this engine, as Kafka hands a key's owner its records."""
+
+    async def send_command(self, command: Command) -> None:
+        self._handed.append(command)
+
+
+class Wakes(Observer):
+    def __init__(self) -> None:
+        self.served: list[tuple[str, str, float]] = []
+        self.polls: list[str] = []
+
+    def wake_served(self, poller: str, partition: str, seconds: float) -> None:
+        self.served.append((poller, partition, seconds))
+
+    def poll_decided(
+        self, poller: str, partition: str, lane: str, kind: object, seconds: float
+    ) -> None:
+        self.polls.append(partition)
+
+
+async def test_a_wake_polls_the_key_now_once_and_is_timed_to_its_commit(env: Env) -> None:
+    store, wakes = Inbox(), Wakes()
+    engine = env.make_engine(env.make_poller(schedule={"min": "15m", "max": "15m"}), store=store,
+                             observers=[wakes])  # fmt: skip
+    tenant = env.tid(0)
+    async with engine:
+        await engine.tick()  # every key's first poll
+        wakes.polls.clear()
+        env.clock.advance(60)
+        await engine.tick()
+        assert wakes.polls == []  # not due for 14 minutes
+        env.sim.update_item(tenant, env.sim.items(tenant)[0]["id"], amount=2.0)
+        issued = env.clock.now()
+        for _ in range(3):  # the vendor sent three webhooks for it
+            await store.send_command(Command.issue("wake", "invoices", tenant, {}, issued))
+        env.clock.advance(0.25)
+        await engine.tick()
+    assert wakes.polls == [tenant]  # once, not three times; no other tenant
+    assert [(p, k) for p, k, _ in wakes.served] == [("invoices", tenant)]
+    assert wakes.served[0][2] == pytest.approx(0.25)
