@@ -29,6 +29,7 @@ BESIDE_THE_REST = {
     "test_child_on_change_kafka.py",
     "test_child_on_change_kill.py",
     "test_child_streams_kill.py",
+    "test_credentials_kafka.py",
     "test_credentials_runner.py",
     "test_faults.py",
     "test_failover.py",
