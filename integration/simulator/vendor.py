@@ -454,8 +454,10 @@ class VendorSimulator:
         parents: list[str] = []
         kind, child = COLLECTIONS[name], record_id
         while kind.parent is not None:  # walk up: a comment's issue, then the issue's project
-            child = state.shelves[kind.name].parent_of[child]
-            parents.insert(0, child)
+            parent = state.shelves[kind.name].parent_of[child]
+            assert parent is not None  # a child collection's record always has one
+            parents.insert(0, parent)
+            child = parent
             kind = COLLECTIONS[kind.parent]
         change = Change(operation, state.tenant.id, name, record_id, tuple(parents))
         for listener in list(self.listeners):
