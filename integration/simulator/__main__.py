@@ -72,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     hooks.add_argument("--webhook-secret", metavar="S", help="signing secret (with a URL)")
     hooks.add_argument("--webhook-scheme", choices=SCHEMES, default="hmac", help="(hmac)")
     hooks.add_argument("--webhook-tenant-header", default="X-Tenant", help="(X-Tenant)")
+    hooks.add_argument(
+        "--webhook-events", default="*", metavar="P,P", help="types to send: issue.*,user.* (*)"
+    )
     return parser
 
 
@@ -95,6 +98,7 @@ def _subscribe_every_tenant(sim: VendorSimulator, args: argparse.Namespace) -> N
             args.webhook_secret,
             scheme=args.webhook_scheme,
             tenant_header=args.webhook_tenant_header,
+            events=tuple(args.webhook_events.split(",")),
         )
         sender.subscribe(subscription)
 

@@ -38,6 +38,7 @@ unsent, for tests of late and lossy webhooks. Every attempt is recorded (:class:
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import hashlib
 import hmac
 import json
@@ -76,8 +77,16 @@ class Subscription:
     timeout: float = 10.0
     delay: float = 0.0
     drop: float = 0.0
+    # Which types to send (fnmatch patterns), as a GitHub hook picks its events and a Stripe
+    # endpoint its ``enabled_events`` (where ``["*"]`` is every one).
+    events: tuple[str, ...] = ("*",)
 
     def __post_init__(self) -> None:
+        if isinstance(self.events, list):  # from JSON
+            object.__setattr__(self, "events", tuple(self.events))
+        events_ok = isinstance(self.events, tuple) and len(self.events) > 0
+        events_ok = events_ok and all(isinstance(e, str) and e for e in self.events)
+        require(events_ok, "events: a non-empty list of type patterns (issue.*)")
         require(isinstance(self.tenant, str) and self.tenant != "", "tenant: a tenant id")
         url_ok = isinstance(self.url, str) and self.url.startswith(("http://", "https://"))
         require(url_ok, "url: an http(s) URL")
@@ -91,6 +100,9 @@ class Subscription:
         require(_seconds(self.timeout) and self.timeout > 0, "timeout: seconds > 0")
         require(_seconds(self.delay), "delay: seconds >= 0")
         require(_seconds(self.drop) and self.drop <= 1, "drop: a share between 0 and 1")
+
+    def wants(self, event_type: str) -> bool:
+        return any(fnmatch.fnmatchcase(event_type, pattern) for pattern in self.events)
 
     @property
     def attempts(self) -> int:
@@ -109,7 +121,7 @@ class Subscription:
     def to_json(self) -> dict[str, Any]:
         """Everything but the secret, with ``retries`` resolved."""
         shown = {k: v for k, v in asdict(self).items() if k != "secret"}
-        return shown | {"retries": self.attempts - 1}
+        return shown | {"retries": self.attempts - 1, "events": list(self.events)}
 
 
 @dataclass(frozen=True)
@@ -193,8 +205,10 @@ class WebhookSender:
         subscription = self.subscriptions.get(change.tenant_id)
         if subscription is None:
             return
+        event = payload(change, f"evt_{self._events + 1:06d}", self._clock())
+        if not subscription.wants(event["type"]):
+            return
         self._events += 1
-        event = payload(change, f"evt_{self._events:06d}", self._clock())
         # Drawn here, in change order, so which events a seed drops does not hang on timing.
         dropped = subscription.drop > 0 and self._rng.random() < subscription.drop
         # Not started, or written from outside the loop: the next start sends it.

@@ -3,9 +3,10 @@
 Admin API (test control; not counted; ids are tenant ids):
 
 - ``POST /_admin/webhooks`` ``{"tenant", "url", "secret", "scheme"?, "tenant_header"?,
-  "retries"?, "backoff"?, "timeout"?, "delay"?, "drop"?}`` → 201, the subscription without
-  its secret (``retries`` resolved); subscribing again replaces it. An unknown tenant is a
-  404, a bad or unknown field a 400.
+  "retries"?, "backoff"?, "timeout"?, "delay"?, "drop"?, "events"?}`` (see
+  :class:`~.webhooks.Subscription`) → 201, the subscription without its secret (``retries``
+  resolved); subscribing again replaces it. An unknown tenant is a 404, a bad or unknown
+  field a 400.
 - ``DELETE /_admin/webhooks/{tenant_id}``: 204; 404 when it was not subscribed.
 - ``GET /_admin/webhooks?tenant=``: ``{"subscriptions": [...], "deliveries": [{"tenant",
   "event", "type", "attempt", "status", "error", "sent_at", "answered_at"}]}``, every

@@ -39,9 +39,11 @@ class Receiver:
     statuses: list[int] = field(default_factory=list)
     sleep: float = 0.0
     calls: list[tuple[dict[str, str], bytes, float]] = field(default_factory=list)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def handle(self, request: web.Request) -> web.Response:
         self.calls.append((dict(request.headers), await request.read(), time.time()))
+        self.arrived.set()
         if self.sleep:
             await asyncio.sleep(self.sleep)
         return web.Response(status=self.statuses.pop(0) if self.statuses else self.status)
@@ -166,6 +168,10 @@ async def test_unsubscribed_tenants_send_nothing(
     sim.delete_record("t_0001", "issues", first_issue(sim, "t_0001")["id"])
     await attach(sim).drain()
     assert [json.loads(body)["type"] for _, body, _ in receiver.calls] == ["issue.deleted"]
+    await subscribe(admin, tenant="t_0001", url=receiver.url, events=["project.*", "user.*"])
+    sim.update_item("t_0001", "it_00001", amount=2.5)  # an event it did not ask for
+    await attach(sim).drain()
+    assert len(receiver.calls) == 1
 
     async with admin.delete("/_admin/webhooks/t_0001") as resp:
         assert resp.status == 204
@@ -237,8 +243,10 @@ async def test_a_slow_receiver_does_not_block_the_mutation_loop(
     async with admin.get("/tenants") as resp:  # the vendor API answers meanwhile
         assert resp.status == 200
     assert time.monotonic() - started < 0.4
-    while len(receiver.calls) < 20 and time.monotonic() - started < 0.8:
-        await asyncio.sleep(0.01)
+    async with asyncio.timeout(0.8):
+        while len(receiver.calls) < 20:
+            receiver.arrived.clear()
+            await receiver.arrived.wait()
     assert len(receiver.calls) == 20 and await deliveries(admin) == []  # all still in flight
     await attach(sim).drain()
     assert len(await deliveries(admin)) == len([c for c in changes if c is not None]) == 20
@@ -269,6 +277,7 @@ async def test_the_admin_api_refuses_bad_subscriptions(admin: ClientSession) -> 
         ({k: v for k, v in good.items() if k != "secret"}, 400),
         (good | {"colour": "red"}, 400),
         (good | {"drop": 2}, 400),
+        (good | {"events": []}, 400),
         ([good], 400),
     ]:
         async with admin.post("/_admin/webhooks", json=body) as resp:
@@ -295,11 +304,11 @@ def test_the_command_line_subscribes_every_tenant(sim: VendorSimulator) -> None:
     _subscribe_every_tenant(sim, _parse([]))
     assert attach(sim).subscriptions == {}  # off unless asked for
     flags = ["--webhook-url", "http://h/w", "--webhook-secret", "s", "--webhook-scheme", "stripe"]
-    _subscribe_every_tenant(sim, _parse(flags))
+    _subscribe_every_tenant(sim, _parse([*flags, "--webhook-events", "issue.*,comment.*"]))
     subscriptions = attach(sim).subscriptions
     assert sorted(subscriptions) == [tenant.id for tenant in sim.tenants]
-    assert {(s.url, s.secret, s.scheme) for s in subscriptions.values()} == {
-        ("http://h/w", "s", "stripe")
+    assert {(s.url, s.secret, s.scheme, s.events) for s in subscriptions.values()} == {
+        ("http://h/w", "s", "stripe", ("issue.*", "comment.*"))
     }
     assert isinstance(sim.listeners[0], WebhookSender) and len(sim.listeners) == 1
     with pytest.raises(SystemExit):
