@@ -5,6 +5,8 @@
 Each tenant also has a tracker (``--projects``, ``--issues``, ``--comments``, ``--users``),
 and an OAuth2 identity provider whose client is ``--client-id``/``--client-secret`` and whose
 access tokens live ``--token-expires-in`` seconds (see :mod:`integration.simulator.identity_http`).
+With ``--webhook-url URL --webhook-secret S [--webhook-scheme hmac|stripe]`` every tenant there
+is at the start gets signed webhooks of its changes (see :mod:`integration.simulator.webhooks`).
 
 The first line on stdout is one JSON object, ``{"base_url": ..., "tenants": [{"id", "slug",
 "token"}]}``, so a script can read it and start polling; progress goes to stderr. It serves
@@ -26,6 +28,7 @@ from .app import running_simulator
 from .identity import CLIENT_ID, CLIENT_SECRET
 from .records import TrackerSizes
 from .vendor import VendorSimulator
+from .webhooks import SCHEMES, Subscription, attach
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m)?")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}
@@ -64,7 +67,40 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         help="make a random item change, and one tracker change, this often (off)",
     )
+    hooks = parser.add_argument_group("webhooks", "signed webhooks of every tenant's changes")
+    hooks.add_argument("--webhook-url", metavar="URL", help="POST them here (off)")
+    hooks.add_argument("--webhook-secret", metavar="S", help="signing secret (with a URL)")
+    hooks.add_argument("--webhook-scheme", choices=SCHEMES, default="hmac", help="(hmac)")
+    hooks.add_argument("--webhook-tenant-header", default="X-Tenant", help="(X-Tenant)")
+    hooks.add_argument(
+        "--webhook-events", default="*", metavar="P,P", help="types to send: issue.*,user.* (*)"
+    )
     return parser
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.webhook_url and not args.webhook_secret:
+        parser.error("--webhook-url needs --webhook-secret")
+    return args
+
+
+def _subscribe_every_tenant(sim: VendorSimulator, args: argparse.Namespace) -> None:
+    """Subscribe the tenants there are now (later ones opt in over the admin API)."""
+    if not args.webhook_url:
+        return
+    sender = attach(sim)
+    for tenant in sim.tenants:
+        subscription = Subscription(
+            tenant.id,
+            args.webhook_url,
+            args.webhook_secret,
+            scheme=args.webhook_scheme,
+            tenant_header=args.webhook_tenant_header,
+            events=tuple(args.webhook_events.split(",")),
+        )
+        sender.subscribe(subscription)
 
 
 async def _mutate(sim: VendorSimulator, every: float) -> None:
@@ -94,6 +130,7 @@ async def _serve(args: argparse.Namespace) -> None:
     )
     sim.identity.client_id, sim.identity.client_secret = args.client_id, args.client_secret
     sim.identity.configure(expires_in=args.token_expires_in)
+    _subscribe_every_tenant(sim, args)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -113,7 +150,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    asyncio.run(_serve(_parser().parse_args(argv)))
+    asyncio.run(_serve(_parse(argv)))
     return 0
 
 

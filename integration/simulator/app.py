@@ -37,7 +37,8 @@ quota per tenant across all of them), each record also carrying ``etag``:
     record deletes what is under it. A change to a child does not touch its parent.
 
 An OAuth2 identity provider (rotating refresh tokens, reuse revoking the authorisation) and a
-session login, with the APIs their tokens open: see :mod:`.identity_http`.
+session login, with the APIs their tokens open: see :mod:`.identity_http`. Signed webhooks
+when a subscribed tenant's records change, and their admin routes: see :mod:`.webhooks_http`.
 
 Admin API (test control; not counted, not rate-limited, never faulty; ids are tenant ids):
 
@@ -74,7 +75,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import identity_http, quotas, shapes, windows
+from . import identity_http, quotas, shapes, webhooks_http, windows
 from .paging import BadRequest, Page, lower_bound, parse_limit
 from .records import COLLECTIONS, Conflict, Item, NotFound
 from .vendor import VendorSimulator
@@ -116,6 +117,7 @@ def build_app(sim: VendorSimulator) -> web.Application:
     quotas.add_routes(routes, _list_shaped, Listing, _authorised)
     windows.add_routes(routes, _list_shaped, Listing)
     identity_http.add_routes(routes, sim, _list_authenticated)
+    webhooks_http.install(app, sim)
     return app
 
 

@@ -108,6 +108,19 @@ def collection(name: str) -> Collection:
 
 
 @dataclass(frozen=True)
+class Change:
+    """One write to a tenant's records, as the model tells its listeners (the webhook sender):
+    ``operation`` is ``created``, ``updated`` or ``deleted``; ``parents`` are the record's
+    ancestors' ids, outermost first (an issue's project; a comment's project and issue)."""
+
+    operation: str
+    tenant_id: str
+    collection: str
+    record_id: str
+    parents: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class TrackerSizes:
     """How many tracker records each new tenant starts with; all zero gives none."""
 

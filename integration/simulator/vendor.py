@@ -30,6 +30,7 @@ from .poison import poison_kind, poisoned
 from .records import (
     COLLECTIONS,
     Admission,
+    Change,
     Conflict,
     Faults,
     Item,
@@ -114,6 +115,10 @@ class VendorSimulator:
         self._by_slug: dict[str, Tenant] = {}  # every request looks its tenant up by slug
         self._next_tenant = 1
         self._total_requests = 0
+        # Told of every create, update and delete, after the write (a delete: before, so the
+        # record's lineage is still known). The webhook sender listens here, so the model
+        # knows nothing of HTTP; a listener must neither block nor raise.
+        self.listeners: list[Callable[[Change], None]] = []
         for _ in range(tenants):
             self.add_tenant()
 
@@ -206,6 +211,7 @@ class VendorSimulator:
         else:
             generated = generate(name, self._tracker_rng, _emails(state))
         shelf.put(make_item(record_id, stamp, generated | fields), parent)
+        self._changed(state, "created", name, record_id)
         return self._admin_json(shelf, shelf.by_id[record_id])
 
     def update_record(
@@ -220,12 +226,16 @@ class VendorSimulator:
         current = self._record(state, name, record_id)
         shelf = state.shelves[name]
         shelf.put(make_item(record_id, self._stamp(state), current.fields | fields), None)
+        self._changed(state, "updated", name, record_id)
         return self._admin_json(shelf, shelf.by_id[record_id])
 
     def delete_record(self, tenant_id: str, name: str, record_id: str) -> None:
         """Delete a record and, as a tracker does, everything under it (an issue's comments)."""
         state = self._state(tenant_id)
         self._record(state, collection(name).name, record_id)
+        # One change for the record named; what goes with it (its comments) is implied, as a
+        # vendor sends one ``issue.deleted``.
+        self._changed(state, "deleted", name, record_id)
         self._remove(state, name, record_id)
 
     def page(
@@ -439,6 +449,19 @@ class VendorSimulator:
                 for item in state.shelves[child.name].under(record_id):
                     self._remove(state, child.name, item.id)
         state.shelves[name].remove(record_id)
+
+    def _changed(self, state: _TenantState, operation: str, name: str, record_id: str) -> None:
+        parents: list[str] = []
+        kind, child = COLLECTIONS[name], record_id
+        while kind.parent is not None:  # walk up: a comment's issue, then the issue's project
+            parent = state.shelves[kind.name].parent_of[child]
+            assert parent is not None  # a child collection's record always has one
+            parents.insert(0, parent)
+            child = parent
+            kind = COLLECTIONS[kind.parent]
+        change = Change(operation, state.tenant.id, name, record_id, tuple(parents))
+        for listener in list(self.listeners):
+            listener(change)
 
     def _admin_json(self, shelf: Shelf, item: Item) -> dict[str, Any]:
         body = item.to_json()
