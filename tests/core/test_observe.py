@@ -111,7 +111,7 @@ def test_every_observer_hook_is_a_no_op_and_the_fanout_forwards_each() -> None:
         for name in vars(Observer)
         if not name.startswith("_") and callable(getattr(Observer, name))
     ]
-    assert len(hooks) == 18
+    assert len(hooks) == 19
     plain, both = Observer(), Fanout([Recording(), Recording()])
     for name in hooks:
         arity = getattr(Observer, name).__code__.co_argcount - 1

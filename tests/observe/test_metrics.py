@@ -95,6 +95,8 @@ def exercise(observer: PrometheusObserver) -> None:
     observer.partitions_unowned((3,))
     observer.grant_refreshed(GrantRef("invoices", "t_1"), "ok")
     observer.grant_refreshed(GrantRef("invoices", "t_2"), "refused")
+    observer.webhook_received("invoices", "accepted")
+    observer.wake_served("invoices", "t_1", 0.3)
     observer.circuit_moved("invoices", "t_2", "closed", "open")
     observer.budget_waited("vendor", "invoices", "t_1", "live", 0.25, 3.0)
     observer.transaction_done(True, 0.05, 12, None)
@@ -136,6 +138,8 @@ def test_names_follow_prometheus_rules() -> None:
         "watukuy_hanging_transactions",
         "watukuy_unowned_partitions",
         "watukuy_grant_refreshes",
+        "watukuy_webhooks",
+        "watukuy_webhook_wake_seconds",
         "watukuy_tenants_needing_authorization",
         "process_cpu_seconds",
         "process_resident_memory_bytes",

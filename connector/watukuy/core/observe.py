@@ -221,6 +221,10 @@ class Observer:
         than a session timeout, as of this instance's last look (none: an empty tuple); see
         :mod:`watukuy.core.ownership`."""
 
+    def webhook_received(self, connector: str, result: str) -> None:
+        """A webhook was answered: ``result`` is ``accepted``, ``bad_signature``,
+        ``unknown_tenant``, ``unknown_key``, ``bad_body``, ``too_large`` or ``unavailable``."""
+
     def wake_served(self, poller: str, partition: str, seconds: float) -> None:
         """The first commit of a key after a webhook woke it, ``seconds`` after the webhook's
         wake was accepted (on the instance that answered it)."""

@@ -174,6 +174,14 @@ class PrometheusObserver(Observer):
         " look.",
         "topic",
     )
+    webhooks = counter(
+        "watukuy_webhooks",
+        "Webhooks answered by this instance, by connector and result: accepted (its wakes are"
+        " in Kafka), bad_signature (401), unknown_tenant / unknown_key (202, nothing woken),"
+        " bad_body, too_large (413), unavailable (503: Kafka did not take the wake).",
+        "connector",
+        "result",
+    )
     wakes = poller_histogram(
         "watukuy_webhook_wake_seconds",
         "From a webhook's wake accepted (202) to the first commit of the key it woke.",
@@ -387,6 +395,9 @@ class PrometheusObserver(Observer):
 
     def partitions_unowned(self, kafka_partitions: tuple[int, ...]) -> None:
         self.unowned.set(len(kafka_partitions))
+
+    def webhook_received(self, connector: str, result: str) -> None:
+        self.webhooks.labels(connector, result).inc()
 
     def wake_served(self, poller: str, partition: str, seconds: float) -> None:
         self._observe(self.wakes, poller, seconds)
