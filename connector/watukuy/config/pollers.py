@@ -12,6 +12,7 @@ from typing import Any
 from watukuy.core.errors import ConfigError
 from watukuy.core.poller import Poller
 from watukuy.core.validation import check_keys, kind
+from watukuy.core.webhookset import webhook_of
 from watukuy.declarative import compile_connector_entry
 from watukuy.options.imports import REFERENCE, import_object
 from watukuy.options.secrets import Secrets
@@ -68,9 +69,11 @@ def load_pollers(
     pollers: list[Poller] = []
     sources: list[PollerSource] = []
     seen: dict[str, int] = {}
+    routes: dict[str, int] = {}
     for index, entry in enumerate(raw):
         where = f"pollers[{index}]"
         loaded, source = _load_one(entry, where, secrets, base_dir)
+        _one_route(loaded, routes, index)
         for poller in loaded:  # a connector with streams is one poller per stream
             if poller.name in seen:
                 raise ConfigError(
@@ -81,6 +84,19 @@ def load_pollers(
             pollers.append(poller)
             sources.append(source)
     return pollers, tuple(sources)
+
+
+def _one_route(loaded: Sequence[Poller], routes: dict[str, int], index: int) -> None:
+    """A webhook path belongs to one connector: a second is refused at its ``webhook.path``."""
+    spec = webhook_of(loaded[0]) if loaded else None
+    if spec is None:
+        return
+    if spec.path in routes:
+        raise ConfigError(
+            f"{spec.path!r} is also the webhook path of pollers[{routes[spec.path]}]",
+            f"pollers[{index}].webhook.path",
+        )
+    routes[spec.path] = index
 
 
 def entry_indexes(sources: Sequence[PollerSource]) -> list[int]:

@@ -13,12 +13,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["POLLER_NAME", "KeyId", "key_text"]
+__all__ = ["POLLER_NAME", "KeyId", "key_part", "key_text"]
 
 POLLER_NAME = re.compile(r"[A-Za-z0-9._-]+")
 """What a poller's (and a connector's) name may hold."""
 
 _SEPARATOR = "/"
+
+
+def key_part(value: object) -> str | None:
+    """``value`` as one part of a partition key (a fan-out value, a webhook's child key), or
+    ``None`` when it cannot be one: not text or an integer (a bool is not one), empty, or
+    holding ``/``, which would make the key ambiguous."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    text = str(value)
+    return text if text and _SEPARATOR not in text else None
 
 
 def key_text(poller: str, partition: str) -> str:

@@ -34,6 +34,7 @@ from watukuy.declarative.sources import parse_partitions
 from watukuy.declarative.status import parse_on_status
 from watukuy.declarative.templates import Template, compile_template
 from watukuy.declarative.values import duration, section
+from watukuy.declarative.webhooks import attach_webhook
 from watukuy.http import Transport
 from watukuy.options.declarative import CONNECTOR_ONLY, STREAM_ONLY, default_of
 from watukuy.options.secrets import Written
@@ -69,7 +70,8 @@ def compile_poller(
             raise ConfigError(_ONLY[key], f"{where}.{key}")
     written = written or {}
     partitions, refresh = _partitions(given.get("partitions"), where, base_dir, transport, written)
-    return _compile(given, where, base_dir, written, (partitions, refresh), None, parents)
+    poller = _compile(given, where, base_dir, written, (partitions, refresh), None, parents)
+    return attach_webhook([poller], given, where)[0]
 
 
 _ONLY = {

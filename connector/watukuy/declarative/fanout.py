@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from watukuy.core.errors import ConfigError
+from watukuy.core.keys import key_part
 from watukuy.core.partitions import normalise
 from watukuy.core.paths import Path, parse_path
 from watukuy.core.poller import Partition
@@ -66,7 +67,7 @@ class FanEntry:
             return []
         out = []
         for value in found:
-            text = _key_part(value)
+            text = key_part(value)
             if text is None:
                 log.warning(
                     "%s: a value of tenant %r cannot be part of a key (not text, empty or "
@@ -77,13 +78,6 @@ class FanEntry:
             else:
                 out.append(text)
         return list(dict.fromkeys(out))
-
-
-def _key_part(value: object) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        return None
-    text = str(value)
-    return text if text and "/" not in text else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +153,7 @@ def _static(values: object, where: str) -> tuple[str, ...]:
         raise ConfigError(f"must be a non-empty list of values, got {kind(values)}", where)
     out = []
     for index, value in enumerate(values):
-        text = _key_part(value)
+        text = key_part(value)
         if text is None:
             raise ConfigError(
                 "must be a string or a number, not empty, without '/' (it ends a key)",

@@ -39,8 +39,9 @@ from watukuy.declarative.compiler import compile_poller, compile_stream
 from watukuy.declarative.parent import check_deletion_keys, compile_parent, depths
 from watukuy.declarative.shared import Shared, SharedListing
 from watukuy.declarative.sources import parse_partitions
+from watukuy.declarative.webhooks import attach_webhook
 from watukuy.http import Transport
-from watukuy.options.declarative import CONNECTOR_ONLY, children, key_doc
+from watukuy.options.declarative import CONNECTOR_ONLY, ENTRY_ONLY, children, key_doc
 from watukuy.options.secrets import Written
 
 __all__ = ["STREAM_NAME", "compile_connector_entry", "template_warnings"]
@@ -48,7 +49,7 @@ __all__ = ["STREAM_NAME", "compile_connector_entry", "template_warnings"]
 STREAM_NAME = re.compile(r"[A-Za-z0-9_-]+")
 """A stream's name has no dot, so ``<connector>.<stream>`` splits at its last dot."""
 
-_CONNECTOR_KEYS = ("name", "partitions", *CONNECTOR_ONLY)
+_CONNECTOR_KEYS = ("name", "partitions", *CONNECTOR_ONLY, *ENTRY_ONLY)
 
 
 def compile_connector_entry(
@@ -99,7 +100,7 @@ def compile_connector_entry(
         for name, i in seen.items()
     ]
     check_deletion_keys({n: merge(defaults, streams[i], "") for n, i in seen.items()}, where)
-    return pollers
+    return attach_webhook(pollers, entry, where)
 
 
 def _no_fanout_parents(
@@ -241,7 +242,7 @@ def _check_stream_keys(given: object, where: str, *, stream: bool) -> None:
     """Unknown keys of a stream entry or of ``defaults``, at any depth the key table lists."""
     if not isinstance(given, Mapping):
         raise ConfigError(f"must be a mapping, got {kind(given)}", where)
-    known = [k for k in children("") if k not in (*CONNECTOR_ONLY, "partitions")]
+    known = [k for k in children("") if k not in (*CONNECTOR_ONLY, *ENTRY_ONLY, "partitions")]
     if not stream:  # a parent in defaults would make every stream (the parent too) a child
         known.remove("name")
         known.remove("parent")

@@ -10,7 +10,7 @@ mapping whose children are listed here accepts only those keys (an unknown one i
 one of its children must be set. ``auth`` and ``paginate`` appear twice, under ``request`` and
 under ``partitions.http``: both are generated from one description. The keys of the kinds
 (``auth``, ``paginate``, ``cursor``) are in :mod:`.kindkeys`, those of ``transform`` in
-:mod:`.transformkeys`.
+:mod:`.transformkeys`, those of ``webhook`` in :mod:`.webhookkeys`.
 """
 
 from __future__ import annotations
@@ -23,10 +23,12 @@ from watukuy.core.validation import check_keys
 from watukuy.options.keydoc import KeyDoc
 from watukuy.options.kindkeys import auth_keys, cursor_keys, paginate_keys
 from watukuy.options.transformkeys import transform_keys
+from watukuy.options.webhookkeys import webhook_keys
 
 __all__ = [
     "CONNECTOR_ONLY",
     "DECLARATIVE_KEYS",
+    "ENTRY_ONLY",
     "STREAM_ONLY",
     "check_section",
     "children",
@@ -290,12 +292,15 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
         "only). A failed poll is retried with backoff, then the child waits again.",
     ),
     *transform_keys("transform"),
+    *webhook_keys("webhook"),
 )
 
 STREAM_ONLY = ("publish", "parent")
 """Keys a stream entry may have and a poller on its own may not."""
 CONNECTOR_ONLY = ("streams", "defaults")
 """Keys of a connector entry with streams, never of a stream."""
+ENTRY_ONLY = ("webhook",)
+"""Keys of a connector entry (with streams or not), never of a stream or ``defaults``."""
 
 _BY_PATH: dict[str, KeyDoc] = {doc.path: doc for doc in DECLARATIVE_KEYS}
 

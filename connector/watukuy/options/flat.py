@@ -25,6 +25,7 @@ from typing import Any
 from watukuy.core.errors import ConfigError
 from watukuy.core.validation import check_keys, kind
 from watukuy.options.declarative import DECLARATIVE_KEYS, children
+from watukuy.options.webhookkeys import MAPPING_OR_NONE
 
 __all__ = ["CLASSES", "CLASS_KEY", "flatten", "unflatten"]
 
@@ -34,7 +35,7 @@ CLASS_KEY = "connector.class"
 CLASSES = ("http", "python")
 
 _KINDS: dict[str, str] = {doc.path: doc.kind for doc in DECLARATIVE_KEYS}
-_MAPPINGS = frozenset(path for path, what in _KINDS.items() if what == "mapping")
+_MAPPINGS = frozenset(path for path, what in _KINDS.items() if what in ("mapping", MAPPING_OR_NONE))
 _STRUCTURED = frozenset(path for path in _MAPPINGS if children(path))
 """Mappings whose keys the table lists: each child is its own flat key."""
 _FREE_FORM = _MAPPINGS - _STRUCTURED
@@ -150,7 +151,7 @@ def _under_free_form(key: str) -> bool:
 
 def _parse(text: str, what: str, key: str) -> Any:
     """``text`` as a value of kind ``what`` (a :class:`KeyDoc` kind)."""
-    if what == "path or mapping":
+    if what in ("path or mapping", MAPPING_OR_NONE):  # webhook.verify: none
         return _loads(text, key, "a JSON object", dict) if text.lstrip().startswith("{") else text
     if what == "path or list":
         return _loads(text, key, "a JSON array", list) if _json_list(text) else text
