@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from watukuy.core import webhooks
 from watukuy.core.errors import ConfigError
 from watukuy.core.lifecycle import Target, TaskState
 from watukuy.core.loglevels import ROOT, affected
@@ -124,6 +125,44 @@ class FakeGrants:
         self.handed[(name, key)] = grant
 
 
+@dataclass(frozen=True)
+class FakeAnswer:
+    status: int
+    message: str = ""
+
+
+class FakeWebhooks:
+    """One webhook path, GitHub-signed with :data:`HOOK_SECRET`: 202 and recorded when the
+    signature holds, 401 when not; a body over the limit is counted ``too_large``."""
+
+    PATH = "/webhooks/fake"
+
+    def __init__(self) -> None:
+        self.received: list[bytes] = []
+        self.counted: list[str] = []
+
+    def paths(self) -> list[str]:
+        return [self.PATH]
+
+    def handles(self, path: str) -> bool:
+        return path == self.PATH
+
+    def refused(self, path: str, result: str) -> None:
+        self.counted.append(result)
+
+    async def receive(self, path: str, headers: Mapping[str, str], body: bytes) -> FakeAnswer:
+        given = webhooks.header_value(headers, "X-Hub-Signature-256")
+        if not webhooks.verify_hmac(HOOK_SECRET, body, given, encoding="hex", prefix="sha256="):
+            self.counted.append("bad_signature")
+            return FakeAnswer(401, "the webhook's signature does not hold")
+        self.received.append(body)
+        self.counted.append("accepted")
+        return FakeAnswer(202)
+
+
+HOOK_SECRET = b"fake-hook-secret"
+
+
 class FakeControl:
     def __init__(
         self, environ: Mapping[str, str] | None = None, base_dir: Path = Path(".")
@@ -135,6 +174,7 @@ class FakeControl:
         """``(operation, connector, key, args)`` for every operation accepted (``restart``
         with its two flags as ``args``)."""
         self.grants = FakeGrants(self)
+        self.webhooks = FakeWebhooks()
         self.health_state = Health("healthy", "the runner has started and owns its keys")
         self.loggers = FakeLoggers(self)
         self.fail_with: BaseException | None = None

@@ -13,12 +13,12 @@ from typing import Any
 import requests
 import schemathesis
 
-from tests.rest.fake_control import FakeControl
+from tests.rest.fake_control import FakeControl, FakeWebhooks
 from tests.rest.support import rest_client, seed
 from watukuy.config.model import RestAuth, RestSettings
 from watukuy.core.operations import CONNECTOR_OPERATIONS, KEY_OPERATIONS, Argument, KeyOperation
 from watukuy.rest import build_app, openapi_document, start_rest
-from watukuy.rest.openapi import arguments_schema
+from watukuy.rest.openapi import arguments_schema, webhook_operation
 from watukuy.rest.port import PARTITION_OPERATIONS
 
 TOKEN = "fuzz-token-4f1d"
@@ -122,8 +122,11 @@ def test_a_new_operations_body_is_generated_from_its_arguments() -> None:
 async def test_the_document_is_served() -> None:
     async with rest_client() as client:
         response = await client.get("/openapi.json")
-        assert await response.json() == openapi_document()
-        assert (await response.json())["openapi"] == "3.1.0"
+        served = await response.json()
+        hook = served["paths"].pop(FakeWebhooks.PATH)  # each webhook path configured now
+        assert served == openapi_document()
+        assert served["openapi"] == "3.1.0"
+        assert hook == webhook_operation()
 
 
 # --- fuzzing ---------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from watukuy.control.offsets import ConnectorOffsets
 from watukuy.control.status import StatusTopic
 from watukuy.control.stored import StoredKeys
 from watukuy.control.tasks import ConnectorTasks
+from watukuy.control.webhooks import WebhookIntake, engine_hooks
 from watukuy.core.lifecycle import Target
 from watukuy.engine.engine import Engine
 from watukuy.rest.port import (
@@ -52,6 +53,7 @@ from watukuy.rest.port import (
     PartitionInfo,
     Validated,
 )
+from watukuy.rest.webhooks import WebhookControl
 from watukuy.store.kafka.topics import TopicLayout
 
 __all__ = ["RunnerControl"]
@@ -108,6 +110,7 @@ class RunnerControl:
         )
         self.loggers = RunnerLoggers(loggers or LoggerLevels(), configs)
         self.grants: GrantControl = HandedGrants(self._keys)
+        self.webhooks: WebhookControl = WebhookIntake(engine, engine_hooks(engine))
 
     # -- connectors -----------------------------------------------------------------------------
 

@@ -69,6 +69,11 @@ class PartitionsApi:
     async def remove(self, poller: str, partition: str) -> None:
         await self._roster.remove(poller, partition)
 
+    def listed(self, poller: str, key: str) -> Partition | None:
+        """Partition ``key`` of ``poller`` as last listed, with its data (a webhook's
+        per-tenant secret is read from it); ``None`` if it is not listed."""
+        return self._roster.listings.partition(poller, key)
+
 
 class Engine:
     def __init__(

@@ -150,6 +150,25 @@ def _paths() -> dict[str, dict[str, Any]]:
 
 
 @cache
+def webhook_operation() -> dict[str, Any]:
+    """A connector's webhook path (``webhook.path``), listed as the runner serves it."""
+    entry = operation(
+        "Receive a vendor's webhook: its signature checked, the keys it names woken through "
+        "Kafka; 202 once the wakes are durable, 503 when Kafka does not take them",
+        ACCEPTED,
+        errors=(400, 413),
+        body={"description": "The vendor's payload, as signed (read for its tenant and keys)"},
+        open_route=True,  # the signature is its authentication: 401 when it does not hold
+        operation_id=None,
+    )
+    entry["responses"].pop("415", None)  # the body is read as bytes, whatever its type
+    entry["responses"]["401"] = {
+        "description": "The signature is missing or does not hold; nothing was woken.",
+        "content": entry["responses"]["400"]["content"],
+    }
+    return {"post": entry}
+
+
 def openapi_document() -> dict[str, Any]:
     """The document (built once; callers must not change it)."""
     return {

@@ -30,6 +30,7 @@ from typing import Any, Literal, NotRequired, Protocol, TypeAlias, TypedDict
 from watukuy.core.errors import ConfigError
 from watukuy.core.lifecycle import Target, TaskState
 from watukuy.core.operations import KEY_OPERATIONS, KeyOperation
+from watukuy.rest.webhooks import WebhookControl
 
 JsonValue: TypeAlias = Any
 """A JSON value as ``json.loads`` returns it."""
@@ -197,6 +198,9 @@ class Control(Protocol):
 
     grants: GrantControl
     """Grants handed in for tenants that authorised again."""
+
+    webhooks: WebhookControl
+    """The connectors' webhook routes."""
 
     async def cluster(self) -> ClusterInfo:
         """``GET /``."""

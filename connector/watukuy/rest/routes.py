@@ -26,9 +26,10 @@ from watukuy.rest.handling import json_body as _body
 from watukuy.rest.handling import json_response as _json
 from watukuy.rest.handling import the_control as _control
 from watukuy.rest.loggers import LOGGER_ROUTES
-from watukuy.rest.openapi import openapi_document
+from watukuy.rest.openapi import openapi_document, webhook_operation
 from watukuy.rest.port import PARTITION_OPERATIONS, PLUGINS, Control, JsonValue, TaskStatus
 from watukuy.rest.validation import validation_report
+from watukuy.rest.webhooks import WEBHOOKS
 
 HEALTH_STATUS = {"healthy": 200, "starting": 503, "unhealthy": 500}
 
@@ -360,7 +361,10 @@ async def metrics(request: web.Request) -> web.StreamResponse:
 
 
 async def openapi(request: web.Request) -> web.Response:
-    return _json(openapi_document())
+    document = openapi_document()
+    for path in request.app[WEBHOOKS].paths():  # the connectors' webhooks, as configured now
+        document["paths"][path] = webhook_operation()
+    return _json(document)
 
 
 def _under(field: str, path: str | None) -> str:

@@ -15,6 +15,7 @@ from watukuy.rest.auth import Credentials
 from watukuy.rest.middleware import BODY_LIMIT, CREDENTIALS, authenticate, errors
 from watukuy.rest.port import Control
 from watukuy.rest.routes import add_routes
+from watukuy.rest.webhooks import WEBHOOKS, serve_webhooks
 
 BODY_LIMIT_BYTES = 1024 * 1024
 """Connector configs are a few KiB; a larger body is refused (413) before it is parsed."""
@@ -24,7 +25,10 @@ def build_app(
     control: Control, auth: RestAuth | None = None, *, body_limit: int = BODY_LIMIT_BYTES
 ) -> web.Application:
     """The application: ``auth`` ``None`` serves without credentials."""
-    app = web.Application(middlewares=[errors, authenticate], client_max_size=body_limit)
+    app = web.Application(
+        middlewares=[errors, serve_webhooks, authenticate], client_max_size=body_limit
+    )
+    app[WEBHOOKS] = control.webhooks
     app[CREDENTIALS] = None if auth is None else Credentials(auth)
     app[BODY_LIMIT] = body_limit
     add_routes(app, control)
