@@ -157,7 +157,7 @@ async def test_a_signed_webhook_wakes_the_keys_it_names_and_they_poll_now(world:
 
 
 async def test_what_a_webhook_is_answered_when_it_wakes_nothing(world: Any) -> None:
-    engine, store, counted, clock, _ = world
+    engine, store, counted, _, _ = world
     intake = WebhookIntake(engine, engine_hooks(engine))
     await engine.tick()
     tenant = engine.listed("tracker.projects")[0]
