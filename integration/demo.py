@@ -60,7 +60,14 @@ from integration.demo_pieces import (
     write_config,
 )
 from integration.demo_report import Outcome, summarize
-from integration.demo_streams import PII_KEY, StreamSeen, read_stream, stream_names, tracker_entry
+from integration.demo_streams import (
+    HOOK_SECRET,
+    PII_KEY,
+    StreamSeen,
+    read_stream,
+    stream_names,
+    tracker_entry,
+)
 from integration.demo_vendor import Throttles, Trouble, apply, choose
 from integration.demo_watch import Seen, Table, Tail, framed, read_status
 from integration.processes import free_port
@@ -157,6 +164,7 @@ class Demo:
             WATUKUY_RUNNER_ID="demo-cli",
             WATUKUY_REST_PORT="0",
             WATUKUY_PII_KEY=PII_KEY,
+            TRACKER_HOOK_SECRET=HOOK_SECRET,
         )
         say(
             f"config {shown(config)}: config/invoices.yaml on broker "
@@ -168,6 +176,7 @@ class Demo:
                 WATUKUY_RUNNER_ID=name,
                 WATUKUY_REST_PORT=str(port),
                 WATUKUY_PII_KEY=PII_KEY,
+                TRACKER_HOOK_SECRET=HOOK_SECRET,
             )
             runner = start_runner(config, env, logs[name])
             self.runners[name] = runner

@@ -24,6 +24,7 @@ from integration.demo_pieces import ROOT
 TRACKER = ROOT / "config" / "tracker.yaml"
 CONNECTOR = "tracker"
 PII_KEY = "demo-pii-key"  # the HMAC key of the demo's masks (WATUKUY_PII_KEY)
+HOOK_SECRET = "demo-hook-secret"  # what signs the tracker's webhooks (TRACKER_HOOK_SECRET)
 
 
 def tracker_entry(schedule: Mapping[str, str]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ def test_there_are_examples_of_each_kind() -> None:
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda path: path.name)
 def test_example_passes_validate(config: Path, tmp_path: Path) -> None:
     env = dict(os.environ, WATUKUY_VENDOR_URL="http://127.0.0.1:8099", WATUKUY_PII_KEY="k")
+    env |= {"TRACKER_HOOK_SECRET": "k"}  # tracker.yaml's webhook signatures (issue 46)
     env |= {  # oauth.yaml's client and credential store key (32 bytes, base64)
         "WATUKUY_OAUTH_CLIENT_ID": "watukuy-simulator",
         "WATUKUY_OAUTH_CLIENT_SECRET": "simulator-client-secret",
