@@ -249,13 +249,42 @@ def test_a_secrets_value_never_appears_in_an_error() -> None:
     assert secret not in str(raised)
 
 
-def test_webhook_is_not_a_key_of_a_stream_or_of_defaults() -> None:
-    entry = tracker()
-    entry["streams"][2]["webhook"] = {"path": "/w", "verify": "none"}
-    assert error_of(entry).path == "pollers[0].streams[2].webhook"
+def test_webhook_is_not_a_key_of_defaults() -> None:
     entry = tracker()
     entry["defaults"]["webhook"] = {"path": "/w", "verify": "none"}
     assert error_of(entry).path == "pollers[0].defaults.webhook"
+
+
+def test_a_streams_own_webhook_wakes_that_stream_alone() -> None:
+    entry = tracker(path="/webhooks/all")
+    own = {"path": "/webhooks/users", "verify": "none", "tenant": {"header": "X-Tenant"}}
+    entry["streams"][2]["webhook"] = own
+    hooks = hooks_by_path(compile_entry(entry))
+    assert sorted(hooks) == ["/webhooks/all", "/webhooks/users"]
+    users = hooks["/webhooks/users"]
+    assert users.wakes("acme", {"type": "issue.updated"}) == [Wake("users", "acme")]
+    assert users.poller_of(Wake("users", "acme")) == "tracker.users"
+
+
+def test_a_streams_own_webhook_names_no_other_stream_and_a_childs_needs_a_key() -> None:
+    entry = tracker()
+    entry["streams"][2]["webhook"] = {
+        "path": "/webhooks/users",
+        "verify": "none",
+        "tenant": {"header": "X-Tenant"},
+        "streams": [{"stream": "projects"}],
+    }
+    assert error_of(entry).path == "pollers[0].streams[2].webhook.streams[0].stream"
+    entry = tracker()
+    entry["streams"][1]["webhook"] = {
+        "path": "/webhooks/issues",
+        "verify": "none",
+        "tenant": {"header": "X-Tenant"},
+    }
+    assert error_of(entry).path == "pollers[0].streams[1].webhook.streams"
+    entry["streams"][1]["webhook"]["streams"] = [{"stream": "issues", "key": "{body.p}"}]
+    hook = hooks_by_path(compile_entry(entry))["/webhooks/issues"]
+    assert hook.wakes("acme", {"p": "P1"}) == [Wake("issues", "acme/P1")]
 
 
 def test_a_poller_on_its_own_takes_no_tenant_without_partitions_and_no_rules() -> None:

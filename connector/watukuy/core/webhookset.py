@@ -16,14 +16,30 @@ from watukuy.core.errors import ConfigError
 from watukuy.core.poller import Poller
 from watukuy.core.webhooks import Wake, WebhookSpec, wakes
 
-__all__ = ["EXTRA_KEY", "Hook", "hooks_by_path", "hooks_of", "webhook_of", "with_webhook"]
+__all__ = [
+    "EXTRA_KEY",
+    "STREAM_KEY",
+    "Hook",
+    "hooks_by_path",
+    "hooks_of",
+    "webhook_of",
+    "with_stream_webhook",
+    "with_webhook",
+]
 
 EXTRA_KEY = "webhook"
+STREAM_KEY = "stream_webhook"
+"""A stream's own webhook (``streams[i].webhook``), which wakes that stream alone."""
 
 
 def with_webhook(poller: Poller, spec: WebhookSpec) -> Poller:
     """``poller`` carrying ``spec`` (its connector's webhook)."""
     return replace(poller, extra={**poller.extra, EXTRA_KEY: spec})
+
+
+def with_stream_webhook(poller: Poller, spec: WebhookSpec) -> Poller:
+    """``poller`` (a stream) carrying its own webhook ``spec``."""
+    return replace(poller, extra={**poller.extra, STREAM_KEY: spec})
 
 
 def webhook_of(poller: Poller) -> WebhookSpec | None:
@@ -51,7 +67,9 @@ class Hook:
 
 
 def hooks_of(pollers: Iterable[Poller]) -> list[Hook]:
-    """Each connector's webhook among ``pollers``, in the order they come."""
+    """Each connector's webhook among ``pollers``, in the order they come, then each stream's
+    own."""
+    pollers = list(pollers)
     found: dict[str, tuple[WebhookSpec, list[str]]] = {}
     for poller in pollers:
         spec = webhook_of(poller)
@@ -62,7 +80,21 @@ def hooks_of(pollers: Iterable[Poller]) -> list[Hook]:
         _, streams = found.setdefault(connector, (spec, []))
         if of is not None and poller.parent is None and not poller.fanout:
             streams.append(of.stream)
-    return [Hook(name, spec, tuple(streams)) for name, (spec, streams) in found.items()]
+    hooks = [Hook(name, spec, tuple(streams)) for name, (spec, streams) in found.items()]
+    return hooks + _stream_hooks(pollers)
+
+
+def _stream_hooks(pollers: Iterable[Poller]) -> list[Hook]:
+    """The streams' own webhooks: each wakes its stream (a child's, by its rules' keys)."""
+    out: list[Hook] = []
+    for poller in pollers:
+        spec = poller.extra.get(STREAM_KEY)
+        of = poller.stream_of
+        if not isinstance(spec, WebhookSpec) or of is None:
+            continue
+        own = () if poller.parent is not None or poller.fanout else (of.stream,)
+        out.append(Hook(of.connector, spec, own))
+    return out
 
 
 def hooks_by_path(pollers: Iterable[Poller]) -> dict[str, Hook]:

@@ -39,7 +39,7 @@ from watukuy.declarative.compiler import compile_poller, compile_stream
 from watukuy.declarative.parent import check_deletion_keys, compile_parent, depths
 from watukuy.declarative.shared import Shared, SharedListing
 from watukuy.declarative.sources import parse_partitions
-from watukuy.declarative.webhooks import attach_webhook
+from watukuy.declarative.webhooks import attach_stream_webhooks, attach_webhook
 from watukuy.http import Transport
 from watukuy.options.declarative import CONNECTOR_ONLY, ENTRY_ONLY, children, key_doc
 from watukuy.options.secrets import Written
@@ -100,7 +100,9 @@ def compile_connector_entry(
         for name, i in seen.items()
     ]
     check_deletion_keys({n: merge(defaults, streams[i], "") for n, i in seen.items()}, where)
-    return attach_webhook(pollers, entry, where)
+    pollers = attach_webhook(pollers, entry, where)
+    own = {name: (streams[i], f"{where}.streams[{i}]") for name, i in seen.items()}
+    return attach_stream_webhooks(pollers, own, partitioned=entry.get("partitions") is not None)
 
 
 def _no_fanout_parents(
@@ -217,7 +219,8 @@ def _compile_one(
 ) -> Poller:
     name, at, parents = named  # parents: how deep a child stream it is (0: none)
     of = StreamOf(shared.connector, name)
-    merged = merge(defaults, stream, "")
+    own = {key: value for key, value in stream.items() if key not in ENTRY_ONLY}
+    merged = merge(defaults, own, "")
     merged["name"] = of.poller
     from_defaults = f"{where}.defaults"
     try:
@@ -246,6 +249,8 @@ def _check_stream_keys(given: object, where: str, *, stream: bool) -> None:
     if not stream:  # a parent in defaults would make every stream (the parent too) a child
         known.remove("name")
         known.remove("parent")
+    else:  # a stream's own webhook wakes that stream (one in defaults would clash by path)
+        known.extend(ENTRY_ONLY)
     check_keys(given, known, where)
     for key, value in given.items():
         _check_nested(value, key, f"{where}.{key}")

@@ -26,7 +26,7 @@ from watukuy.core.webhooks import (
     WebhookSpec,
     When,
 )
-from watukuy.core.webhookset import with_webhook
+from watukuy.core.webhookset import with_stream_webhook, with_webhook
 from watukuy.declarative.values import choice, duration, one_of, parse_kind, section
 from watukuy.options.declarative import default_of
 
@@ -93,6 +93,38 @@ def attach_webhook(pollers: list[Poller], entry: Mapping[str, Any], where: str) 
         raw, "webhook", f"{where}.webhook", streams, children=below, partitioned=partitioned
     )
     return [with_webhook(poller, spec) for poller in pollers]
+
+
+def attach_stream_webhooks(
+    pollers: list[Poller], streams: Mapping[str, tuple[Any, str]], *, partitioned: bool
+) -> list[Poller]:
+    """Each stream's own ``webhook`` (``streams``: each stream's entry and config path, by
+    name): it wakes that stream alone, its tenant's key, or with a rule's ``key`` a child's."""
+    out: list[Poller] = []
+    for poller in pollers:
+        of = poller.stream_of
+        entry, at = streams.get(of.stream, ({}, "")) if of is not None else ({}, "")
+        raw = entry.get("webhook") if isinstance(entry, Mapping) else None
+        if of is None or raw is None:
+            out.append(poller)
+            continue
+        below = poller.parent is not None or poller.fanout
+        spec = parse_webhook(
+            raw,
+            "webhook",
+            f"{at}.webhook",
+            [of.stream],
+            children=[of.stream] if below else (),
+            partitioned=partitioned,
+        )
+        if below and not spec.rules:
+            raise ConfigError(
+                "a child stream's keys are <tenant>/...: give a rule with the key it wakes, "
+                f"as streams: [{{stream: {of.stream}, key: '{{body.PATH}}'}}]",
+                f"{at}.webhook.streams",
+            )
+        out.append(with_stream_webhook(poller, spec))
+    return out
 
 
 def _route(raw: object, where: str) -> str:

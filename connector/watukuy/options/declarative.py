@@ -300,7 +300,7 @@ STREAM_ONLY = ("publish", "parent")
 CONNECTOR_ONLY = ("streams", "defaults")
 """Keys of a connector entry with streams, never of a stream."""
 ENTRY_ONLY = ("webhook",)
-"""Keys of a connector entry (with streams or not), never of a stream or ``defaults``."""
+"""Keys of a connector entry (with streams or not) or of one stream, never of ``defaults``."""
 
 _BY_PATH: dict[str, KeyDoc] = {doc.path: doc for doc in DECLARATIVE_KEYS}
 
