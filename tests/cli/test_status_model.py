@@ -29,6 +29,7 @@ from watukuy.core.inspect import PollerInspect
 pytestmark = pytest.mark.unit
 
 NOW = 1_800_000_000.0
+NEEDS = "NeedsAuthorization: tenant 'acme': the provider refused its grant (invalid_grant)"
 
 
 def _inspect(**changes: Any) -> PollerInspect:
@@ -91,6 +92,10 @@ def test_a_healthy_key_is_running_with_what_inspect_says() -> None:
         ({"circuit": "open", "paused": True}, "RUNNING", "PAUSED"),
         ({"circuit": "open"}, "STOPPED", "STOPPED"),
         ({"paused": True}, "STOPPED", "STOPPED"),
+        ({"last_error": NEEDS}, "RUNNING", "NEEDS_AUTHORIZATION"),
+        ({"last_error": NEEDS, "circuit": "open"}, "RUNNING", "NEEDS_AUTHORIZATION"),
+        ({"last_error": NEEDS, "paused": True}, "RUNNING", "PAUSED"),
+        ({"last_error": NEEDS}, "STOPPED", "STOPPED"),
     ],
 )
 def test_the_state_of_a_key(changes: dict[str, Any], target: str, state: str) -> None:
