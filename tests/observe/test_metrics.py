@@ -441,3 +441,9 @@ def test_tenants_needing_authorization_are_counted_until_a_grant_is_handed_in() 
     body = observer.render()[0].decode()
     assert 'watukuy_tenants_needing_authorization{connector="crm"} 1.0' in body
     assert 'result="handed_in"' not in body
+    # A runner started since learns it from the store at the tenant's next look, not a refresh.
+    fresh = PrometheusObserver(process=False)
+    fresh.grant_refreshed(GrantRef("crm", "b"), "needs_authorization")
+    body = fresh.render()[0].decode()
+    assert 'watukuy_tenants_needing_authorization{connector="crm"} 1.0' in body
+    assert "watukuy_grant_refreshes_total{" not in body

@@ -79,7 +79,8 @@ class Vault:
         self._tenants: dict[GrantRef, _Tenant] = {}
         self._refreshing: set[asyncio.Future[tuple[Claim, Grant | None]]] = set()
         self._on_refresh = on_refresh
-        """Told each refresh's result (``ok``, ``refused``, ``lost``, ``failed``), for metrics."""
+        """Told each refresh's result (``ok``, ``refused``, ``lost``, ``failed``), a grant
+        ``handed_in``, and a tenant seen still ``needs_authorization``: for metrics."""
 
     async def access_token(
         self,
@@ -101,6 +102,7 @@ class Vault:
                 return str(grant.access_token)  # most polls: no store read
             grant = await self._current(ref, tenant, source, now())
             if grant.needs_authorization is not None:
+                self._told(ref, "needs_authorization")  # still: the gauge holds after a restart
                 raise _needs(ref, grant.needs_authorization)
             if _ready(grant, source, now(), early, stale):
                 return str(grant.access_token)

@@ -404,10 +404,10 @@ class PrometheusObserver(Observer):
 
     def grant_refreshed(self, ref: GrantRef, result: str) -> None:
         """A tenant's grant refreshed (``ok``, ``failed``), refused or lost, or handed in."""
-        if result != "handed_in":
+        if result not in ("handed_in", "needs_authorization"):
             self.grant_refreshes.labels(ref.connector, result).inc()
         waiting = self._unauthorized.setdefault(ref.connector, set())
-        if result in ("refused", "lost"):
+        if result in ("refused", "lost", "needs_authorization"):
             waiting.add(ref.tenant)
         elif result in ("ok", "handed_in"):
             waiting.discard(ref.tenant)
