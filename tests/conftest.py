@@ -35,6 +35,7 @@ BESIDE_THE_REST = {
     "test_failover.py",
     "test_group_liveness.py",
     "test_runbooks.py",
+    "test_webhooks_runner.py",
     "test_windows_runner.py",
 }
 ONE_AT_A_TIME = "integration, one at a time"
