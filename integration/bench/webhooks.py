@@ -226,6 +226,19 @@ def wait_rest(ports: list[int], timeout: float) -> bool:
     return False
 
 
+def wait_shared(ports: list[int], keys: int, timeout: float) -> list[float] | None:
+    """Each runner's ``watukuy_owned_keys`` once every runner holds some and together all
+    ``keys`` (the group settled: one runner alone may finish the initial sync before the
+    other's first assignment, and a rebalance moves keys in the middle of the measure)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        owned = [sum(v for _, v in samples(scrape(p), "watukuy_owned_keys")) for p in ports]
+        if all(owned) and sum(owned) == keys:
+            return owned
+        time.sleep(0.3)
+    return None
+
+
 _SAMPLE = re.compile(r"^(\w+)(?:\{([^}]*)\})? (\S+)$")
 
 
@@ -388,7 +401,12 @@ def run(args: argparse.Namespace, bootstrap: str) -> int:
             f"initial sync: {initial} events of {args.tenants} tenants readable "
             f"{time.monotonic() - started:.1f}s after the runners started"
         )
-        time.sleep(args.settle)  # the group settled, the first polls' commits all done
+        owned = wait_shared(ports, args.tenants, args.sync_timeout)
+        if owned is None:
+            say(f"the runners never shared the {args.tenants} keys; see {args.dir}")
+            return 1
+        time.sleep(args.settle)  # the moved keys' restores and first commits done
+        say(f"keys held by the runners: {' + '.join(f'{n:.0f}' for n in owned)}")
         items = fetch_items(sim)
         before_tenants, before_total = request_counts(sim)
         urls = [f"http://127.0.0.1:{port}{HOOK_PATH}" for port in ports]
