@@ -17,6 +17,11 @@ What it starts, all on this machine, each a process of its own:
    environment. Logs in ``.watukuy/demo/``;
 4. ``watukuy-source tail --from-beginning``, whose JSON lines (the decoded events, read
    committed) the demo prints as they come.
+5. webhooks (issue 46): the tracker connector (``config/tracker.yaml``) polls every 15 minutes
+   here, and the simulator sends every tenant's tracker changes, signed, to ``demo-a``'s
+   ``/webhooks/tracker`` (to the survivor once ``demo-a`` is killed). Once the runners hold
+   their tenants, the demo renames one project at the vendor and prints how long its event
+   took to be readable on Kafka (well under a second: the webhook woke the poll).
 
 Every few seconds it prints the ``watukuy-source status`` table: the owner of each tenant, its
 state and its circuit. Once events flow and the failing tenant's circuit is open (and
@@ -40,6 +45,8 @@ import time
 import uuid
 from pathlib import Path
 
+from integration.demo_hooks import SCHEDULE as HOOKED_SCHEDULE
+from integration.demo_hooks import Timed, one_change, subscribe
 from integration.demo_pieces import (
     EXAMPLE,
     POLLER,
@@ -129,6 +136,9 @@ class Demo:
         self.survivor_rc: int | None = None
         self.streams: list[StreamSeen] = []
         self.config_path = args.dir / "runner.yaml"
+        self.ports: dict[str, int] = {}
+        self.hooked_to: str | None = None  # the runner the vendor's webhooks go to
+        self.hooked: Timed | None = None
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -155,7 +165,7 @@ class Demo:
         for line in self.trouble.describe():
             say(f"  {line}")
 
-        ports = {name: free_port() for name in RUNNERS}
+        self.ports = ports = {name: free_port() for name in RUNNERS}
         self.throttles = Throttles(ports)
         config = self.write_config()
         # The config reads these; the demo's own status and tail need them set as well.
@@ -198,7 +208,26 @@ class Demo:
             f"tail (pid {self.tail.process.pid}): watukuy-source tail --config "
             f"{shown(config)} --poller {POLLER_NAME} --from-beginning"
         )
+        self.hook_to(RUNNERS[0])
         say(f"events of {self.topic} as tail prints them, for {args.seconds:g}s; Ctrl-C stops\n")
+
+    def hook_to(self, runner: str) -> None:
+        """The vendor's webhooks of every tenant's tracker changes to ``runner``."""
+        assert self.sim is not None
+        tenants = [t["id"] for t in self.sim.tenants]
+        url = subscribe(self.sim.base_url, tenants, self.ports[runner])
+        self.hooked_to = runner
+        say(
+            f"the vendor sends signed webhooks of its tracker changes to {url} ({runner}); "
+            f"the tracker polls every {HOOKED_SCHEDULE['max']} and a webhook wakes it"
+        )
+
+    def show_webhook(self) -> None:
+        """Rename a project of the first tenant (untroubled) and time its event on Kafka."""
+        assert self.sim is not None
+        tenant = self.sim.tenants[0]["id"]
+        self.hooked = one_change(self.bootstrap, self.prefix, self.sim.base_url, tenant, 10.0)
+        say(self.hooked.line())
 
     def write_config(self) -> Path:
         args = self.args
@@ -208,7 +237,7 @@ class Demo:
         )
         config["runner"]["session.timeout"] = SESSION_TIMEOUT
         config["rest"] = {"listen": "127.0.0.1:${env:WATUKUY_REST_PORT}"}
-        config["pollers"].append(tracker_entry({"min": args.poll_min, "max": args.poll_max}))
+        config["pollers"].append(tracker_entry(HOOKED_SCHEDULE))  # webhooks wake it
         return write_config(
             self.config_path,
             config,
@@ -243,6 +272,8 @@ class Demo:
             if time.monotonic() < next_table:
                 continue
             self.look()
+            if self.hooked is None and self.table.owners() and self.elapsed() >= 5:
+                self.show_webhook()
             if self.victim is None and self.ready_to_kill():
                 self.kill()
             fast = self.victim is not None and self.moved_at is None
@@ -300,6 +331,8 @@ class Demo:
         runner.send_signal(signal.SIGKILL)
         runner.wait(10)
         self.killed_at = self.elapsed()
+        if self.hooked_to == self.victim:
+            self.hook_to(self.survivor())
         self.at_kill = {tenant: len(seq) for tenant, seq in self.seen.sequences.items()}
         say(
             f"its open transaction is aborted; after runner.session.timeout ({SESSION_TIMEOUT}) "
@@ -470,7 +503,7 @@ def _parser() -> argparse.ArgumentParser:
         "--poll-min",
         default="1s",
         metavar="DURATION",
-        help="a tenant's shortest poll interval (1s)",
+        help="an invoices tenant's shortest poll interval (1s)",
     )
     add(
         "--poll-max",

@@ -160,6 +160,12 @@ def test_demo_moves_a_killed_runners_tenants_without_a_gap_and_ctrl_c_stops_ever
     grandchild = r"keys like t_\d+/\S+/\S+"
     assert re.search(rf"^demo: tracker\.comments: [1-9]\d* .*{grandchild}; {clear}$", output, re.M)
 
+    # Webhooks (issue 46): the tracker polls every 15 minutes, yet a project renamed at the
+    # vendor was readable on Kafka within seconds, its webhook answered 202.
+    hooked = r"^demo: project t_0001/\S+ renamed at the vendor: its webhook's 202 after [\d.]+s, "
+    found = re.search(hooked + r"its event readable on Kafka ([\d.]+)s after", output, re.M)
+    assert found and float(found.group(1)) < 10, output
+
     assert_nothing_left(demo, kafka_bootstrap, 4)  # the simulator, two runners, the tail
 
 

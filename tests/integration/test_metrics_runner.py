@@ -183,6 +183,10 @@ def test_every_metric_the_dashboard_queries_is_in_a_live_answer(
         suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"]}
         served |= {family + suffix for suffix in suffixes.get(kind, [""])}
     assert named <= served, f"queried but not served: {sorted(named - served)}"
-    # and most of them with samples already (labelled counters appear once they move)
+    # and most of them with samples already (labelled counters appear once they move; this
+    # runner's config has no webhook block, so the webhook panels' series never move here)
+    hooked = {"watukuy_webhooks_total", "watukuy_webhook_wake_seconds_bucket"}
+    assert hooked <= named
     with_samples = {name for name, _, _ in samples}
-    assert len(named & with_samples) >= len(named) - 3, sorted(named - with_samples)
+    expected = named - hooked
+    assert len(expected & with_samples) >= len(expected) - 3, sorted(expected - with_samples)
