@@ -76,11 +76,6 @@ __all__ = [
 
 log = logging.getLogger("watukuy.kafka")
 
-IDLE_WAIT = 0.05
-"""Seconds an idle pump serves the group's callbacks before its next round."""
-IDLE_SLICES = 5
-"""... in this many polls, checking between them whether the event loop queued something."""
-
 
 class _Parts:
     """What the thread builds once its clients exist."""
@@ -328,25 +323,12 @@ class KafkaIO:
         group = None if self._parts is None else self._parts.membership.group
         return group is not None and bool(group.memberid())
 
-    def _idle(self, membership: Membership) -> None:
-        """Serve the group's callbacks for up to :data:`IDLE_WAIT`, in slices, back as soon as
-        the event loop queues something: a webhook's wake (a plain record) is answered only
-        once it is acked, and one 50 ms poll made it wait 25 ms on average for this thread
-        (issue 46's bench: the route's p50 23 ms, its target p99 20 ms)."""
-        for _ in range(IDLE_SLICES):
-            membership.poll(IDLE_WAIT / IDLE_SLICES)
-            if self._requests.waiting:
-                return
-
     def _pump(self, parts: _Parts) -> None:
         restores, transactions, membership = parts.restores, parts.transactions, parts.membership
         busy = restores.busy or self._requests.pending
         if membership.group is not None:
             # Serves rebalance callbacks; during a restore the tail's read does the waiting.
-            if restores.reading or busy:
-                membership.poll(0.0 if restores.reading else 0.02)
-            else:
-                self._idle(membership)
+            membership.poll(0.0 if restores.reading else 0.02 if busy else 0.05)
         elif not restores.reading:
             self._stopping.wait(0.01 if busy else 0.05)
         with self._lock:

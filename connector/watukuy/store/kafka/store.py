@@ -32,6 +32,7 @@ from watukuy.store.apply import PageRuns
 from watukuy.store.base import KeyCommit, PageRun, StoredKey
 from watukuy.store.kafka import records
 from watukuy.store.kafka.codec import EventCodec
+from watukuy.store.kafka.command_writer import CommandWriter
 from watukuy.store.kafka.disk import open_disk
 from watukuy.store.kafka.factory import ClientFactory, Clock
 from watukuy.store.kafka.feed import KafkaEventFeed, handlers_feed
@@ -80,6 +81,7 @@ class KafkaStore:
         self._topic_check = topic_check
         self._clients = clients
         self._clock = clock
+        self._commands_out = CommandWriter(settings.kafka, clients, settings.transaction_timeout)
         # Transactions, leases, restores and DLQ copies are told to them, on the event loop.
         self.observer: Observer = fanout(observers, on_error=_observer_failed)
         self.layout = settings.layout
@@ -132,9 +134,10 @@ class KafkaStore:
         )
         io.start()
         # The schemas go out while the Kafka thread starts its clients and joins the group.
-        _, published = await asyncio.gather(
+        _, published, _ = await asyncio.gather(
             _started(io),
             self._publish_schemas(codec.schema_texts()),
+            self._commands_out.warm(self.layout.state),
             return_exceptions=True,
         )
         if io.startup_error is not None:
@@ -184,6 +187,7 @@ class KafkaStore:
         io, self._io = self._io, None
         if io is not None:
             await asyncio.to_thread(io.stop)
+        await self._commands_out.close()
 
     async def acquire(self, kafka_partitions: Sequence[int]) -> None:
         """Without a group (the CLI): own ``kafka_partitions`` once restored. Bound it by a
@@ -435,10 +439,8 @@ class KafkaStore:
         )
 
     async def send_command(self, command: Command) -> None:
-        record = self._command_record(command)
-        future = self._new_future()
-        self._running().send_plain(record, self._hop(lambda error: _settle(future, error)))
-        await future
+        self._running()  # refused as every write is, before start and once crashed
+        await self._commands_out.send(self._command_record(command))
 
     # -- commit plumbing ----------------------------------------------------------------------
 
@@ -492,9 +494,7 @@ def _observer_failed(observer: Observer, hook: str, error: Exception) -> None:
 
 
 def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is None:
+    if not future.done() and error is None:
         future.set_result(None)
-    else:
+    elif not future.done() and error is not None:
         future.set_exception(error)

@@ -84,11 +84,6 @@ class Requests:
     def pending(self) -> bool:
         return bool(self._pending)
 
-    @property
-    def waiting(self) -> bool:
-        """Whether anything is queued for the thread: a commit or a plain record."""
-        return bool(self._pending or self._plain)
-
     def take_pending(self) -> list[CommitRequest]:
         with self._lock:
             taken = list(self._pending)
