@@ -394,7 +394,7 @@ class FaultyClients:
         self._injector = _Injector(faults, prefix, exit, sleep)
         self._consumers: list[_FaultyConsumer] = []
         self._swallow = threading.Event()
-        self.producers = 0  # built so far (a fatal error makes the store build another)
+        self.producers = 0  # transactional ones built so far (a fatal error makes another)
 
     @property
     def faults(self) -> list[Fault]:
@@ -406,7 +406,8 @@ class FaultyClients:
         return list(self._injector.struck)
 
     def producer(self, config: dict[str, Any]) -> Producer:
-        self.producers += 1
+        if "transactional.id" in config:  # not the command or credential stores' own
+            self.producers += 1
         return _FaultyProducer(config, self._injector)
 
     def consumer(self, config: dict[str, Any]) -> Consumer:
