@@ -55,3 +55,24 @@ async def test_a_wake_polls_the_key_now_once_and_is_timed_to_its_commit(env: Env
     assert wakes.polls == [tenant]  # once, not three times; no other tenant
     assert [(p, k) for p, k, _ in wakes.served] == [("invoices", tenant)]
     assert wakes.served[0][2] == pytest.approx(0.25)
+
+
+async def test_a_command_for_a_connector_this_engine_has_not_taken_yet_waits_for_it(
+    env: Env,
+) -> None:
+    """A connector written over REST reaches each engine through the configs topic, apart from
+    the first commands for its keys: one that arrives first is tried again, not dropped."""
+    store, wakes = Inbox(), Wakes()
+    engine = env.make_engine(env.make_poller(), store=store, observers=[wakes])
+    later = env.make_poller(name="later", schedule={"min": "15m", "max": "15m"})
+    tenant = env.tid(1)
+    async with engine:
+        await engine.tick()
+        await store.send_command(Command.issue("wake", "later", tenant, {}, env.clock.now()))
+        await engine.tick()  # "later" is not defined here yet
+        await engine.add_poller(later)
+        await engine.tick()  # its first polls
+        wakes.polls.clear()
+        env.clock.advance(2.0)  # past the command's retry
+        await engine.tick()
+    assert wakes.polls == [tenant]

@@ -31,7 +31,7 @@ from watukuy.core.state import ParkedItem
 from watukuy.engine import children
 from watukuy.engine.handlers import Dispatcher
 from watukuy.engine.keys import KeyRuntime
-from watukuy.engine.roster import Roster
+from watukuy.engine.roster import KeyNotActive, Roster
 from watukuy.logs import log_context
 from watukuy.store.base import Command, KeyCommit
 
@@ -149,6 +149,10 @@ class Operations:
             await children.received(self._roster, command)
             return
         values = op.decode(command.args, "args")
+        if not self._roster.defines(command.poller):
+            # A connector written moments ago on another instance may reach this engine after
+            # its first commands (they travel apart): tried again for a while, not dropped.
+            raise KeyNotActive(f"poller {command.poller!r} is not defined here yet", "poller")
         definition = self._roster.poller(command.poller)
         self.check_target(op, command.poller)
         if op.effect is Effect.REMOVE:
