@@ -22,10 +22,12 @@ lint: setup
 	$(BIN)/mypy
 
 # The whole suite: lint, unit tests, and integration tests against a real Kafka broker that the
-# pytest session starts (fetching Kafka from Maven Central the first time) and stops. Two
-# workers: the integration tests that mostly wait run beside the others (tests/conftest.py).
+# pytest session starts (fetching Kafka from Maven Central the first time) and stops. Three
+# workers on the two cores: the integration tests that compute run one after another on one,
+# while the unit tests and the integration tests that mostly wait share the other two
+# (tests/conftest.py).
 test: lint
-	$(BIN)/python -m pytest -n 2 -m "not cluster"
+	$(BIN)/python -m pytest -n 3 -m "not cluster"
 
 # watukuy on a three-node Kafka cluster it starts itself (integration/kafka/cluster.py); not
 # part of `make test`, which must stay within CI's time.

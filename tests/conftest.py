@@ -19,7 +19,7 @@ import pytest
 
 INTEGRATION_DIR = Path(__file__).parent / "integration"
 
-# ``make test`` runs the suite on two xdist workers (``-n 2``). The tests of these files spend
+# ``make test`` runs the suite on three xdist workers (``-n 3``). The tests of these files spend
 # their time waiting (for session timeouts, the broker's aborts, vendor delays, held
 # transactions), not computing, and each runs on topics, runners and a simulator of its own, so
 # they run beside the rest. Every other integration test is one unit of work for one worker,

@@ -23,6 +23,7 @@ from integration.runners import wait_for
 from watukuy.store.kafka.partitioner import partition_for
 
 NAME = "zombie"
+IN_CI = False  # CI runs tests/integration/test_failover.py's zombie test instead (CI time)
 SESSION = 3.0  # runner.session.timeout, which is also the transaction timeout
 HOLD = ["--hold-transaction", "0.3"]
 DIAGNOSIS = "another instance is running with this runner.id"  # the runner's words

@@ -28,6 +28,7 @@ from integration.runners import RunnerProcess, wait_for
 from watukuy.store.kafka.partitioner import partition_for
 
 NAME = "rolling-upgrade"
+IN_CI = False  # CI runs tests/integration/test_rolling_upgrade.py instead (CI time)
 WAITS = "waits for a newer release"
 
 

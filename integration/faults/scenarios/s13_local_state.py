@@ -27,6 +27,7 @@ from integration.runners import RunnerProcess, wait_for
 from watukuy.store.kafka.partitioner import partition_for
 
 NAME = "local-state"
+IN_CI = False  # CI runs tests/integration/test_local_state_kafka.py instead (CI time)
 
 FROM_DISK = "from the local state store"  # the restore line of a store that had the partition
 WIPED = "wiped: it cannot be opened"  # the line of a store that could not be opened

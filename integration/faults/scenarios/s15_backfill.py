@@ -23,6 +23,7 @@ from integration.faults.scenarios.declarative import declarative_pool, invoices
 from integration.faults.vendor import Mutator, Simulator
 
 NAME = "backfill-crashes"
+IN_CI = False  # CI runs tests/integration/test_windows_runner.py's kill instead (CI time)
 POINTS = ("produce", "commit", "committed")
 SPAN = 31 * 86_400
 
