@@ -323,3 +323,16 @@ def test_the_webhook_block_round_trips_through_connects_flat_form(verify: Any) -
     if verify == "none":
         assert flat["webhook.verify"] == "none"
     assert not any(re.match(r"webhook\.streams\.", key) for key in flat)
+
+
+def test_secret_from_beside_the_kind_as_the_contract_writes_it() -> None:
+    verify = {"hmac": {"header": "X-Signature"}, "secret_from": "{partition.data.hook}"}
+    [first, *_] = compile_entry(tracker(verify=verify))
+    spec = webhook_of(first)
+    assert spec is not None and isinstance(spec.verify, Hmac)
+    assert spec.verify.secret is None and spec.verify.secret_from is not None
+    both = {
+        "hmac": {"header": "X-Signature", "secret": "s"},
+        "secret_from": "{partition.data.hook}",
+    }
+    assert error_of(tracker(verify=both)).path == "pollers[0].webhook.verify.secret_from"

@@ -153,11 +153,21 @@ def _verify(raw: object, path: str, where: str, partitioned: bool) -> Verify:
     if isinstance(raw, str):
         raise ConfigError(f"must be a mapping (hmac or stripe) or none, got {raw!r}", where)
 
+    beside = raw.get("secret_from") if isinstance(raw, Mapping) else None
+
+    def with_beside(given: object) -> object:
+        """A ``secret_from`` beside the kind is the kind's, as if written inside it."""
+        if beside is None or not isinstance(given, Mapping):
+            return given
+        if "secret" in given or "secret_from" in given:
+            raise ConfigError("set secret or secret_from, not both", f"{where}.secret_from")
+        return {**given, "secret_from": beside}
+
     def hmac_kind(given: object, at_path: str, at: str) -> Verify:
-        return _hmac(given, at_path, at, partitioned)
+        return _hmac(with_beside(given), at_path, at, partitioned)
 
     def stripe_kind(given: object, at_path: str, at: str) -> Verify:
-        return _stripe(given, at_path, at, partitioned)
+        return _stripe(with_beside(given), at_path, at, partitioned)
 
     return parse_kind(raw, path, where, {"hmac": hmac_kind, "stripe": stripe_kind})
 

@@ -50,6 +50,14 @@ def webhook_keys(prefix: str) -> list[KeyDoc]:
         *_hmac(f"{prefix}.verify.hmac"),
         *_stripe(f"{prefix}.verify.stripe"),
         KeyDoc(
+            f"{prefix}.verify.secret_from",
+            "template",
+            None,
+            "Beside `hmac` or `stripe` (as CONTRACT.md writes it): the tenant's own secret, "
+            "`{partition.data.NAME}`, for a kind that names no `secret` of its own.",
+            beside=True,
+        ),
+        KeyDoc(
             f"{prefix}.tenant",
             "mapping",
             None,
