@@ -38,25 +38,7 @@ def webhook_keys(prefix: str) -> list[KeyDoc]:
             "Exempt from `rest.auth`: the signature is its authentication.",
             required=True,
         ),
-        KeyDoc(
-            f"{prefix}.verify",
-            MAPPING_OR_NONE,
-            None,
-            "How the signature is checked: exactly one of the keys below, or `none` written "
-            "out to accept unsigned webhooks.",
-            required=True,
-            one_of=True,
-        ),
-        *_hmac(f"{prefix}.verify.hmac"),
-        *_stripe(f"{prefix}.verify.stripe"),
-        KeyDoc(
-            f"{prefix}.verify.secret_from",
-            "template",
-            None,
-            "Beside `hmac` or `stripe` (as CONTRACT.md writes it): the tenant's own secret, "
-            "`{partition.data.NAME}`, for a kind that names no `secret` of its own.",
-            beside=True,
-        ),
+        *_verify(f"{prefix}.verify"),
         KeyDoc(
             f"{prefix}.tenant",
             "mapping",
@@ -81,6 +63,30 @@ def webhook_keys(prefix: str) -> list[KeyDoc]:
             "missing or unfit for a key (not text or an integer, empty, holding `/`) wakes "
             "nothing. Without `streams`: every stream whose partitions are the tenants (or "
             "the poller itself), for the tenant.",
+        ),
+    ]
+
+
+def _verify(prefix: str) -> list[KeyDoc]:
+    return [
+        KeyDoc(
+            prefix,
+            MAPPING_OR_NONE,
+            None,
+            "How the signature is checked: exactly one of the keys below, or `none` written "
+            "out to accept unsigned webhooks.",
+            required=True,
+            one_of=True,
+        ),
+        *_hmac(f"{prefix}.hmac"),
+        *_stripe(f"{prefix}.stripe"),
+        KeyDoc(
+            f"{prefix}.secret_from",
+            "template",
+            None,
+            "Beside `hmac` or `stripe` (as CONTRACT.md writes it): the tenant's own secret, "
+            "`{partition.data.NAME}`, for a kind that names no `secret` of its own.",
+            beside=True,
         ),
     ]
 
