@@ -36,6 +36,7 @@ from watukuy.engine.polling import KeyPoller
 from watukuy.engine.progress import LaneProgress
 from watukuy.engine.roster import Roster
 from watukuy.engine.snapshots import DEFAULT_BUDGET, Snapshots
+from watukuy.engine.turns import Turns
 from watukuy.http import HttpClient
 from watukuy.store.base import Command, KeyCommit, Store
 from watukuy.store.memory import MemoryStore
@@ -158,12 +159,12 @@ class Engine:
         await self._roster.refresh_due()
         await self._follow_store()
         due = self._roster.due.pop_due(self.clock.now())
-        limit = asyncio.Semaphore(TICK_CONCURRENCY)
+        turns = Turns(TICK_CONCURRENCY)
         async with asyncio.TaskGroup() as group:
             for key in due:
                 runtime = self._roster.runtime_of(key)
                 if runtime is not None:
-                    group.create_task(self._poll_limited(runtime, limit))
+                    group.create_task(self._poll_limited(runtime, turns))
         self._tell_served(set(), every=0.0)
         await self._dispatcher.drain()
 
@@ -173,7 +174,7 @@ class Engine:
         A :meth:`stop` that comes before ``run()`` got going (a SIGTERM during start-up) still
         counts: the stop request is consumed when ``run()`` returns, not when it starts.
         """
-        limit = asyncio.Semaphore(self._max_concurrency)
+        turns = Turns(self._max_concurrency)
         in_flight: set[str] = set()
         self._in_flight, self._first, first = in_flight, None, set()
         try:
@@ -190,7 +191,7 @@ class Engine:
                         in_flight.add(key)
                         if not runtime.polled:
                             first.add(key)
-                        group.create_task(self._poll_tracked(runtime, limit, in_flight))
+                        group.create_task(self._poll_tracked(runtime, turns, in_flight))
                     self._first = first  # the first pass is over: its keys are taken in
                     await self._sleep_until_due()
         finally:
@@ -211,9 +212,10 @@ class Engine:
         self.store.served_until(roster.due.served_until(dues, now))
 
     def _turn_wanted(self) -> bool:
-        """Whether another key waits for its turn: due now, or for a slot of ``run()``. Out
-        of ``run()`` (``tick()``), every poll takes its turn as it comes."""
-        in_flight = self._in_flight
+        """Whether another key waits for its turn: due now, or for a turn of ``run()``
+        (:mod:`.turns`), or landing its pages and due again soon. Out of ``run()``
+        (``tick()``), every poll takes its turn as it comes."""
+        in_flight = self._in_flight  # keys waiting for a turn, or landing a poll's pages
         if in_flight is None or len(in_flight) > self._max_concurrency:
             return True
         next_at = self._roster.due.next_at()
@@ -255,10 +257,11 @@ class Engine:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _poll_limited(self, runtime: KeyRuntime, limit: asyncio.Semaphore) -> None:
+    async def _poll_limited(self, runtime: KeyRuntime, turns: Turns) -> None:
+        turn = turns.turn()
         try:
-            async with limit:
-                await self._poller.poll(runtime)
+            await turn.take()
+            await self._poller.poll(runtime, turn)
         except asyncio.CancelledError:
             # Popped from the due queue and cancelled before its poll began (waiting for a
             # slot or for the key): due again as it was. A poll that began rescheduled it.
@@ -266,12 +269,12 @@ class Engine:
             if roster.still_holds(runtime) and roster.due.at(runtime.key) is None:
                 roster.reschedule(runtime)
             raise
+        finally:
+            turn.give_back()
 
-    async def _poll_tracked(
-        self, runtime: KeyRuntime, limit: asyncio.Semaphore, in_flight: set[str]
-    ) -> None:
+    async def _poll_tracked(self, runtime: KeyRuntime, turns: Turns, in_flight: set[str]) -> None:
         try:
-            await self._poll_limited(runtime, limit)
+            await self._poll_limited(runtime, turns)
         finally:
             in_flight.discard(runtime.key)
             runtime.polled = True

@@ -26,6 +26,7 @@ from watukuy.core.poll import Decision, Failure, Page, PollPlan
 from watukuy.core.state import ParkedItem, PartitionState, SnapshotEntry
 from watukuy.core.validation import positive_int
 from watukuy.engine.keys import KeyRuntime
+from watukuy.engine.turns import Turn
 from watukuy.store.base import KeyCommit, PageRun
 
 V = TypeVar("V")
@@ -83,6 +84,8 @@ class InFlight:
     """The pages of one lane's run still waiting for the store, oldest first."""
 
     runtime: KeyRuntime
+    turn: Turn | None = None
+    """The poll's turn to fetch, given back once the lane's last page is sent."""
     pages: deque[SentPage] = field(default_factory=deque)
     broken: bool = False
     """A page was refused: the run stops, and the pages after it are refused too."""
@@ -119,6 +122,12 @@ class InFlight:
 
     def parked(self) -> Mapping[str, ParkedItem]:
         return self._parked if self._parked is not None else self.runtime.parked
+
+    def last_page_sent(self) -> None:
+        """Nothing more is fetched in this lane: its turn goes to another key while its
+        pages wait for their commit."""
+        if self.turn is not None:
+            self.turn.give_back()
 
     def run_of(self) -> PageRun:
         """The next page's place in the run: after the last page in flight, if any."""

@@ -55,6 +55,7 @@ from watukuy.engine.inflight import (
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.progress import LaneProgress
 from watukuy.engine.roster import Roster
+from watukuy.engine.turns import Turn
 from watukuy.http import HttpClient
 from watukuy.logs import log_context
 from watukuy.store.base import KeyCommit
@@ -92,17 +93,18 @@ class KeyPoller:
         self._progress = progress or LaneProgress()
         self._vault = vault
 
-    async def poll(self, runtime: KeyRuntime) -> None:
+    async def poll(self, runtime: KeyRuntime, turn: Turn | None = None) -> None:
         """Poll every lane of ``runtime`` that is due, in priority order, once each.
 
         Live first; then reconcile and backfill get their turn in the same call, so a
         caller that ticks less often than the key's interval still moves them forward.
-        Never raises for vendor or user-code failures.
+        ``turn``: taken (again) before each lane fetches, given back as its last page is
+        sent. Never raises for vendor or user-code failures.
         """
         with log_context(poller=runtime.poller.name, partition=runtime.partition.key):
-            await self._poll_key(runtime)
+            await self._poll_key(runtime, turn)
 
-    async def _poll_key(self, runtime: KeyRuntime) -> None:
+    async def _poll_key(self, runtime: KeyRuntime, turn: Turn | None) -> None:
         roster = self._roster
         async with runtime.lock:
             done: set[Lane] = set()
@@ -112,8 +114,10 @@ class KeyPoller:
                     if lane is None or lane in done:
                         break
                     done.add(lane)
+                    if turn is not None:
+                        await turn.take()
                     with log_context(lane=lane.value):
-                        if not await self._poll_lane(runtime, lane):
+                        if not await self._poll_lane(runtime, lane, turn):
                             break
             finally:  # however the poll ended, cancelled included: the key is due again
                 if roster.still_holds(runtime) and dormant(runtime.poller, runtime.state):
@@ -122,19 +126,20 @@ class KeyPoller:
                     roster.reschedule(runtime)
         roster.snapshots.trim()  # its lock is free: its snapshot may go too
 
-    async def _poll_lane(self, runtime: KeyRuntime, lane: Lane) -> bool:
+    async def _poll_lane(self, runtime: KeyRuntime, lane: Lane, turn: Turn | None) -> bool:
         """Page through one lane; ``False`` when the key must not be polled further now.
 
         Pages are fetched while earlier ones wait for their commit (:mod:`.inflight`); the
         lane ends once every page it sent was answered.
         """
-        flight = InFlight(runtime)
+        flight = InFlight(runtime, turn)
         failed: Exception | None = None
         async with asyncio.TaskGroup() as answers:
             try:
                 go_on = await self._page_through(runtime, lane, flight, answers)
             except Exception as exc:  # raised again once the pages sent are answered
                 failed, go_on = exc, False
+            flight.last_page_sent()
             landed = await self._land(runtime, flight, keep=0)
         error = failed or flight.error
         if error is not None:
@@ -227,6 +232,7 @@ class KeyPoller:
         )  # fmt: skip
         await self._slots.acquire()
         if not flight.pages and _ends_the_lane(decision):
+            flight.last_page_sent()
             await self._commit_here(runtime, page, flight)
             return decision
         page.answer = answers.create_task(self._answer(runtime, commit))
