@@ -57,7 +57,14 @@ RUNNER_KEYS: tuple[KeyDoc, ...] = (
         "100ms",
         "How long one transaction gathers polls before it commits.",
     ),
-    KeyDoc("runner.max.concurrency", "int", 256, "Polls in flight at once on this instance."),
+    KeyDoc(
+        "runner.max.concurrency",
+        "int",
+        256,
+        "Polls fetching at once on this instance. A poll whose last page only waits for its "
+        "commit has given its turn to another key (those pages count against "
+        "`runner.max.pages.in.flight`).",
+    ),
     KeyDoc(
         "runner.max.pages.in.flight.per.key",
         "int",
