@@ -114,7 +114,7 @@ class KeyPoller:
                     if lane is None or lane in done:
                         break
                     done.add(lane)
-                    if turn is not None:
+                    if turn is not None and not turn.held:  # given back by a lane before
                         await turn.take()
                     with log_context(lane=lane.value):
                         if not await self._poll_lane(runtime, lane, turn):
