@@ -23,6 +23,7 @@ from watukuy.core.validation import positive_int
 from watukuy.engine import children, received
 from watukuy.engine.budgets import split_budgets
 from watukuy.engine.changes import KeyChanges
+from watukuy.engine.child_streams import ChildStreams
 from watukuy.engine.connectors import Connectors, OffsetsApi
 from watukuy.engine.credentials import Vault
 from watukuy.engine.definitions import budget_gates, checked_pollers, prepared
@@ -116,10 +117,9 @@ class Engine:
         # Commands from other instances tried again later: (when, first seen, command).
         self._waiting: list[tuple[float, float, Command]] = []
         self.store.watch(self._on_store_change)
-        listing, changed = children.child_listing, self._split_budgets
-        self._roster = Roster(
-            by_name, self.store, self.clock, listing, changed, self.observer, snapshot_cache
-        )
+        streams = ChildStreams(children.child_listing, children.pause_dormant, children.wake)
+        self._roster = Roster(by_name, self.store, self.clock, streams, self._split_budgets,
+                              self.observer, snapshot_cache)  # fmt: skip
         self._poller = KeyPoller(
             self._roster, self._http, self._gates, self._stopping, self.observer, self._progress,
             PageLimits(pages_in_flight, pages_in_flight_total), self._turn_wanted, self.credentials,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import partial
 
@@ -31,8 +31,9 @@ from watukuy.core.partitions import diff
 from watukuy.core.poll import due_at, fresh_state
 from watukuy.core.poller import Partition, Poller
 from watukuy.core.redaction import failure_text
-from watukuy.engine import children, commits
+from watukuy.engine import commits
 from watukuy.engine.changes import Watchers
+from watukuy.engine.child_streams import ChildStreams
 from watukuy.engine.due_times import KeyTimes
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.listings import Listings, own_listing
@@ -53,10 +54,6 @@ class KeyNotActive(ConfigError):
     is under way), so the engine tries it again for a while."""
 
 
-# A child poller's partitions come from the store: engine.children.child_listing, passed in.
-ChildListing = Callable[["Roster", Poller], Awaitable[dict[str, Partition]]]
-
-
 class Roster:
     """The keys this instance holds, the pollers they belong to, their listings, targets
     and due times: the engine asks it rather than reaching into its tables."""
@@ -66,13 +63,13 @@ class Roster:
         pollers: dict[str, Poller],
         store: Store,
         clock: Clock,
-        list_children: ChildListing,
+        child_streams: ChildStreams[Roster],
         on_keys_changed: Callable[[], None] = lambda: None,
         observer: Observer | None = None,
         snapshot_budget: int = DEFAULT_BUDGET,
     ) -> None:
         self._pollers = pollers
-        self._list_children = list_children
+        self._children = child_streams
         self.observer = observer or Observer()
         # Called once the partition lists or the store's ownership may have changed.
         self._on_keys_changed = on_keys_changed
@@ -138,7 +135,7 @@ class Roster:
         changes = diff(table.current, latest)
         for key in changes.removed:
             await self._deactivate(poller, key)
-        await children.pause_dormant(self, name, set(changes.removed))  # not held: not above
+        await self._children.pause_dormant(self, name, set(changes.removed))  # not held: not above
         for key in changes.added:
             if self.store.owns(name, key):  # the others belong to other instances
                 await self._activate(poller, latest[key])
@@ -210,7 +207,7 @@ class Roster:
 
     async def _evaluate(self, poller: Poller) -> dict[str, Partition]:
         if poller.expires_keys:  # a child's or fan-out's keys: listed, and expired
-            return await self._list_children(self, poller)
+            return await self._children.listing(self, poller)
         return await own_listing(poller)
 
     async def _activate(self, poller: Poller, partition: Partition) -> None:
@@ -460,7 +457,7 @@ class Roster:
             await self.refresh(name, force=False)
         runtime = self._keys.get(key_text(name, key))
         if runtime is None:  # a dormant on_change child is held again for the operation
-            await children.wake(self, self._pollers[name], key)
+            await self._children.wake(self, self._pollers[name], key)
             runtime = self._keys.get(key_text(name, key))
         if runtime is None:
             raise KeyNotActive(f"poller '{name}' has no active partition {key!r}", "partition")
