@@ -28,13 +28,11 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
 
 from watukuy.core.errors import ConfigError
 from watukuy.core.validation import non_empty_string
 from watukuy.declarative.auth_common import (
     ALL_STATUSES,
-    ERROR_CODE,
     Auth,
     Compile,
     Credentials,
@@ -44,13 +42,20 @@ from watukuy.declarative.auth_common import (
     json_or_none,
     rendered,
 )
-from watukuy.declarative.errors import OAuthError, OAuthUnavailable, RenderError
+from watukuy.declarative.errors import RenderError
 from watukuy.declarative.oauth_refresh import parse_refresh_grant
 from watukuy.declarative.session import parse_session
 from watukuy.declarative.templates import Scope, Template
+from watukuy.declarative.token_requests import (
+    ask,
+    bearer_answer,
+    expires_in,
+    token_form,
+    unanswered,
+)
 from watukuy.declarative.values import choice, parse_kind, section
 from watukuy.engine.credentials import Vault
-from watukuy.http import KeyHttp, Response, VendorUnavailable
+from watukuy.http import KeyHttp, Response
 
 __all__ = [
     "ALL_STATUSES",
@@ -181,54 +186,15 @@ class OAuth2:
         form = {"grant_type": "client_credentials"}
         if wanted:
             form["scope"] = wanted
-        headers = {
-            "Content-Type": "application/x-www-form-urlencoded",
-            "Accept": "application/json",
-        }
-        if self.client_auth == "body":
-            form |= {"client_id": client_id, "client_secret": secret}
-        else:  # RFC 6749 2.3.1: both form-encoded before the basic scheme
-            headers["Authorization"] = basic_header(
-                quote(client_id, safe=""), quote(secret, safe="")
-            )
-        try:
-            response = await http.request(
-                "POST",
-                url,
-                headers=headers,
-                data=urlencode(form),
-                template=self.token_url.shown,
-                passthrough=ALL_STATUSES,
-            )
-        except VendorUnavailable as exc:  # its text names the rendered URL: not ours to show
-            raise OAuthUnavailable(f"oauth2 token request failed: {exc.reason}") from None
-        status = response.status
-        body = await json_or_none(response)
-        if status == 429 or status >= 500:
-            raise OAuthUnavailable(f"oauth2 token request -> {status}")
-        if not 200 <= status < 300:
-            code = body.get("error") if isinstance(body, Mapping) else None
-            detail = f" ({code})" if isinstance(code, str) and ERROR_CODE.match(code) else ""
-            raise OAuthError(f"oauth2 token request -> {status}{detail}")
-        if not isinstance(body, Mapping):
-            raise OAuthError(f"oauth2 token request -> {status}: the answer is not a JSON object")
-        token = body.get("access_token")
-        if not isinstance(token, str) or not token:
-            raise OAuthError(f"oauth2 token request -> {status}: the answer has no access_token")
-        kind = body.get("token_type", "bearer")
-        if not isinstance(kind, str) or kind.lower() != "bearer":
-            raise OAuthError(f"oauth2 token request -> {status}: the token type is not bearer")
-        return token, _expires_in(body.get("expires_in"))
-
-
-def _expires_in(value: object) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float) and value > 0:
-        return float(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return float(value.strip())
-    return None
+        data, headers = token_form(form, client_id, secret, self.client_auth)
+        what = "oauth2 token request"
+        shown = self.token_url.shown
+        status, body = await ask(
+            http, "POST", url, what=what, shown=shown, headers=headers, data=data
+        )
+        unanswered(status, body, what)
+        token, answer = bearer_answer(status, body, what)
+        return token, expires_in(answer.get("expires_in"))
 
 
 @dataclass(frozen=True, slots=True)

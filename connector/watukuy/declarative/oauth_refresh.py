@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote, urlencode
 
 from watukuy.core.children import tenant_of
 from watukuy.core.errors import ConfigError
@@ -33,21 +32,27 @@ from watukuy.core.grants import GrantRef, Reauthorize, TokenAnswer
 from watukuy.core.paths import Path, parse_path
 from watukuy.core.timewindows import TimeFormat
 from watukuy.declarative.auth_common import (
-    ALL_STATUSES,
     Compile,
     Credentials,
     Send,
-    basic_header,
-    json_or_none,
     rendered,
 )
-from watukuy.declarative.errors import OAuthError, OAuthUnavailable
+from watukuy.declarative.errors import OAuthError
 from watukuy.declarative.templates import Scope, Template
+from watukuy.declarative.token_requests import (
+    ask,
+    bearer_answer,
+    expires_in,
+    token_form,
+    unanswered,
+)
 from watukuy.declarative.values import choice, duration, section
 from watukuy.engine.credentials import RefreshRefused, Vault
-from watukuy.http import KeyHttp, Response, VendorUnavailable
+from watukuy.http import KeyHttp, Response
 
 __all__ = ["DEFAULT_LIFETIME", "Expiry", "RefreshGrant", "parse_refresh_grant"]
+
+WHAT = "oauth2 refresh request"  # how errors name it
 
 DEFAULT_LIFETIME = 3600.0
 """An access token whose answer says nothing of its expiry is used for an hour (or a 401)."""
@@ -67,7 +72,7 @@ class Expiry:
         except LookupError:
             return now + DEFAULT_LIFETIME
         if self.format is None:
-            seconds = _seconds(value)
+            seconds = expires_in(value)
             return now + (DEFAULT_LIFETIME if seconds is None else seconds)
         moment = self.format.read(value)
         if moment is None:
@@ -117,76 +122,37 @@ class RefreshGrant:
         return response
 
     async def _request(self, scope: Scope, http: KeyHttp, refresh_token: str) -> TokenAnswer:
-        url = rendered(self.token_url, scope)
         client_id = rendered(self.client_id, scope)
         secret = None if self.client_secret is None else rendered(self.client_secret, scope)
         form = {"grant_type": "refresh_token", "refresh_token": refresh_token}
         wanted = None if self.scope is None else self.scope.render(scope) or None
         if wanted:
             form["scope"] = wanted
-        headers = {
-            "Content-Type": "application/x-www-form-urlencoded",
-            "Accept": "application/json",
-        }
-        if secret is None or self.client_auth == "body":
-            form["client_id"] = client_id
-            if secret is not None:
-                form["client_secret"] = secret
-        else:  # RFC 6749 2.3.1: both form-encoded before the basic scheme
-            headers["Authorization"] = basic_header(
-                quote(client_id, safe=""), quote(secret, safe="")
-            )
-        try:
-            response = await http.request(
-                "POST",
-                url,
-                headers=headers,
-                data=urlencode(form),
-                template=self.token_url.shown,
-                passthrough=ALL_STATUSES,
-            )
-        except VendorUnavailable as exc:  # its text names the rendered URL: not ours to show
-            raise OAuthUnavailable(f"oauth2 refresh request failed: {exc.reason}") from None
-        return _answer(response.status, await json_or_none(response), self.expires, http.now())
+        data, headers = token_form(form, client_id, secret, self.client_auth)
+        status, body = await ask(
+            http, "POST", rendered(self.token_url, scope), what=WHAT,
+            shown=self.token_url.shown, headers=headers, data=data,
+        )  # fmt: skip
+        return _answer(status, body, self.expires, http.now())
 
 
 def _answer(status: int, body: Any, expires: Expiry, now: float) -> TokenAnswer:
-    if status == 429 or status >= 500:
-        raise OAuthUnavailable(f"oauth2 refresh request -> {status}")
-    code = body.get("error") if isinstance(body, Mapping) else None
-    if status in (400, 401):
+    if status in (400, 401):  # RFC 6749 5.2: the grant is refused (spent, revoked, expired)
+        code = body.get("error") if isinstance(body, Mapping) else None
         reason = Reauthorize.INVALID_GRANT if code == "invalid_grant" else Reauthorize.REFUSED
         raise RefreshRefused(reason, status)
-    if not 200 <= status < 300:
-        raise OAuthError(f"oauth2 refresh request -> {status}")
-    if not isinstance(body, Mapping):
-        raise OAuthError(f"oauth2 refresh request -> {status}: the answer is not a JSON object")
-    access = body.get("access_token")
-    if not isinstance(access, str) or not access:
-        raise OAuthError(f"oauth2 refresh request -> {status}: the answer has no access_token")
-    kind = body.get("token_type", "bearer")
-    if not isinstance(kind, str) or kind.lower() != "bearer":
-        raise OAuthError(f"oauth2 refresh request -> {status}: the token type is not bearer")
-    rotated = body.get("refresh_token")
+    unanswered(status, body, WHAT)
+    access, answer = bearer_answer(status, body, WHAT)
+    rotated = answer.get("refresh_token")
     return TokenAnswer(
         access_token=access,
         refresh_token=rotated if isinstance(rotated, str) and rotated else None,
-        expires_at=expires.at(body, now),
+        expires_at=expires.at(answer, now),
     )
 
 
 def _bearer(token: str) -> Credentials:
     return Credentials(headers={"Authorization": f"Bearer {token}"}, token=token)
-
-
-def _seconds(value: object) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float) and value > 0:
-        return float(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return float(value.strip())
-    return None
 
 
 def parse_refresh_grant(

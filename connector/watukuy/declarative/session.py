@@ -25,20 +25,18 @@ from typing import Any
 from watukuy.core.errors import ConfigError
 from watukuy.core.paths import Path, parse_path
 from watukuy.declarative.auth_common import (
-    ALL_STATUSES,
-    ERROR_CODE,
     Compile,
     Credentials,
     Send,
     TokenCache,
-    json_or_none,
     rendered,
 )
-from watukuy.declarative.errors import OAuthError, OAuthUnavailable
+from watukuy.declarative.errors import OAuthError
 from watukuy.declarative.templates import Scope, Template
+from watukuy.declarative.token_requests import ask, unanswered
 from watukuy.declarative.values import choice, duration, section
 from watukuy.engine.credentials import Vault
-from watukuy.http import KeyHttp, Response, VendorUnavailable
+from watukuy.http import KeyHttp, Response
 
 __all__ = ["Session", "parse_session"]
 
@@ -92,25 +90,12 @@ class Session:
     async def _login(
         self, http: KeyHttp, url: str, body: dict[str, Any], headers: dict[str, str]
     ) -> str:
-        try:
-            response = await http.request(
-                self.method,
-                url,
-                headers={"Accept": "application/json", **headers},
-                json=body or None,
-                template=self.url.shown,
-                passthrough=ALL_STATUSES,
-            )
-        except VendorUnavailable as exc:  # its text names the rendered URL: not ours to show
-            raise OAuthUnavailable(f"session login failed: {exc.reason}") from None
-        status = response.status
-        answer = await json_or_none(response)
-        if status == 429 or status >= 500:
-            raise OAuthUnavailable(f"session login -> {status}")
-        if not 200 <= status < 300:
-            code = answer.get("error") if isinstance(answer, Mapping) else None
-            detail = f" ({code})" if isinstance(code, str) and ERROR_CODE.match(code) else ""
-            raise OAuthError(f"session login -> {status}{detail} (check the credentials)")
+        what = "session login"
+        status, answer = await ask(
+            http, self.method, url, what=what, shown=self.url.shown, headers=headers,
+            json=body or None,
+        )  # fmt: skip
+        unanswered(status, answer, what, " (check the credentials)")
         try:
             token = self.token.get(answer)
         except LookupError:
