@@ -245,3 +245,37 @@ async def test_a_cancelled_tick_leaves_every_key_due_polled_or_not() -> None:
         release.set()
         await asyncio.wait_for(engine.tick(), timeout=10)
         assert [len(env.sim.log(t.id)) for t in env.tenants] == [2] * 8  # two pages each
+
+
+async def test_a_poll_waiting_only_for_its_commit_gives_its_turn_to_the_next_key() -> None:
+    # One turn, every key's poll one page, every commit 1 s: a turn held through the commit
+    # would poll the eight keys one after another, one commit waiting at a time (8 s). Given
+    # back once the page is sent, every key is fetched while the commits before it wait.
+    async with simulated(tenants=8, items=4, seed=7) as env:
+        store = CountingSlowStore(delay=1.0)
+        engine = env.make_engine(env.make_poller(limit=10), store=store, max_concurrency=1)
+
+        await run_until(engine, lambda: len(committed(store)) == 8, seconds=6.0)
+
+        assert store.most_at_once > 4  # keys' commits overlapped: each was fetched meanwhile
+        for tenant in env.tenants:
+            items = env.sim.items(tenant.id)
+            assert committed(store)[tenant.id] == [(n, i["id"]) for n, i in enumerate(items, 1)]
+            assert len(env.sim.log(tenant.id)) == 1  # one page, asked once
+
+
+class CountingSlowStore(SlowStore):
+    """A :class:`SlowStore` that counts the commits waiting at once, all keys together."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(delay)
+        self.at_once = 0
+        self.most_at_once = 0
+
+    async def commit(self, batch: Sequence[KeyCommit]) -> None:
+        self.at_once += 1
+        self.most_at_once = max(self.most_at_once, self.at_once)
+        try:
+            await super().commit(batch)
+        finally:
+            self.at_once -= 1
