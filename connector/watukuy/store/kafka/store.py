@@ -140,10 +140,8 @@ class KafkaStore:
             self._commands_out.warm(self.layout.state),
             return_exceptions=True,
         )
-        if io.startup_error is not None:
-            raise Retriable(f"cannot start the Kafka clients: {io.startup_error}") from (
-                io.startup_error
-            )
+        if (failed := io.startup_error) is not None:
+            raise Retriable(f"cannot start the Kafka clients: {failed}") from failed
         self._io = io
         if isinstance(published, BaseException):
             raise published
@@ -494,7 +492,8 @@ def _observer_failed(observer: Observer, hook: str, error: Exception) -> None:
 
 
 def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
-    if not future.done() and error is None:
-        future.set_result(None)
-    elif not future.done() and error is not None:
-        future.set_exception(error)
+    if not future.done():
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
