@@ -11,6 +11,11 @@ by ``watukuy.serde.events``, fastavro underneath) and is produced with the tenan
 transaction committed every ``--commit-interval`` seconds. What a runner does on top of this
 (HTTP, JSON, change detection, the snapshot and state records, scheduling) is what the
 benchmark compares against it.
+
+``--headers`` adds the seven CloudEvents headers a runner's event records carry (the
+``ce_*`` attributes of the Kafka binding and ``content-type``, as ``watukuy.store.kafka.
+outgoing`` writes them): the same records, so that what the headers cost is told apart from
+what the runner does.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from confluent_kafka import Producer
 
 from watukuy.core.events import Event, event_id, utc
 from watukuy.serde.events import EventSchemas, encode_event
+from watukuy.store.kafka.outgoing import ce_time
 
 POLLER = "invoices"
 
@@ -60,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
     produced = 0
     for tenant, page in pages(backlog, args.page):
         key = f"{POLLER}/{tenant}".encode()
+        source = ("ce_source", f"watukuy/{POLLER}/{tenant}".encode())
+        stamp: tuple[str, bytes] | None = None  # a runner's page shares one time: formatted once
         for item in page:
             sequences[tenant] += 1
             event = Event(
@@ -75,7 +83,23 @@ def run(args: argparse.Namespace) -> int:
                 schema_version=1,
                 data=item,
             )
-            producer.produce(args.topic, encode_event(event, schemas), key)
+            value = encode_event(event, schemas)
+            if args.headers:
+                if stamp is None:
+                    stamp = ("ce_time", ce_time(event.time))
+                headers = [
+                    ("ce_specversion", b"1.0"),
+                    ("ce_id", event.id.encode()),
+                    ("ce_type", b"watukuy.created"),
+                    source,
+                    ("ce_subject", event.subject.encode()),
+                    stamp,
+                    ("content-type", b"application/avro"),
+                ]
+                # By position, as the runner's produce loop calls it (transactions.py).
+                producer.produce(args.topic, value, key, -1, None, None, 0, headers)
+            else:
+                producer.produce(args.topic, value, key)
         produced += len(page)
         producer.poll(0)
         if time.monotonic() - opened >= args.commit_interval:
@@ -96,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--items", required=True, help="JSON file {tenant: [items]}")
     parser.add_argument("--page", type=int, default=500, help="items per page (500)")
     parser.add_argument("--commit-interval", type=float, default=0.1, help="seconds (0.1)")
+    parser.add_argument(
+        "--headers", action="store_true", help="the seven CloudEvents headers of a runner's events"
+    )
     return run(parser.parse_args(argv))
 
 

@@ -13,6 +13,9 @@ from the initial cursor and an empty state) that are deleted after it. The pipel
 1. ``ceiling``: the bare loop (``integration/bench/ceiling.py``, one process): the same items,
    read from a file, encoded as the Python poller's envelope (``watukuy.serde.events``,
    fastavro) and produced in transactions committed every ``--commit-interval``: no HTTP.
+   ``ceiling+headers``: the same loop writing the seven CloudEvents headers a runner's event
+   records carry (``ceiling.py --headers``): the same records, so the table tells what the
+   headers cost apart from what the runner does.
 2. ``watukuy``: one runner (``python -m watukuy.cli``, what ``watukuy-source`` runs) with the
    Python poller ``integration.pollers:invoices`` (``--page`` items a page, schedule 100ms..1s).
 3. ``declarative``: the same with ``config/invoices.yaml`` (no Python; data checked against
@@ -43,7 +46,9 @@ A read_committed consumer in this process reads each pipeline's topic until it h
   per event; ``steady µs/ev`` the same over the steady window; ``start CPU s`` the CPU spent
   before the first event was visible. The broker, the simulator and this consumer are not
   counted (they share the two cores, so they slow every row alike);
-- ``x ceiling``: steady events/s and steady events per CPU-second, each over the ceiling's;
+- ``x ceiling``: steady events/s and steady events per CPU-second, each over those of the
+  ``ceiling`` row run last before it (the first one for rows before any), so that
+  ``--pipelines ceiling,watukuy,ceiling,watukuy`` gives pairs measured minutes apart;
 - ``check``: watukuy's and the ceiling's events decode, every tenant's sequence is 1..items,
   ids are distinct, and the transformed row's items are transformed; Singer's (id, etag)
   pairs are distinct; nothing more arrives in 2 s.
@@ -98,7 +103,15 @@ from watukuy.serde.events import EventSchemas, decode_event
 
 BENCH_DIR = ROOT / ".watukuy" / "bench" / "side_by_side"
 VENVS = ROOT / ".watukuy" / "bench" / "venvs"
-PIPELINES = ("ceiling", "watukuy", "declarative", transform_row.NAME, *shape_rows.NAMES, "singer")
+PIPELINES = (
+    "ceiling",
+    "ceiling+headers",
+    "watukuy",
+    "declarative",
+    transform_row.NAME,
+    *shape_rows.NAMES,
+    "singer",
+)
 SCHEDULE = {"min": "100ms", "max": "1s"}
 PROFILES = {
     "default": {"tenants": 20, "items": 5000, "page": 500},
@@ -303,16 +316,16 @@ class Bench:
         path.write_text("")
         return path
 
-    def ceiling(self, prefix: str) -> tuple[Row, Values]:
-        row = Row("ceiling", self.expected)
+    def ceiling(self, prefix: str, *, headers: bool = False) -> tuple[Row, Values]:
+        row = Row("ceiling+headers" if headers else "ceiling", self.expected)
         topic = f"{prefix}.events.invoices"
         create_topic(self.bootstrap, topic, self.args.partitions)
         command = [
             sys.executable, "-m", "integration.bench.ceiling", "--bootstrap", self.bootstrap,
             "--topic", topic, "--items", str(self.backlog), "--page", str(self.args.page),
-            "--commit-interval", str(self.args.commit_seconds),
+            "--commit-interval", str(self.args.commit_seconds), *(["--headers"] if headers else []),
         ]  # fmt: skip
-        log = self.log("ceiling")
+        log = self.log(_file_name(row.name))
         env = runner_env(self.sim.base_url)
         launcher = Launcher([lambda meter: _started(meter, popen(command, log, env=env))])
         values = measure(row, self.bootstrap, topic, launcher, self.args.timeout, stop_wait=30)
@@ -540,6 +553,8 @@ def table(rows: list[Row]) -> list[str]:
         if r.skipped:
             lines.append(f"| {r.name} | not run ({r.skipped}) |" + " |" * 13)
             continue
+        if r.name == "ceiling" and r.complete:
+            ceiling = r  # the rows after it are compared with it
         speed = per_cpu = math.nan
         if ceiling is not None and r.complete:  # nan when a run was too short to have a steady part
             speed = ratio(r.steady_rate, ceiling.steady_rate)
@@ -593,8 +608,8 @@ def run(args: argparse.Namespace, rows: list[Row]) -> str:
                 load = os.getloadavg()[0]
                 vendor0, broker0 = live_cpu_seconds(sim.process.pid), live_cpu_seconds(broker_pid)
                 try:
-                    if name == "ceiling":
-                        row, _ = bench.ceiling(prefix)
+                    if name in ("ceiling", "ceiling+headers"):
+                        row, _ = bench.ceiling(prefix, headers=name == "ceiling+headers")
                     elif name == "singer":
                         assert installed is not None
                         row, _ = bench.singer(prefix, installed)

@@ -127,3 +127,29 @@ def test_the_transform_cost_is_said_against_the_plain_declarative_row() -> None:
         "(over the +20% bound)",
     ]
     assert transform_row.versus_plain({"declarative": (40.0, 30.0)}) == []
+
+
+def _steady_row(name: str, us_per_event: float) -> Row:
+    """A finished row of 1,000 events at 100 a second, each costing ``us_per_event``."""
+    row = Row(name, expected=1000, seen=1000, first=1.0, last=11.0, cpu=1.0, cpu_at_first=0.1)
+    row.samples = [(1.0 + t, 100 * t, t * 100 * us_per_event / 1e6) for t in range(11)]
+    return row
+
+
+def test_each_row_is_compared_with_the_ceiling_run_last_before_it() -> None:
+    rows = [
+        _steady_row("ceiling", 8),
+        _steady_row("watukuy", 16),
+        _steady_row("ceiling", 10),
+        _steady_row("watukuy", 16),
+        _steady_row("ceiling+headers", 12.5),
+    ]
+
+    per_cpu = [line.split("|")[11].strip() for line in table(rows)[2:]]
+
+    assert per_cpu == ["1.00", "0.50", "1.00", "0.62", "0.80"]
+
+
+def test_the_ceiling_with_headers_is_a_pipeline_of_its_own() -> None:
+    args = parse_args(["--quick", "--pipelines", "ceiling,ceiling+headers"])
+    assert args.pipelines == ["ceiling", "ceiling+headers"]
