@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
             if args.headers:
                 if stamp is None:
                     stamp = ("ce_time", ce_time(event.time))
-                headers = [
+                headers: list[tuple[str, str | bytes | None]] = [
                     ("ce_specversion", b"1.0"),
                     ("ce_id", event.id.encode()),
                     ("ce_type", b"watukuy.created"),
