@@ -18,7 +18,7 @@ from integration.simulator.identity import CLIENT_ID, CLIENT_SECRET
 from watukuy import Engine, FakeClock
 from watukuy.config import parse_config
 from watukuy.control.keystatus import key_status
-from watukuy.core.errors import Conflict
+from watukuy.core.errors import Conflict, Retriable
 from watukuy.core.grants import (
     Claim,
     GrantRef,
@@ -279,3 +279,64 @@ async def test_a_poll_cancelled_while_its_claim_is_read_back_still_refreshes_the
     token = await other.access_token(ref, "rt_first", refresh, now=lambda: later, early=EARLY)
     assert sent == ["rt_first"]
     assert token == "at_new"
+
+
+class ReadBackFails(MemoryCredentials):
+    """A claim is written, and reading it back fails ``failures`` times (``None``: always)."""
+
+    def __init__(self, failures: int | None) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def claim(self, claim: Claim) -> Claim:
+        first = await super().claim(claim)
+        if self.failures is None or self.failures > 0:
+            if self.failures is not None:
+                self.failures -= 1
+            raise Retriable("the claim's offset was not read back in time")
+        return first
+
+
+def rotating(sent: list[str]) -> Any:
+    async def refresh(token: str) -> TokenAnswer:
+        assert token not in sent, "a spent refresh token was sent again"
+        sent.append(token)
+        return TokenAnswer(f"at_{len(sent)}", f"rt_{len(sent)}", START + LIFETIME)
+
+    return refresh
+
+
+async def test_a_claim_whose_read_back_failed_is_asked_again_and_refreshes_once() -> None:
+    # Given up at the first failure, the claim (the first) would have nobody refreshing for
+    # it: every caller after lost_after would park the tenant as a lost refresh, though the
+    # grant was never sent.
+    store, ref, sent = ReadBackFails(failures=2), GrantRef("crm", "acme"), []
+    first = Vault(store, runner="a", lost_after=60.0, wait_max=0.0)
+
+    token = await first.access_token(
+        ref, "rt_first", rotating(sent), now=lambda: START, early=EARLY
+    )
+
+    assert (token, sent) == ("at_1", ["rt_first"])
+    other = Vault(store, runner="b", lost_after=60.0, wait_max=0.0)
+    later = START + 61  # past lost_after: the claim was answered
+    assert await other.access_token(ref, "rt_first", rotating(sent), now=lambda: later, early=0)
+    stored = await store.load(ref)
+    assert stored is not None and stored.needs_authorization is None
+
+
+async def test_a_claim_never_read_back_is_released_and_the_next_caller_refreshes() -> None:
+    store, ref, sent = ReadBackFails(failures=None), GrantRef("crm", "acme"), []
+    first = Vault(store, runner="a", lost_after=0.5, wait_max=0.0)  # asked again for 0.25 s
+
+    with pytest.raises(Retriable):
+        await first.access_token(ref, "rt_first", rotating(sent), now=lambda: START, early=EARLY)
+
+    assert sent == []  # the provider was never called
+    store.failures = 0
+    other = Vault(store, runner="b", lost_after=0.5, wait_max=0.0)
+    later = START + 61
+    token = await other.access_token(ref, "rt_first", rotating(sent), now=lambda: later, early=0)
+    assert (token, sent) == ("at_1", ["rt_first"])  # released: not reported lost
+    stored = await store.load(ref)
+    assert stored is not None and stored.needs_authorization is None

@@ -39,6 +39,8 @@ Clock = Callable[[], float]
 
 WAIT_STEP = 0.2
 """How often a caller waiting for another's refresh reads the store."""
+CLAIM_RETRY = 10.0
+"""Seconds a claim whose read-back failed is asked again (:meth:`Vault._first_claim`)."""
 
 
 class RefreshRefused(Exception):
@@ -193,10 +195,35 @@ class Vault:
         now: Clock,
     ) -> tuple[Claim, Grant | None]:
         """The first claim for ``grant``'s serial, and the refreshed grant if it is ``mine``."""
-        first = await self.store.claim(mine)
+        first = await self._first_claim(ref, grant, mine, now)
         if first.attempt != mine.attempt:
             return first, None
         return first, await self._refresh(ref, tenant, grant, refresh, now)
+
+    async def _first_claim(self, ref: GrantRef, grant: Grant, mine: Claim, now: Clock) -> Claim:
+        """The first claim for ``mine``'s serial. A claim may be written and its read-back
+        fail (a broker slow to answer): given up then, a first claim would have nobody
+        refreshing for it, and every caller would report the grant lost after ``lost_after``
+        though it was never sent. So it is asked again, with the same attempt (the store answers
+        the first claim as before), for :data:`CLAIM_RETRY` seconds at most, and less than
+        half of ``lost_after``; then, if the store shows it first, it is released as a failed
+        refresh releases it (a grant with the next serial), and the error is raised."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + min(CLAIM_RETRY, self._lost_after / 2)
+        while True:
+            try:
+                return await self.store.claim(mine)
+            except Retriable as exc:
+                if loop.time() + WAIT_STEP < give_up:
+                    log.info("%s: reading its refresh claim back: %s; again", ref.key, exc)
+                    await asyncio.sleep(WAIT_STEP)
+                    continue
+                first = await self.store.claimed(ref, grant.serial)
+                if first is not None and first.attempt == mine.attempt:
+                    released = replace(grant, serial=grant.serial + 1, written_at=now())
+                    await self.store.save(ref, released)
+                    self._told(ref, "failed")
+                raise
 
     async def _refresh(
         self, ref: GrantRef, tenant: _Tenant, grant: Grant, refresh: Refresh, now: Clock

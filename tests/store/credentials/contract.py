@@ -103,6 +103,18 @@ class CredentialContract:
         nested = GrantRef(ref.connector, f"{ref.tenant}/b")
         assert await store.claimed(nested, 3) is None
 
+    async def test_a_claim_asked_again_is_answered_as_before(
+        self, opener: Opener, ref: GrantRef
+    ) -> None:
+        # The vault asks a claim again when its read-back failed (engine/credentials.py).
+        store = await opener()
+        mine, theirs = claim(ref, 5, "r1"), claim(ref, 5, "r2")
+        assert await store.claim(mine) == mine
+        assert await store.claim(theirs) == mine
+        assert await store.claim(mine) == mine
+        assert await store.claim(theirs) == mine
+        assert await store.claimed(ref, 5) == mine
+
     async def test_racing_instances_are_told_one_winner(
         self, opener: Opener, ref: GrantRef
     ) -> None:
