@@ -181,6 +181,10 @@ class Engine:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._dispatcher.run(self._stopping))
                 while not self._stopping.is_set():
+                    # Cleared as a pass begins, not as it ends: a command or a change of
+                    # ownership the store reports while the pass runs (its await points)
+                    # makes another pass at once, not one at the next deadline (up to 1 s on).
+                    self._wake.clear()
                     await self._roster.refresh_due()
                     await self._follow_store()
                     self._tell_served(in_flight)
@@ -297,7 +301,6 @@ class Engine:
         if wake_at is not None:
             wake_at = max(wake_at, self._gathered)
         deadline = min(wake_at if wake_at is not None else now + 1.0, refresh_at, now + 1.0)
-        self._wake.clear()
         self._deadline = deadline
         # A timer setting the event rather than wait_for(): no task per pass of the loop.
         timer = asyncio.get_running_loop().call_later(max(0.0, deadline - now), self._wake.set)
