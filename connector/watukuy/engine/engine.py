@@ -53,6 +53,7 @@ its own at the vendor, at twice the CPU per poll on both sides (10,000 idle keys
 core against 14.5% for the same polls bunched). A key starts at most this late (a trigger
 wakes ``run()`` at once); 0.1 s cost a whole idle runner about 15% more CPU than 0.25 s, and
 0.5 s saved nothing more (``integration/bench/RESULTS.md``, stop 40)."""
+STOP_GRACE = 10.0  # seconds a stopping run() lets its polls end before it cancels them
 SERVED_EVERY = 2.0
 """Seconds between two words to the store on what was served (:meth:`Engine._tell_served`):
 after a crash, the next owner polls again at most the idle polls of this many seconds."""
@@ -93,6 +94,7 @@ class Engine:
         owner: str | None = None,
         observers: Observer | Iterable[Observer] | None = None,
         credentials: Vault | None = None,  # the tenants' grants (else in memory only)
+        stop_grace: float = STOP_GRACE,
     ) -> None:
         by_name = checked_pollers(pollers)
         positive_int(max_concurrency, "max_concurrency", repr(max_concurrency))
@@ -106,7 +108,7 @@ class Engine:
         self.observer: Observer = Fanout([self._progress, *extra], on_error=_observer_failed)
         self._gates = budget_gates(by_name, budgets, self.clock, self.observer)
         self._http, self._owns_http = http or HttpClient(), http is None
-        self._max_concurrency = max_concurrency
+        self._max_concurrency, self._stop_grace = max_concurrency, stop_grace
         self._stopping, self._wake = asyncio.Event(), asyncio.Event()
         # run()'s own wake and its next pass's earliest start (GATHER); _tell_served's last.
         self._deadline = self._gathered = self._served_at = float("-inf")
@@ -176,6 +178,7 @@ class Engine:
         """
         turns = Turns(self._max_concurrency)
         in_flight: set[str] = set()
+        polls: set[asyncio.Task[None]] = set()
         self._in_flight, self._first, first = in_flight, None, set()
         try:
             async with asyncio.TaskGroup() as group:
@@ -195,12 +198,26 @@ class Engine:
                         in_flight.add(key)
                         if not runtime.polled:
                             first.add(key)
-                        group.create_task(self._poll_tracked(runtime, turns, in_flight))
+                        poll = group.create_task(self._poll_tracked(runtime, turns, in_flight))
+                        polls.add(poll)
+                        poll.add_done_callback(polls.discard)
                     self._first = first  # the first pass is over: its keys are taken in
                     await self._sleep_until_due()
+                await self._let_polls_end(polls)
         finally:
             self._in_flight = None
             self._stopping.clear()
+
+    async def _let_polls_end(self, polls: set[asyncio.Task[None]]) -> None:
+        """On :meth:`stop`, polls end after their page; one still waiting after ``stop_grace``
+        (for a budget's token an hour away, or a silent vendor) is cancelled rather than hold
+        the stop past an orchestrator's SIGKILL: its key is due again, as after a crash."""
+        late = (await asyncio.wait(set(polls), timeout=self._stop_grace))[1] if polls else ()
+        if late:
+            log.warning("stopping: %d poll(s) still waiting after %gs: cancelled", len(late),
+                        self._stop_grace)  # fmt: skip
+        for poll in late:
+            poll.cancel()
 
     def _tell_served(self, polling: set[str], every: float = SERVED_EVERY) -> None:
         """At most ``every`` seconds apart, tell the store the time before which every poll
