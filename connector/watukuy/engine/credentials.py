@@ -195,12 +195,14 @@ class Vault:
         now: Clock,
     ) -> tuple[Claim, Grant | None]:
         """The first claim for ``grant``'s serial, and the refreshed grant if it is ``mine``."""
-        first = await self._first_claim(ref, grant, mine, now)
+        first = await self._first_claim(ref, tenant, grant, mine, now)
         if first.attempt != mine.attempt:
             return first, None
         return first, await self._refresh(ref, tenant, grant, refresh, now)
 
-    async def _first_claim(self, ref: GrantRef, grant: Grant, mine: Claim, now: Clock) -> Claim:
+    async def _first_claim(
+        self, ref: GrantRef, tenant: _Tenant, grant: Grant, mine: Claim, now: Clock
+    ) -> Claim:
         """The first claim for ``mine``'s serial. A claim may be written and its read-back
         fail (a broker slow to answer): given up then, a first claim would have nobody
         refreshing for it, and every caller would report the grant lost after ``lost_after``
@@ -220,9 +222,7 @@ class Vault:
                     continue
                 first = await self.store.claimed(ref, grant.serial)
                 if first is not None and first.attempt == mine.attempt:
-                    released = replace(grant, serial=grant.serial + 1, written_at=now())
-                    await self.store.save(ref, released)
-                    self._told(ref, "failed")
+                    await self._release(ref, tenant, grant, now)
                 raise
 
     async def _refresh(
@@ -239,17 +239,22 @@ class Vault:
             return refused
         except Exception:
             # The provider answered without rotating anything (5xx, 429), or could not be
-            # reached: a grant with the next serial frees the claim for the next caller.
-            released = replace(grant, serial=grant.serial + 1, written_at=now())
-            await self.store.save(ref, released)
-            tenant.grant = released
-            self._told(ref, "failed")
+            # reached: the claim is freed for the next caller.
+            await self._release(ref, tenant, grant, now)
             raise
         rotated = grants.rotated(grant, answer, now())
         await self.store.save(ref, rotated)  # before any request uses its access token
         tenant.grant = rotated
         self._told(ref, "ok")
         return rotated
+
+    async def _release(self, ref: GrantRef, tenant: _Tenant, grant: Grant, now: Clock) -> None:
+        """Free the claim on ``grant``'s serial, whose grant the provider was never sent or
+        did not rotate: a grant with the next serial, the same tokens, for the next caller."""
+        released = replace(grant, serial=grant.serial + 1, written_at=now())
+        await self.store.save(ref, released)
+        tenant.grant = released
+        self._told(ref, "failed")
 
     async def close(self) -> None:
         """Wait for the refreshes under way to store what they got."""

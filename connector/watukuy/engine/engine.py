@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Collection, Hashable, Iterable, Mapping
 from typing import Any
 
 from watukuy.core.clock import Clock, SystemClock
@@ -112,7 +112,7 @@ class Engine:
         self._stopping, self._wake = asyncio.Event(), asyncio.Event()
         # run()'s own wake and its next pass's earliest start (GATHER); _tell_served's last.
         self._deadline = self._gathered = self._served_at = float("-inf")
-        self._in_flight: set[str] | None = None  # run()'s keys polling or waiting for a slot
+        self._in_flight: dict[str, asyncio.Task[None]] | None = None  # run()'s polls, by key
         self._first: set[str] | None = None  # keys' first polls under way (None: not begun)
         self.store.bind(by_name)
         self._ownership_changed = True
@@ -177,8 +177,7 @@ class Engine:
         counts: the stop request is consumed when ``run()`` returns, not when it starts.
         """
         turns = Turns(self._max_concurrency)
-        in_flight: set[str] = set()
-        polls: set[asyncio.Task[None]] = set()
+        in_flight: dict[str, asyncio.Task[None]] = {}
         self._in_flight, self._first, first = in_flight, None, set()
         try:
             async with asyncio.TaskGroup() as group:
@@ -195,15 +194,14 @@ class Engine:
                         runtime = self._roster.runtime_of(key)
                         if runtime is None or key in in_flight:
                             continue
-                        in_flight.add(key)
                         if not runtime.polled:
                             first.add(key)
-                        poll = group.create_task(self._poll_tracked(runtime, turns, in_flight))
-                        polls.add(poll)
-                        poll.add_done_callback(polls.discard)
+                        in_flight[key] = group.create_task(
+                            self._poll_tracked(runtime, turns, in_flight)
+                        )
                     self._first = first  # the first pass is over: its keys are taken in
                     await self._sleep_until_due()
-                await self._let_polls_end(polls)
+                await self._let_polls_end(set(in_flight.values()))
         finally:
             self._in_flight = None
             self._stopping.clear()
@@ -212,14 +210,14 @@ class Engine:
         """On :meth:`stop`, polls end after their page; one still waiting after ``stop_grace``
         (for a budget's token an hour away, or a silent vendor) is cancelled rather than hold
         the stop past an orchestrator's SIGKILL: its key is due again, as after a crash."""
-        late = (await asyncio.wait(set(polls), timeout=self._stop_grace))[1] if polls else ()
+        late = (await asyncio.wait(polls, timeout=self._stop_grace))[1] if polls else ()
         if late:
             log.warning("stopping: %d poll(s) still waiting after %gs: cancelled", len(late),
                         self._stop_grace)  # fmt: skip
         for poll in late:
             poll.cancel()
 
-    def _tell_served(self, polling: set[str], every: float = SERVED_EVERY) -> None:
+    def _tell_served(self, polling: Collection[str], every: float = SERVED_EVERY) -> None:
         """At most ``every`` seconds apart, tell the store the time before which every poll
         due was made (:meth:`Store.served_until`), once the keys it owns are the keys held:
         while ownership moves, what this instance holds does not speak for them."""
@@ -293,11 +291,13 @@ class Engine:
         finally:
             turn.give_back()
 
-    async def _poll_tracked(self, runtime: KeyRuntime, turns: Turns, in_flight: set[str]) -> None:
+    async def _poll_tracked(
+        self, runtime: KeyRuntime, turns: Turns, in_flight: dict[str, asyncio.Task[None]]
+    ) -> None:
         try:
             await self._poll_limited(runtime, turns)
         finally:
-            in_flight.discard(runtime.key)
+            in_flight.pop(runtime.key, None)
             runtime.polled = True
             if self._first:
                 self._first.discard(runtime.key)
