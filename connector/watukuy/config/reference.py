@@ -63,7 +63,8 @@ RUNNER_KEYS: tuple[KeyDoc, ...] = (
         256,
         "Polls fetching at once on this instance. A poll whose last page only waits for its "
         "commit has given its turn to another key (those pages count against "
-        "`runner.max.pages.in.flight`).",
+        "`runner.max.pages.in.flight`), and so has one waiting for a budget's token until "
+        "the token is its own: a tenant whose bucket is empty does not hold the others up.",
     ),
     KeyDoc(
         "runner.max.pages.in.flight.per.key",

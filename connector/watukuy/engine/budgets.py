@@ -21,6 +21,7 @@ import asyncio
 import math
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from watukuy.core.budget import Budget, Lane, parse_rate
@@ -33,6 +34,9 @@ from watukuy.core.poller import Partition, Poller
 from watukuy.core.tenant_budget import PER, TenantBudgetSpec, TenantRate, idle, tenant_shares
 
 FAIRNESS = ("round-robin", "weighted")
+
+Aside = Callable[[], AbstractAsyncContextManager[None]]
+"""What a request waiting for a token enters around its wait (:meth:`Turn.set_aside`)."""
 
 _SLACK = 1e-6
 """Seconds the pump oversleeps: epoch-valued floats lose ~2e-7 s, and a wake-up landing just
@@ -164,12 +168,15 @@ class BudgetGate:
         self._weights: dict[tuple[str, Lane], float] = {}
         self._pump: asyncio.Task[None] | None = None
 
-    async def acquire(self, requester: str, lane: Lane, weight: float) -> None:
+    async def acquire(
+        self, requester: str, lane: Lane, weight: float, aside: Aside | None = None
+    ) -> None:
         """Wait until the budget grants ``requester`` a token in ``lane``.
 
         Concurrent calls for the same requester and lane (a ``fetch`` gathering requests) each
         wait for a token of their own, one after the other, as the budget keeps one request
-        per requester and lane.
+        per requester and lane. ``aside``: entered around the wait when there is one (a token
+        free now is taken without it): the poll's turn is set aside meanwhile.
         """
         slot = (requester, lane)
         started = self._clock.now()
@@ -184,9 +191,13 @@ class BudgetGate:
         if not granted.done():
             self._start_pump()
         try:
-            await granted
+            if aside is None or granted.done():
+                await granted
+            else:
+                async with aside():
+                    await granted
         except asyncio.CancelledError:
-            self._withdraw(slot, granted)
+            self._withdraw(slot, granted)  # a no-op once granted: the token is spent
             raise
         now = self._clock.now()
         key = KeyId.parse(requester)
@@ -357,7 +368,7 @@ Gate = BudgetGate | TenantGate
 
 def acquirer(
     gates: Sequence[Gate], requester: str, partition: Callable[[], Partition], lane: Lane,
-    weight: float,
+    weight: float, aside: Aside | None = None,
 ) -> Callable[[], Awaitable[None]]:  # fmt: skip
     """What a key's HTTP client awaits before each request: a token of each of ``gates``.
 
@@ -375,12 +386,13 @@ def acquirer(
     while waiting (a key waits with one request per lane at most). Taking the plentiful one
     first would pace arrivals exactly by the scarce budget, but would hold a plentiful token
     for each request waiting out the scarce one (seconds to minutes for a reports quota).
+    ``aside``: see :meth:`BudgetGate.acquire`.
     """
     if len(gates) == 1:
         only = gates[0]
 
         async def acquire_one() -> None:
-            await only.gate_for(partition()).acquire(requester, lane, weight)
+            await only.gate_for(partition()).acquire(requester, lane, weight, aside)
 
         return acquire_one
 
@@ -389,6 +401,6 @@ def acquirer(
 
     async def acquire_all() -> None:
         for gate in sorted(gates, key=scarcity):
-            await gate.gate_for(partition()).acquire(requester, lane, weight)
+            await gate.gate_for(partition()).acquire(requester, lane, weight, aside)
 
     return acquire_all

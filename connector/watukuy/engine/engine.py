@@ -33,6 +33,7 @@ from watukuy.engine.inflight import PageLimits
 from watukuy.engine.inspection import inspection, status_mark
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.operations import Operations, ParkedApi
+from watukuy.engine.partitions_api import PartitionsApi
 from watukuy.engine.polling import KeyPoller
 from watukuy.engine.progress import LaneProgress
 from watukuy.engine.roster import Roster
@@ -57,25 +58,6 @@ STOP_GRACE = 10.0  # seconds a stopping run() lets its polls end before it cance
 SERVED_EVERY = 2.0
 """Seconds between two words to the store on what was served (:meth:`Engine._tell_served`):
 after a crash, the next owner polls again at most the idle polls of this many seconds."""
-
-
-class PartitionsApi:
-    """``engine.partitions``: list (forcing a refresh) and remove."""
-
-    def __init__(self, roster: Roster) -> None:
-        self._roster = roster
-
-    async def list(self, poller: str) -> list[Partition]:
-        self._roster.poller(poller)
-        return await self._roster.refresh(poller, force=True)
-
-    async def remove(self, poller: str, partition: str) -> None:
-        await self._roster.remove(poller, partition)
-
-    def listed(self, poller: str, key: str) -> Partition | None:
-        """Partition ``key`` of ``poller`` as last listed, with its data (a webhook's
-        per-tenant secret is read from it); ``None`` if it is not listed."""
-        return self._roster.listings.partition(poller, key)
 
 
 class Engine:
@@ -249,12 +231,21 @@ class Engine:
         if self._ownership_changed or self._roster.activation_pending:
             self._ownership_changed = False
             await self._roster.sync_ownership()
+            self._end_polls_let_go()
         now = self.clock.now()
         waiting, self._waiting = self._waiting, []
         due = [(since, command) for at, since, command in waiting if at <= now]
         self._waiting = [entry for entry in waiting if entry[0] > now]
         due += [(now, command) for command in self.store.take_commands()]
         self._waiting += await received.apply_all(self._ops.received, due, now)
+
+    def _end_polls_let_go(self) -> None:
+        """Polls of keys that moved away end now, not after what they await: their pages
+        would be dropped, and one waiting for a budget's token waited for a share of 0, which
+        never earns one; it held the runner's stop, and the key if it came back."""
+        roster, in_flight = self._roster, self._in_flight or {}
+        for key in [key for key in in_flight if roster.runtime_of(key) is None]:
+            in_flight[key].cancel()
 
     async def stop(self) -> None:
         """Ask ``run()`` to finish: in-flight polls end after their current page."""

@@ -155,8 +155,10 @@ class KeyPoller:
         try:
             while True:
                 begun = begin(flight.state, clock.now())
-                got = await self._fetched(runtime, lane, step, begun, ahead)
-                ahead = self._ask_ahead(runtime, lane, step, begun, got.outcome, answers)
+                got = await self._fetched(runtime, lane, step, begun, ahead, flight.turn)
+                ahead = self._ask_ahead(
+                    runtime, lane, step, begun, got.outcome, answers, flight.turn
+                )
                 if ahead is not None:
                     await asyncio.sleep(0)  # lets it send its request before this is decided
                 decision = await self._send_page(runtime, step, begun, got, flight, answers)
@@ -259,13 +261,14 @@ class KeyPoller:
         step: PollPlan,
         begun: PartitionState,
         ahead: Ahead | None,
+        turn: Turn | None,
     ) -> Fetched:
         """The page ``step`` asks for: asked for ahead already, or now."""
         if ahead is not None:
             if replace(ahead.step, changed=step.changed) == step:
                 return await ahead.task
             ahead.task.cancel()
-        return await self._fetch(runtime, lane, step, begun)
+        return await self._fetch(runtime, lane, step, begun, turn)
 
     def _ask_ahead(
         self,
@@ -275,6 +278,7 @@ class KeyPoller:
         begun: PartitionState,
         outcome: Page | Failure,
         answers: asyncio.TaskGroup,
+        turn: Turn | None,
     ) -> Ahead | None:
         """Ask for the next page now, while this one is decided, if deciding it will ask for
         it: the vendor's answer time then hides the deciding and the commit's encoding (one
@@ -284,11 +288,17 @@ class KeyPoller:
         after = page_after(runtime.poller, begun, step, outcome)
         if after is None:
             return None
-        return Ahead(after, answers.create_task(self._fetch(runtime, lane, after, begun)))
+        return Ahead(after, answers.create_task(self._fetch(runtime, lane, after, begun, turn)))
 
     async def _fetch(
-        self, runtime: KeyRuntime, lane: Lane, step: PollPlan, state: PartitionState
+        self,
+        runtime: KeyRuntime,
+        lane: Lane,
+        step: PollPlan,
+        state: PartitionState,
+        turn: Turn | None,
     ) -> Fetched:
+        """``step``'s page; ``turn`` is set aside while a request waits for a budget's token."""
         clock = self._roster.clock
         responses: list[Answer] = []
         started = clock.now()
@@ -299,7 +309,7 @@ class KeyPoller:
             http=self._http,
             # Only the live lane asks "changed since?": a full scan must see everything.
             validators=dict(state.validators) if lane is Lane.LIVE else {},
-            acquire=self._acquirer(runtime, lane),
+            acquire=self._acquirer(runtime, lane, turn),
             now=clock.now,
             signal=self._stopping,
             on_response=_collect(responses),
@@ -454,13 +464,16 @@ class KeyPoller:
             and not self._stopping.is_set()
         )
 
-    def _acquirer(self, runtime: KeyRuntime, lane: Lane) -> Callable[[], Awaitable[None]] | None:
+    def _acquirer(
+        self, runtime: KeyRuntime, lane: Lane, turn: Turn | None
+    ) -> Callable[[], Awaitable[None]] | None:
         names = runtime.poller.budgets
         if not names:
             return None
         gates = [self._gates[name] for name in names]
+        aside = None if turn is None else turn.set_aside
         return acquirer(gates, runtime.key, lambda: runtime.partition, lane,
-                        runtime.poller.budget_weight)  # fmt: skip
+                        runtime.poller.budget_weight, aside)  # fmt: skip
 
 
 def _ends_the_lane(decision: Decision) -> bool:

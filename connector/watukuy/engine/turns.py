@@ -6,11 +6,19 @@ request and no CPU, and the pages waiting are bounded on their own
 (``runner.max.pages.in.flight``). Holding the turn through the commit let 256 keys' first
 polls wait out a transaction each while the rest of 10,000 waited for them (issue 42: every
 key's first poll came 5.9 s after the start, 5.3 s with 1,024 turns).
+
+A poll waiting for a budget's token sets its turn aside meanwhile (:meth:`Turn.set_aside`)
+and takes one again once the token is its own: the wait costs no request and no CPU either,
+and a tenant whose bucket is empty held a turn for each of its keys waiting, so that one with
+more keys than the instance has turns kept every other tenant's polls waiting for its tokens
+(an hour for a ``1/h`` quota).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 __all__ = ["Turn", "Turns"]
 
@@ -35,11 +43,13 @@ class Turn:
     """One poll's turn: taken before each lane fetches, given back as its last page is sent
     (and, whatever happens, when the poll ends)."""
 
-    __slots__ = ("_held", "_turns")
+    __slots__ = ("_aside", "_held", "_turns", "_waits")
 
     def __init__(self, turns: Turns) -> None:
         self._turns = turns
         self._held = False
+        self._waits = 0  # the poll's requests waiting in set_aside() now
+        self._aside = False  # given back by set_aside(), to be taken again after
 
     @property
     def held(self) -> bool:
@@ -51,6 +61,26 @@ class Turn:
             self._held = True
 
     def give_back(self) -> None:
+        self._aside = False  # the poll is done with it: nothing to take again
         if self._held:
             self._held = False
             self._turns.give_one_back()
+
+    @asynccontextmanager
+    async def set_aside(self) -> AsyncIterator[None]:
+        """Around a wait that needs no turn (a budget's token): the turn is given back as the
+        first of the poll's waits begins and taken again as the last one ends, unless the
+        poll gave it back itself meanwhile. A wait that raises takes nothing (a cancelled
+        poll must not wait for a turn); the poll's next lane takes its turn as it always
+        does."""
+        self._waits += 1
+        if self._held:
+            self.give_back()
+            self._aside = True  # after give_back(), which clears it
+        try:
+            yield
+        finally:
+            self._waits -= 1
+        if self._waits == 0 and self._aside:
+            self._aside = False
+            await self.take()
