@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
@@ -35,6 +35,7 @@ from watukuy.http.scripted import ScriptedTransport, reply
 from watukuy.http.transport import Request
 from watukuy.observe.exposition import forms, number, prefix
 from watukuy.observe.metrics import PrometheusObserver
+from watukuy.observe.series import KeyCounter
 from watukuy.store.base import NewerRelease, StoredKey
 
 pytestmark = pytest.mark.unit
@@ -254,3 +255,45 @@ def test_label_text_is_written_as_prometheus_client_writes_it(labels: dict[str, 
         before, after = forms("demo_value", labels, hole)
         escaped = value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
         assert f"{before}{escaped}{after}1.5" == written
+
+
+class _Counter(Collector):
+    """A counter family as prometheus_client writes it, from ``{labels: value}``."""
+
+    def __init__(self, names: list[str], series: dict[tuple[str, ...], float]) -> None:
+        self._names, self._series = names, series
+
+    def collect(self) -> Any:
+        family = CounterMetricFamily("demo_polls", "Polls.", labels=self._names)
+        for labels, value in self._series.items():
+            family.add_metric(list(labels), value)
+        yield family
+
+
+@given(
+    st.dictionaries(
+        st.tuples(st.sampled_from(["a", "b%s", 'c"\\']), st.text(), st.sampled_from(["ok", "x"])),
+        st.one_of(
+            st.floats(min_value=0.0, allow_infinity=True),
+            st.just(math.nan),
+            st.integers(min_value=0, max_value=10**9).map(float),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_a_key_counters_lines_are_what_prometheus_client_writes(
+    series: dict[tuple[str, str, str], float],
+) -> None:
+    # Any partition text (quotes, backslashes, newlines, '%'), any poller name, numbers past
+    # 1e6 (Go's exponent) and NaN: each owner's lines are one %-format of a shared template.
+    counter = KeyCounter("demo_polls", "Polls.", ["poller", "partition", "outcome"])
+    for (poller, partition, outcome), value in series.items():
+        counter.inc((poller, partition), (outcome,), value)
+    out: list[bytes] = []
+    counter.render(out)
+    by_owner: dict[tuple[str, str], dict[tuple[str, ...], float]] = {}
+    for (poller, partition, outcome), value in series.items():
+        by_owner.setdefault((poller, partition), {})[(poller, partition, outcome)] = value
+    in_order = {labels: v for owner in by_owner.values() for labels, v in owner.items()}
+    assert b"".join(out) == generate_latest(_Counter(["poller", "partition", "outcome"], in_order))
