@@ -26,11 +26,13 @@ pytestmark = pytest.mark.unit
 class Polled(Observer):
     def __init__(self) -> None:
         self.keys: list[str] = []
+        self.kinds: list[str] = []
 
     def poll_decided(
         self, poller: str, partition: str, lane: str, kind: object, seconds: float
     ) -> None:
         self.keys.append(f"{poller}/{partition}")
+        self.kinds.append(str(kind))
 
 
 async def test_a_tenant_waiting_for_its_bucket_leaves_the_turns_to_the_others(env: Env) -> None:
@@ -198,3 +200,38 @@ async def test_a_poll_of_a_key_let_go_while_it_waits_for_a_token_ends_then(
         took = loop.time() - asked
     assert took < 1.0, took
     assert "still waiting" not in caplog.text
+
+
+# -- a fetch timed out while it waited for a token -----------------------------------------
+
+
+async def test_a_fetch_timed_out_waiting_for_a_budgets_token_is_pacing_not_a_vendor_timeout(
+    env: Env,
+) -> None:
+    # One token an hour and a fetch timeout of 0.2 s: every poll after the first runs out of
+    # time before its request is sent. That is this runner's own pacing: it was reported as
+    # the vendor timing out ("fetch timed out after ..."), counted against the key's circuit,
+    # which opened after five and backed the key off, for a vendor that never saw a request.
+    polled = Polled()
+    poller = env.make_poller(
+        partitions=only(env, 0), budget="vendor", limit=50, fetch_timeout="200ms",
+        schedule={"min": "100ms", "max": "100ms"},
+    )  # fmt: skip
+    engine = env.make_engine(
+        poller,
+        budgets={"vendor": {"rate": "1/h", "burst": 1}},
+        clock=SystemClock(),
+        stop_grace=0.3,
+        observers=[polled],
+    )
+    async with engine:
+        running = asyncio.create_task(engine.run())
+        try:
+            await wait_for(lambda: len(polled.keys) >= 6, 10.0)
+        finally:
+            await engine.stop()
+            await asyncio.wait_for(running, timeout=5)
+        (shown,) = engine.inspect()
+    assert shown.circuit == "closed"
+    assert shown.last_error is not None and "budget" in shown.last_error
+    assert "rate_limited" in polled.kinds and "timeout" not in polled.kinds

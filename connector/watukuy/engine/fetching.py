@@ -84,6 +84,16 @@ async def execute(
             kind=OutcomeKind.RATE_LIMITED,
         )
     except TimeoutError:
+        if key_http.cut_off_waiting_for_budget:
+            # Paced by this runner's own budget: no outage of the vendor's, so no count
+            # against the key's circuit (five of these opened it) and no backoff; the key is
+            # due again at once and waits for its token anew.
+            return Failure(
+                error=f"fetch timed out after {poller.fetch_timeout:g}s waiting for a "
+                "budget's token",
+                throttle_until=now(),
+                kind=OutcomeKind.RATE_LIMITED,
+            )
         return Failure(
             error=f"fetch timed out after {poller.fetch_timeout:g}s", kind=OutcomeKind.TIMEOUT
         )

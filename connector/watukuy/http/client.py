@@ -249,6 +249,9 @@ class KeyHttp:
         """Latest time the vendor said the quota is exhausted until (epoch seconds), if any."""
         self.requests = 0
         """Requests sent (attempted) during this poll, failed ones included."""
+        self.cut_off_waiting_for_budget = False
+        """A request of this poll was cut off (the ``fetch``'s timeout) while it waited for a
+        budget's token: the poll was late by this runner's own pacing, not the vendor's."""
         self.deadline: float | None = None
         """The event loop's time at which a timeout around the whole ``fetch`` ends it (set by
         the engine): a request it ends before its own ``timeout`` would needs no timer of its
@@ -296,7 +299,11 @@ class KeyHttp:
         target = self._client.targets.get(url, query)
         send_headers = self._headers_for(method, target, headers)
         if self._acquire is not None:
-            await self._acquire()
+            try:
+                await self._acquire()
+            except asyncio.CancelledError:
+                self.cut_off_waiting_for_budget = True
+                raise
         self.requests += 1
         started = self._now()
         try:

@@ -117,7 +117,13 @@ DECLARATIVE_KEYS: tuple[KeyDoc, ...] = (
         "Request headers (template values; one left out when it renders nothing).",
     ),
     KeyDoc("request.body", "JSON", None, "JSON body for POST; template strings anywhere in it."),
-    KeyDoc("request.timeout", "duration", "60s", "Timeout of each page's fetch."),
+    KeyDoc(
+        "request.timeout",
+        "duration",
+        "60s",
+        "Timeout of each page's fetch, waits for a budget's token included (a fetch that "
+        "runs out of time waiting for one is `rate_limited`, not a `timeout` of the vendor's).",
+    ),
     *auth_keys("request.auth", templates=True),
     KeyDoc(
         "records",
