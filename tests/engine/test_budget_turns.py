@@ -10,12 +10,15 @@ for a ``1/h`` bucket). The engine runs on the real clock: the waits are real.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
 from tests.engine.support import Env, wait_for
 from tests.engine.test_budget_sharing import SharedStore, only
+from tests.engine.test_wake import Inbox
 from watukuy import SystemClock
+from watukuy.core.commands import Command
 from watukuy.core.observe import Observer
 from watukuy.core.poller import Partition
 from watukuy.engine.turns import Turn, Turns
@@ -235,3 +238,45 @@ async def test_a_fetch_timed_out_waiting_for_a_budgets_token_is_pacing_not_a_ven
     assert shown.circuit == "closed"
     assert shown.last_error is not None and "budget" in shown.last_error
     assert "rate_limited" in polled.kinds and "timeout" not in polled.kinds
+
+
+# -- a command for a key whose poll waits --------------------------------------------------------
+
+
+async def test_a_command_waiting_for_a_keys_poll_does_not_stop_the_other_keys_polls(
+    env: Env,
+) -> None:
+    # A pause sent (over REST, to the key's owner) for a key whose poll waits for its token:
+    # the command waits for the poll to end (up to its fetch timeout, 30 s here). run()
+    # applied it in its own loop, so no other key's poll started meanwhile.
+    polled, store = Polled(), Inbox()
+    throttled = env.make_poller(
+        name="a", partitions=only(env, 0, 1), budget="vendor", limit=50, fetch_timeout="30s"
+    )
+    free = env.make_poller(
+        name="b", partitions=only(env, 2), limit=50, schedule={"min": "200ms", "max": "200ms"}
+    )
+    engine = env.make_engine(
+        throttled,
+        free,
+        store=store,
+        budgets={"vendor": {"rate": "1/h", "burst": 1}},
+        clock=SystemClock(),
+        stop_grace=0.3,
+        observers=[polled],
+    )
+    async with engine:
+        running = asyncio.create_task(engine.run())
+        try:
+            await wait_for(lambda: any(key.startswith("a/") for key in polled.keys), 5.0)
+            await asyncio.sleep(0.5)  # the other key of "a" waits for the next token
+            first = next(key for key in polled.keys if key.startswith("a/"))
+            waiting = env.tid(1) if first.endswith(env.tid(0)) else env.tid(0)
+            await store.send_command(Command.issue("pause", "a", waiting, {}, time.time()))
+            before = polled.keys.count(f"b/{env.tid(2)}")
+            await asyncio.sleep(2.0)
+            after = polled.keys.count(f"b/{env.tid(2)}")
+        finally:
+            await engine.stop()
+            await asyncio.wait_for(running, timeout=5)
+    assert after - before >= 5  # every 200 ms, as if no command had come

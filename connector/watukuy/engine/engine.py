@@ -40,7 +40,7 @@ from watukuy.engine.roster import Roster
 from watukuy.engine.snapshots import DEFAULT_BUDGET, Snapshots
 from watukuy.engine.turns import Turns
 from watukuy.http import HttpClient
-from watukuy.store.base import Command, KeyCommit, Store
+from watukuy.store.base import KeyCommit, Store
 from watukuy.store.memory import MemoryStore
 
 log = logging.getLogger("watukuy.engine")
@@ -99,7 +99,6 @@ class Engine:
         self.store.bind(by_name)
         self._ownership_changed = True
         # Commands from other instances tried again later: (when, first seen, command).
-        self._waiting: list[tuple[float, float, Command]] = []
         self.store.watch(self._on_store_change)
         streams = ChildStreams(children.child_listing, children.pause_dormant, children.wake)
         self._roster = Roster(by_name, self.store, self.clock, streams, self._split_budgets,
@@ -114,6 +113,7 @@ class Engine:
             clock=self.clock,
         )  # fmt: skip
         self._ops = Operations(self._roster, self._dispatcher, self._wake.set)
+        self._received = received.Received(self._ops.received)
         self.parked = ParkedApi(self._roster, self._ops)
         self.partitions = PartitionsApi(self._roster)
         self._connectors = Connectors(
@@ -170,7 +170,7 @@ class Engine:
                     # makes another pass at once, not one at the next deadline (up to 1 s on).
                     self._wake.clear()
                     await self._roster.refresh_due()
-                    await self._follow_store()
+                    await self._follow_store(group)
                     self._tell_served(in_flight)
                     for key in self._roster.due.pop_due(self.clock.now()):
                         runtime = self._roster.runtime_of(key)
@@ -226,18 +226,21 @@ class Engine:
         self._ownership_changed = True
         self._wake.set()
 
-    async def _follow_store(self) -> None:
-        """Take on or give up keys as ownership moved; apply commands sent by other instances."""
+    async def _follow_store(self, group: asyncio.TaskGroup | None = None) -> None:
+        """Take on or give up keys as ownership moved; apply commands sent by other instances
+        (in a task of ``group``'s, if given)."""
         if self._ownership_changed or self._roster.activation_pending:
             self._ownership_changed = False
             await self._roster.sync_ownership()
             self._end_polls_let_go()
         now = self.clock.now()
-        waiting, self._waiting = self._waiting, []
-        due = [(since, command) for at, since, command in waiting if at <= now]
-        self._waiting = [entry for entry in waiting if entry[0] > now]
-        due += [(now, command) for command in self.store.take_commands()]
-        self._waiting += await received.apply_all(self._ops.received, due, now)
+        due = self._received.due(self.store.take_commands(), now)
+        if not due:
+            return
+        if group is None:
+            await self._received.apply(due, now)
+        else:  # not awaited by run(): a command waits for its key's poll to end
+            group.create_task(self._received.apply(due, now))
 
     def _end_polls_let_go(self) -> None:
         """Polls of keys that moved away end now, not after what they await: their pages

@@ -6,6 +6,12 @@ at once. Applying one waits for its commit, so one at a time made a runner apply
 second (a Kafka transaction each), far below what a parent changing 10,000 items a minute
 sends its ``on_change`` children; at once, the store's committer batches them into its
 transactions. A command whose key is not held yet (a moment early) is tried again for a while.
+
+``run()`` applies each pass's commands in a task of its own (:class:`Received`): applying one
+waits for its key's lock, which a poll holds until it ends, and a ``pause`` for a key whose
+poll waited for a budget's token kept ``run()`` from starting any other key's poll until that
+fetch timed out (60 s). A key whose commands are still being applied takes its next ones in
+a later pass, so each key's commands still apply in the order they came.
 """
 
 from __future__ import annotations
@@ -32,7 +38,38 @@ AT_ONCE = 256
 Waiting = list[tuple[float, float, Command]]
 """Commands to try again: (when, first tried, command)."""
 
-__all__ = ["COMMAND_PATIENCE", "COMMAND_RETRY", "Waiting", "apply_all"]
+__all__ = ["COMMAND_PATIENCE", "COMMAND_RETRY", "Received", "Waiting", "apply_all"]
+
+
+class Received:
+    """The commands taken from the store and not applied yet, and the keys being applied."""
+
+    def __init__(self, apply: Callable[[Command], Awaitable[None]]) -> None:
+        self._apply = apply
+        self._waiting: Waiting = []
+        self._applying: set[str] = set()
+
+    def due(self, taken: list[Command], now: float) -> list[tuple[float, Command]]:
+        """The commands to apply now (first tried, command): those waiting whose time came,
+        then ``taken``; those of a key still being applied wait for the next pass."""
+        waiting, self._waiting = self._waiting, []
+        due: list[tuple[float, Command]] = []
+        for at, since, command in [*waiting, *((now, now, command) for command in taken)]:
+            if at > now or command.key in self._applying:
+                self._waiting.append((at, since, command))
+            else:
+                due.append((since, command))
+        return due
+
+    async def apply(self, due: list[tuple[float, Command]], now: float) -> None:
+        """Apply ``due`` (see :func:`apply_all`); what is to be tried again waits here."""
+        keys = {command.key for _, command in due}
+        self._applying |= keys
+        try:
+            retry = await apply_all(self._apply, due, now)
+            self._waiting.extend(retry)  # the list as it is now: due() replaces it meanwhile
+        finally:
+            self._applying -= keys
 
 
 async def apply_all(
