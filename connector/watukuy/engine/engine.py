@@ -36,6 +36,7 @@ from watukuy.engine.operations import Operations, ParkedApi
 from watukuy.engine.partitions_api import PartitionsApi
 from watukuy.engine.polling import KeyPoller
 from watukuy.engine.progress import LaneProgress
+from watukuy.engine.relisting import Relisting
 from watukuy.engine.roster import Roster
 from watukuy.engine.snapshots import DEFAULT_BUDGET, Snapshots
 from watukuy.engine.turns import Turns
@@ -164,12 +165,14 @@ class Engine:
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._dispatcher.run(self._stopping))
+                await self._roster.refresh_due()  # the keys to start with
+                relisting = Relisting(self._roster, group, self._wake.set)
                 while not self._stopping.is_set():
                     # Cleared as a pass begins, not as it ends: a command or a change of
                     # ownership the store reports while the pass runs (its await points)
                     # makes another pass at once, not one at the next deadline (up to 1 s on).
                     self._wake.clear()
-                    await self._roster.refresh_due()
+                    relisting.start_due()
                     await self._follow_store(group)
                     self._tell_served(in_flight)
                     for key in self._roster.due.pop_due(self.clock.now()):
@@ -183,6 +186,7 @@ class Engine:
                         )
                     self._first = first  # the first pass is over: its keys are taken in
                     await self._sleep_until_due()
+                relisting.cancel()
                 await self._let_polls_end(set(in_flight.values()))
         finally:
             self._in_flight = None

@@ -93,16 +93,24 @@ class Roster:
 
     async def refresh_due(self) -> None:
         """Refresh every poller whose ``partitions_refresh`` elapsed (or never ran)."""
-        now = self.clock.now()
-        # A copy: a connector may be added or removed (REST) while a listing is awaited.
-        for name, poller in list(self._pollers.items()):
-            if self._pollers.get(name) is not poller:
-                continue  # removed or redefined meanwhile; a new definition lists itself
-            table = self.listings.of(name)
-            if not self.target(name).holds_keys:
-                continue  # a stopped poller holds no key: its listing waits for a restart
-            if table.refreshed_at is None or now - table.refreshed_at >= poller.partitions_refresh:
-                await self.refresh(name, force=False)
+        for name, poller in self.listings_due():
+            await self.refresh_listed(name, poller)
+
+    def listings_due(self) -> list[tuple[str, Poller]]:
+        """The pollers holding keys whose ``partitions_refresh`` elapsed or that never listed."""
+        now, due = self.clock.now(), []
+        for name, poller in self._pollers.items():
+            at = self.listings.of(name).refreshed_at
+            if self.target(name).holds_keys and (
+                at is None or now - at >= poller.partitions_refresh
+            ):
+                due.append((name, poller))
+        return due
+
+    async def refresh_listed(self, name: str, poller: Poller) -> None:
+        """Refresh ``poller`` if still defined as it was (a new definition lists itself)."""
+        if self._pollers.get(name) is poller:
+            await self.refresh(name, force=False)
 
     async def refresh(self, name: str, *, force: bool) -> list[Partition]:
         """Evaluate ``partitions()`` and apply the difference. ``force``
@@ -245,6 +253,8 @@ class Roster:
         if not self._holds(poller):
             runtime.move(KeyPhase.STOPPED)
             return
+        if runtime.key in self._keys:
+            return  # activated meanwhile (a listing and a move of ownership at once): held
         runtime.move(held_phase(runtime.state))
         self._keys[runtime.key] = runtime
         self.observer.key_gained(poller.name, partition.key)

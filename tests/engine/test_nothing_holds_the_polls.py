@@ -1,10 +1,12 @@
-"""A poll waiting for a budget's token does not hold one of ``runner.max.concurrency``'s
-turns: a tenant whose bucket is empty does not keep the instance's other tenants waiting.
+"""What waits in ``run()`` holds up nothing else: a poll waiting for a budget's token gives
+its turn of ``runner.max.concurrency`` to other keys, ends when its key moves away, and is a
+``rate_limited`` outcome if its fetch times out meanwhile; a command for a key whose poll is
+under way, and a slow tenant listing, leave the other keys' polls going.
 
 Per-tenant budgets exist so that one tenant's quota does not slow the others; a poll that
 waited for its tenant's token while holding its turn let a throttled tenant with more keys
-than the instance has turns stop every other tenant's polls until its tokens came (an hour
-for a ``1/h`` bucket). The engine runs on the real clock: the waits are real.
+than the instance has turns stop every other tenant's polls until its tokens came. The
+engine runs on the real clock: the waits are real.
 """
 
 from __future__ import annotations
@@ -280,3 +282,37 @@ async def test_a_command_waiting_for_a_keys_poll_does_not_stop_the_other_keys_po
             await engine.stop()
             await asyncio.wait_for(running, timeout=5)
     assert after - before >= 5  # every 200 ms, as if no command had come
+
+
+# -- a slow listing --------------------------------------------------------------------------------
+
+
+async def test_a_pollers_slow_listing_does_not_stop_the_other_keys_polls(env: Env) -> None:
+    # The tenant listing of one connector takes 3 s (a vendor's API, its timeout): run()
+    # awaited it in its loop, so no key of any connector was polled meanwhile.
+    polled, listings = Polled(), 0
+    tenants = only(env, 0)
+
+    async def slow_listing() -> list[dict[str, object]]:
+        nonlocal listings
+        listings += 1
+        if listings > 1:
+            await asyncio.sleep(3.0)
+        return tenants()
+
+    listed = env.make_poller(name="a", partitions=slow_listing, partitions_refresh="1s")
+    free = env.make_poller(
+        name="b", partitions=only(env, 2), schedule={"min": "200ms", "max": "200ms"}
+    )
+    engine = env.make_engine(listed, free, clock=SystemClock(), stop_grace=0.3, observers=[polled])
+    async with engine:
+        running = asyncio.create_task(engine.run())
+        try:
+            await wait_for(lambda: listings >= 2, 5.0)
+            before = polled.keys.count(f"b/{env.tid(2)}")
+            await asyncio.sleep(2.0)
+            after = polled.keys.count(f"b/{env.tid(2)}")
+        finally:
+            await engine.stop()
+            await asyncio.wait_for(running, timeout=5)
+    assert after - before >= 5  # every 200 ms, as if nothing were being listed
