@@ -141,7 +141,7 @@ class Engine:
 
     async def tick(self) -> None:
         """Refresh partitions if due, poll every due key (four at a time), deliver events."""
-        await self._roster.refresh_due()
+        await Relisting(self._roster).list_due()
         await self._follow_store()
         due = self._roster.due.pop_due(self.clock.now())
         turns = Turns(TICK_CONCURRENCY)
@@ -165,14 +165,14 @@ class Engine:
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._dispatcher.run(self._stopping))
-                await self._roster.refresh_due()  # the keys to start with
-                relisting = Relisting(self._roster, group, self._wake.set)
+                relisting = Relisting(self._roster, self._wake.set)
+                await relisting.list_due()  # the keys to start with
                 while not self._stopping.is_set():
                     # Cleared as a pass begins, not as it ends: a command or a change of
                     # ownership the store reports while the pass runs (its await points)
                     # makes another pass at once, not one at the next deadline (up to 1 s on).
                     self._wake.clear()
-                    relisting.start_due()
+                    relisting.start_due(group)
                     await self._follow_store(group)
                     self._tell_served(in_flight)
                     for key in self._roster.due.pop_due(self.clock.now()):

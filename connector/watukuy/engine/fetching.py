@@ -84,19 +84,7 @@ async def execute(
             kind=OutcomeKind.RATE_LIMITED,
         )
     except TimeoutError:
-        if key_http.cut_off_waiting_for_budget:
-            # Paced by this runner's own budget: no outage of the vendor's, so no count
-            # against the key's circuit (five of these opened it) and no backoff; the key is
-            # due again at once and waits for its token anew.
-            return Failure(
-                error=f"fetch timed out after {poller.fetch_timeout:g}s waiting for a "
-                "budget's token",
-                throttle_until=now(),
-                kind=OutcomeKind.RATE_LIMITED,
-            )
-        return Failure(
-            error=f"fetch timed out after {poller.fetch_timeout:g}s", kind=OutcomeKind.TIMEOUT
-        )
+        return _timed_out(poller, key_http, now())
     except Exception as exc:  # any failure of user code or the vendor is the core's to judge
         trusted = isinstance(exc, ShowsConfigOnly)
         return Failure(
@@ -107,6 +95,17 @@ async def execute(
         validators=key_http.validators_changed,
         throttle_until=key_http.throttle_until,
     )
+
+
+def _timed_out(poller: Poller, key_http: KeyHttp, now: float) -> Failure:
+    said = f"fetch timed out after {poller.fetch_timeout:g}s"
+    if key_http.cut_off_waiting_for_budget:
+        # Paced by this runner's own budget: no outage of the vendor's, so no count against
+        # the key's circuit (five of these opened it) and no backoff; the key is due again at
+        # once and waits for its token anew.
+        error = f"{said} waiting for a budget's token"
+        return Failure(error=error, throttle_until=now, kind=OutcomeKind.RATE_LIMITED)
+    return Failure(error=said, kind=OutcomeKind.TIMEOUT)
 
 
 def as_fetch_result(returned: object) -> FetchResult:

@@ -1,8 +1,9 @@
-"""``run()``'s listings of its pollers' partitions after the first, each in a task of its own.
+"""The listings of the pollers' partitions that are due (:meth:`Roster.listings_due`).
 
-A poller's tenant listing is I/O like a poll (a vendor's API, a database): awaited in
-``run()``'s loop, one that took seconds, or its timeout, kept every key's polls from starting
-meanwhile. The first listing at a start is still awaited: the keys to poll come from it.
+A poller's tenant listing is I/O like a poll (a vendor's API, a database). ``run()`` awaits
+the listings due as it starts (the keys to poll come from them) and starts every later one
+in a task of its own: awaited in its loop, a listing that took seconds, or its timeout, kept
+every key's polls from starting meanwhile. ``tick()`` awaits them all.
 """
 
 from __future__ import annotations
@@ -17,22 +18,24 @@ __all__ = ["Relisting"]
 
 
 class Relisting:
-    """The listings under way in ``group``, one at most per poller."""
+    """The listings due, awaited or under way in tasks (one at most per poller)."""
 
-    def __init__(
-        self, roster: Roster, group: asyncio.TaskGroup, listed: Callable[[], None]
-    ) -> None:
-        """``listed``: told as each listing ends (the keys it brought are due now)."""
+    def __init__(self, roster: Roster, listed: Callable[[], None] = lambda: None) -> None:
+        """``listed``: told as each listing in a task ends (the keys it brought are due)."""
         self._roster = roster
-        self._group = group
         self._listed = listed
         self._under_way: dict[str, asyncio.Task[None]] = {}
 
-    def start_due(self) -> None:
-        """List the pollers due again, those not being listed already."""
+    async def list_due(self) -> None:
+        """List every poller due, one after the other."""
+        for name, poller in self._roster.listings_due():
+            await self._list(name, poller)
+
+    def start_due(self, group: asyncio.TaskGroup) -> None:
+        """List the pollers due in tasks of ``group``, those not being listed already."""
         for name, poller in self._roster.listings_due():
             if name not in self._under_way:
-                self._under_way[name] = self._group.create_task(self._list(name, poller))
+                self._under_way[name] = group.create_task(self._list_apart(name, poller))
 
     def cancel(self) -> None:
         """A stopping ``run()`` does not wait for them: the next start lists again."""
@@ -40,8 +43,13 @@ class Relisting:
             task.cancel()
 
     async def _list(self, name: str, poller: Poller) -> None:
+        # Unless removed or redefined meanwhile: a new definition lists itself.
+        if self._roster.definitions().get(name) is poller:
+            await self._roster.refresh(name, force=False)
+
+    async def _list_apart(self, name: str, poller: Poller) -> None:
         try:
-            await self._roster.refresh_listed(name, poller)
+            await self._list(name, poller)
         finally:
             del self._under_way[name]
             self._listed()

@@ -91,11 +91,6 @@ class Roster:
 
     # -- partitions ---------------------------------------------------------------------
 
-    async def refresh_due(self) -> None:
-        """Refresh every poller whose ``partitions_refresh`` elapsed (or never ran)."""
-        for name, poller in self.listings_due():
-            await self.refresh_listed(name, poller)
-
     def listings_due(self) -> list[tuple[str, Poller]]:
         """The pollers holding keys whose ``partitions_refresh`` elapsed or that never listed."""
         now, due = self.clock.now(), []
@@ -106,11 +101,6 @@ class Roster:
             ):
                 due.append((name, poller))
         return due
-
-    async def refresh_listed(self, name: str, poller: Poller) -> None:
-        """Refresh ``poller`` if still defined as it was (a new definition lists itself)."""
-        if self._pollers.get(name) is poller:
-            await self.refresh(name, force=False)
 
     async def refresh(self, name: str, *, force: bool) -> list[Partition]:
         """Evaluate ``partitions()`` and apply the difference. ``force``
