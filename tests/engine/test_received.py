@@ -26,7 +26,8 @@ async def test_a_keys_commands_apply_in_order_across_passes_while_others_go_on()
             await held.wait()
         applied.append(f"{given.op} {given.partition}")
 
-    received = Received(apply)
+    woken: list[bool] = []
+    received = Received(apply, lambda: woken.append(True))
     first = asyncio.create_task(received.apply(received.due([command("pause", "busy")], 1.0), 1.0))
     await asyncio.sleep(0)
     # The next pass: the busy key's next command waits for the pass after its first is done;
@@ -36,8 +37,10 @@ async def test_a_keys_commands_apply_in_order_across_passes_while_others_go_on()
     await received.apply(due, 2.0)
     assert applied == ["trigger idle"]
 
+    assert woken == []  # nothing the trigger's end lets through
     held.set()
     await first
+    assert woken == [True]  # the held-back resume may apply: run() passes again at once
     due = received.due([], 3.0)
     assert [c.op for _, c in due] == ["resume"]
     await received.apply(due, 3.0)

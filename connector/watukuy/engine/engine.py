@@ -99,7 +99,6 @@ class Engine:
         self._first: set[str] | None = None  # keys' first polls under way (None: not begun)
         self.store.bind(by_name)
         self._ownership_changed = True
-        # Commands from other instances tried again later: (when, first seen, command).
         self.store.watch(self._on_store_change)
         streams = ChildStreams(children.child_listing, children.pause_dormant, children.wake)
         self._roster = Roster(by_name, self.store, self.clock, streams, self._split_budgets,
@@ -114,7 +113,7 @@ class Engine:
             clock=self.clock,
         )  # fmt: skip
         self._ops = Operations(self._roster, self._dispatcher, self._wake.set)
-        self._received = received.Received(self._ops.received)
+        self._received = received.Received(self._ops.received, self._wake.set)
         self.parked = ParkedApi(self._roster, self._ops)
         self.partitions = PartitionsApi(self._roster)
         self._connectors = Connectors(

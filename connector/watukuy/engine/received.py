@@ -44,8 +44,12 @@ __all__ = ["COMMAND_PATIENCE", "COMMAND_RETRY", "Received", "Waiting", "apply_al
 class Received:
     """The commands taken from the store and not applied yet, and the keys being applied."""
 
-    def __init__(self, apply: Callable[[Command], Awaitable[None]]) -> None:
+    def __init__(
+        self, apply: Callable[[Command], Awaitable[None]], wake: Callable[[], None] = lambda: None
+    ) -> None:
+        """``wake``: told when commands held back for a key being applied may apply now."""
         self._apply = apply
+        self._wake = wake
         self._waiting: Waiting = []
         self._applying: set[str] = set()
 
@@ -67,9 +71,11 @@ class Received:
         self._applying |= keys
         try:
             retry = await apply_all(self._apply, due, now)
-            self._waiting.extend(retry)  # the list as it is now: due() replaces it meanwhile
         finally:
             self._applying -= keys
+            if any(command.key in keys for _, _, command in self._waiting):
+                self._wake()  # held back meanwhile: the pass after applies them, not a later one
+        self._waiting.extend(retry)  # the list as it is now: due() replaces it meanwhile
 
 
 async def apply_all(
