@@ -316,3 +316,37 @@ async def test_a_pollers_slow_listing_does_not_stop_the_other_keys_polls(env: En
             await engine.stop()
             await asyncio.wait_for(running, timeout=5)
     assert after - before >= 5  # every 200 ms, as if nothing were being listed
+
+
+async def test_an_operation_on_a_key_waiting_for_its_token_applies_at_once(env: Env) -> None:
+    # A pause for a key whose poll waits for its tenant's token (an hour away) waited for that
+    # fetch to time out (60 s by default) before it applied. The wait gives way: the poll
+    # ends as paced (rate_limited, no circuit count) and the operation takes the key.
+    polled = Polled()
+    poller = env.make_poller(
+        partitions=only(env, 0, 1), budget="vendor", limit=50, fetch_timeout="60s"
+    )
+    engine = env.make_engine(
+        poller,
+        budgets={"vendor": {"rate": "1/h", "burst": 1}},
+        clock=SystemClock(),
+        stop_grace=0.3,
+        observers=[polled],
+    )
+    loop = asyncio.get_running_loop()
+    async with engine:
+        running = asyncio.create_task(engine.run())
+        try:
+            await wait_for(lambda: len(polled.keys) == 1, 5.0)
+            await asyncio.sleep(0.3)  # the other key's poll waits for the next token
+            waiting = env.tid(1) if polled.keys[0].endswith(env.tid(0)) else env.tid(0)
+            asked = loop.time()
+            await asyncio.wait_for(engine.pause("invoices", partition=waiting), 5.0)
+            took = loop.time() - asked
+            shown = {i.partition: i for i in engine.inspect()}[waiting]
+        finally:
+            await engine.stop()
+            await asyncio.wait_for(running, timeout=5)
+    assert took < 1.0, took
+    assert shown.paused and shown.circuit == "closed"
+    assert polled.kinds[1:] == ["rate_limited"]  # the poll that gave way: paced, not failed

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,12 @@ from watukuy.core.redaction import failure_text
 from watukuy.core.state import Validators
 from watukuy.engine.credentials import Vault
 from watukuy.http import HttpClient, KeyHttp, NotModified, Throttled
+
+GIVE_WAY: ContextVar[Callable[[], None]] = ContextVar("give_way")
+"""Ends the ``fetch`` under way in this task early (its timeout, made to fire now): what a
+request waiting for a budget's token calls when an operation waits for the key
+(:meth:`KeyLock.giving_way`). A context variable: the wait is inside the poller's own
+``fetch``, between :func:`execute` and the budget's gate."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +70,17 @@ async def execute(
     )  # fmt: skip
     cursor = CursorView(value=step.fetch_value, lane=step.lane.value)
     ctx = FetchContext(poller.name, cursor, partition, key_http, signal, credentials)
+    gave_way: list[bool] = []
+
+    def give_way() -> None:  # an operation waits for the key: the fetch ends now
+        if gave_way or bound.expired():
+            return
+        gave_way.append(True)
+        bound.reschedule(asyncio.get_running_loop().time())
+
     try:
         async with asyncio.timeout(poller.fetch_timeout) as bound:
+            GIVE_WAY.set(give_way)
             key_http.deadline = bound.when()
             returned = poller.fetch(ctx)
             if inspect.isawaitable(returned):
@@ -84,7 +100,7 @@ async def execute(
             kind=OutcomeKind.RATE_LIMITED,
         )
     except TimeoutError:
-        return _timed_out(poller, key_http, now())
+        return _timed_out(poller, key_http, now(), bool(gave_way))
     except Exception as exc:  # any failure of user code or the vendor is the core's to judge
         trusted = isinstance(exc, ShowsConfigOnly)
         return Failure(
@@ -97,8 +113,10 @@ async def execute(
     )
 
 
-def _timed_out(poller: Poller, key_http: KeyHttp, now: float) -> Failure:
+def _timed_out(poller: Poller, key_http: KeyHttp, now: float, gave_way: bool) -> Failure:
     said = f"fetch timed out after {poller.fetch_timeout:g}s"
+    if gave_way:
+        said = "fetch ended early for an operation on the key"
     if key_http.cut_off_waiting_for_budget:
         # Paced by this runner's own budget: no outage of the vendor's, so no count against
         # the key's circuit (five of these opened it) and no backoff; the key is due again at

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from watukuy.core import lifecycle
@@ -15,16 +17,32 @@ from watukuy.store.base import KeyCommit
 
 class KeyLock:
     """An :class:`asyncio.Lock` that also says whether anyone waits for it: a key's backlog
-    that could go on polling gives way to an operation waiting for the key."""
+    that could go on polling gives way to an operation waiting for the key, and so does a
+    poll waiting for a budget's token (:meth:`giving_way`)."""
 
-    __slots__ = ("_lock", "_waiting")
+    __slots__ = ("_give_way", "_lock", "_waiting")
 
     def __init__(self) -> None:
         self._lock = asyncio.Lock()
         self._waiting = 0
+        self._give_way: list[Callable[[], None]] = []  # the holder's waits that may end
+
+    @contextmanager
+    def giving_way(self, give_way: Callable[[], None]) -> Iterator[None]:
+        """Around a wait of the holder's that may end early: ``give_way`` is called at once
+        if someone waits for the lock, else as soon as someone does."""
+        if self._waiting:
+            give_way()
+        self._give_way.append(give_way)
+        try:
+            yield
+        finally:
+            self._give_way.remove(give_way)
 
     async def __aenter__(self) -> None:
         self._waiting += 1
+        for give_way in list(self._give_way):
+            give_way()
         try:
             await self._lock.acquire()
         finally:

@@ -13,6 +13,7 @@ import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from functools import partial
 
 from watukuy.core.children import children_of
 from watukuy.core.children import sends as child_sends
@@ -55,7 +56,7 @@ from watukuy.engine.inflight import (
 from watukuy.engine.keys import KeyRuntime
 from watukuy.engine.progress import LaneProgress
 from watukuy.engine.roster import Roster
-from watukuy.engine.turns import Turn
+from watukuy.engine.turns import Turn, waiting_for_token
 from watukuy.http import HttpClient
 from watukuy.logs import log_context
 from watukuy.store.base import KeyCommit
@@ -471,9 +472,9 @@ class KeyPoller:
         if not names:
             return None
         gates = [self._gates[name] for name in names]
-        aside = None if turn is None else turn.set_aside
+        waiting = partial(waiting_for_token, runtime.lock, turn)
         return acquirer(gates, runtime.key, lambda: runtime.partition, lane,
-                        runtime.poller.budget_weight, aside)  # fmt: skip
+                        runtime.poller.budget_weight, waiting)  # fmt: skip
 
 
 def _ends_the_lane(decision: Decision) -> bool:

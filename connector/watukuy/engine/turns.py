@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 
-__all__ = ["Turn", "Turns"]
+from watukuy.engine.fetching import GIVE_WAY
+from watukuy.engine.keys import KeyLock
+
+__all__ = ["Turn", "Turns", "waiting_for_token"]
 
 
 class Turns:
@@ -84,3 +87,17 @@ class Turn:
         if self._waits == 0 and self._aside:
             self._aside = False
             await self.take()
+
+
+@asynccontextmanager
+async def waiting_for_token(lock: KeyLock, turn: Turn | None) -> AsyncIterator[None]:
+    """Around a poll's wait for a budget's token, which needs nothing of the poll: its turn
+    goes to another key meanwhile, and an operation waiting for the key (``lock``) ends the
+    fetch, paced and due again, rather than wait for it (up to the fetch's timeout)."""
+    give_way = GIVE_WAY.get(None)  # set by execute(), around every fetch
+    with nullcontext() if give_way is None else lock.giving_way(give_way):
+        if turn is None:
+            yield
+        else:
+            async with turn.set_aside():
+                yield
