@@ -114,16 +114,18 @@ async def execute(
 
 
 def _timed_out(poller: Poller, key_http: KeyHttp, now: float, gave_way: bool) -> Failure:
-    said = f"fetch timed out after {poller.fetch_timeout:g}s"
+    """Paced by this runner, not failed by the vendor, when the fetch ran out of time waiting
+    for a budget's token or was ended for an operation on the key (which it did while
+    waiting for one): no count against the key's circuit (five such timeouts opened it) and
+    no backoff; the key is due again at once and waits for its token anew."""
     if gave_way:
-        said = "fetch ended early for an operation on the key"
-    if key_http.cut_off_waiting_for_budget:
-        # Paced by this runner's own budget: no outage of the vendor's, so no count against
-        # the key's circuit (five of these opened it) and no backoff; the key is due again at
-        # once and waits for its token anew.
-        error = f"{said} waiting for a budget's token"
-        return Failure(error=error, throttle_until=now, kind=OutcomeKind.RATE_LIMITED)
-    return Failure(error=said, kind=OutcomeKind.TIMEOUT)
+        error = "fetch ended early for an operation on the key, waiting for a budget's token"
+    elif key_http.cut_off_waiting_for_budget:
+        error = f"fetch timed out after {poller.fetch_timeout:g}s waiting for a budget's token"
+    else:
+        said = f"fetch timed out after {poller.fetch_timeout:g}s"
+        return Failure(error=said, kind=OutcomeKind.TIMEOUT)
+    return Failure(error=error, throttle_until=now, kind=OutcomeKind.RATE_LIMITED)
 
 
 def as_fetch_result(returned: object) -> FetchResult:
