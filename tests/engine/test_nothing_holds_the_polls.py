@@ -1,7 +1,8 @@
 """What waits in ``run()`` holds up nothing else: a poll waiting for a budget's token gives
 its turn of ``runner.max.concurrency`` to other keys, ends when its key moves away, and is a
-``rate_limited`` outcome if its fetch times out meanwhile; a command for a key whose poll is
-under way, and a slow tenant listing, leave the other keys' polls going.
+``rate_limited`` outcome if its fetch times out meanwhile or an operation wants its key; a
+command for a key whose poll is under way, and a slow tenant listing, leave the other keys'
+polls going.
 
 Per-tenant budgets exist so that one tenant's quota does not slow the others; a poll that
 waited for its tenant's token while holding its turn let a throttled tenant with more keys
