@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -71,20 +72,13 @@ async def execute(
     cursor = CursorView(value=step.fetch_value, lane=step.lane.value)
     ctx = FetchContext(poller.name, cursor, partition, key_http, signal, credentials)
     gave_way: list[bool] = []
-
-    def give_way() -> None:  # an operation waits for the key: the fetch ends now
-        if gave_way or bound.expired():
-            return
-        gave_way.append(True)
-        bound.reschedule(asyncio.get_running_loop().time())
-
     try:
         async with asyncio.timeout(poller.fetch_timeout) as bound:
-            GIVE_WAY.set(give_way)
             key_http.deadline = bound.when()
-            returned = poller.fetch(ctx)
-            if inspect.isawaitable(returned):
-                returned = await returned
+            with _giving_way(bound, gave_way):
+                returned = poller.fetch(ctx)
+                if inspect.isawaitable(returned):
+                    returned = await returned
         result = as_fetch_result(returned)
     except NotModified:
         return Page(
@@ -111,6 +105,23 @@ async def execute(
         validators=key_http.validators_changed,
         throttle_until=key_http.throttle_until,
     )
+
+
+@contextmanager
+def _giving_way(bound: asyncio.Timeout, gave_way: list[bool]) -> Iterator[None]:
+    """Within it, :data:`GIVE_WAY` ends the fetch (its timeout fires now) and notes it in
+    ``gave_way``; no fetch of this task's after it can be ended by it."""
+
+    def give_way() -> None:
+        if not gave_way and not bound.expired():
+            gave_way.append(True)
+            bound.reschedule(asyncio.get_running_loop().time())
+
+    given = GIVE_WAY.set(give_way)
+    try:
+        yield
+    finally:
+        GIVE_WAY.reset(given)
 
 
 def _timed_out(poller: Poller, key_http: KeyHttp, now: float, gave_way: bool) -> Failure:
