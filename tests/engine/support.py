@@ -164,12 +164,19 @@ async def wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> None:
     raise AssertionError("condition not met in time")
 
 
-async def run_until(engine: Engine, condition: Callable[[], bool], seconds: float = 5.0) -> None:
-    """``engine.run()`` until ``condition()`` holds, then stop it and wait for it to end."""
+@asynccontextmanager
+async def running_in_background(engine: Engine) -> AsyncIterator[asyncio.Task[None]]:
+    """``engine.run()`` while the block runs; then stop it and wait for it to end."""
     running = asyncio.create_task(engine.run())
     try:
-        await wait_for(lambda: condition() or running.done(), seconds)
-        assert not running.done(), "run() ended by itself"
+        yield running
     finally:
         await engine.stop()
         await asyncio.wait_for(running, timeout=5)
+
+
+async def run_until(engine: Engine, condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    """``engine.run()`` until ``condition()`` holds, then stop it and wait for it to end."""
+    async with running_in_background(engine) as running:
+        await wait_for(lambda: condition() or running.done(), seconds)
+        assert not running.done(), "run() ended by itself"

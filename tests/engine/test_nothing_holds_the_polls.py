@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.engine.support import Env, wait_for
+from tests.engine.support import Env, running_in_background, wait_for
 from tests.engine.test_budget_sharing import SharedStore, only
 from tests.engine.test_wake import Inbox
 from watukuy import SystemClock
@@ -62,13 +62,8 @@ async def test_a_tenant_waiting_for_its_bucket_leaves_the_turns_to_the_others(en
         stop_grace=0.2,
         observers=[polled],
     )
-    async with engine:
-        running = asyncio.create_task(engine.run())
-        try:
-            await wait_for(lambda: sum(key.endswith(fast) for key in polled.keys) == 3, 10.0)
-        finally:
-            await engine.stop()
-            await asyncio.wait_for(running, timeout=5)
+    async with engine, running_in_background(engine):
+        await wait_for(lambda: sum(key.endswith(fast) for key in polled.keys) == 3, 10.0)
     assert sorted(key for key in polled.keys if key.endswith(fast)) == [
         f"{name}/{fast}" for name in ("a", "b", "c")
     ]
@@ -231,13 +226,9 @@ async def test_a_fetch_timed_out_waiting_for_a_budgets_token_is_pacing_not_a_ven
         observers=[polled],
     )
     async with engine:
-        running = asyncio.create_task(engine.run())
-        try:
+        async with running_in_background(engine):
             await wait_for(lambda: len(polled.keys) >= 6, 10.0)
-        finally:
-            await engine.stop()
-            await asyncio.wait_for(running, timeout=5)
-        (shown,) = engine.inspect()
+        (shown,) = engine.inspect()  # once stopped
     assert shown.circuit == "closed"
     assert shown.last_error is not None and "budget" in shown.last_error
     assert "rate_limited" in polled.kinds and "timeout" not in polled.kinds
@@ -268,20 +259,15 @@ async def test_a_command_waiting_for_a_keys_poll_does_not_stop_the_other_keys_po
         stop_grace=0.3,
         observers=[polled],
     )
-    async with engine:
-        running = asyncio.create_task(engine.run())
-        try:
-            await wait_for(lambda: any(key.startswith("a/") for key in polled.keys), 5.0)
-            await asyncio.sleep(0.5)  # the other key of "a" waits for the next token
-            first = next(key for key in polled.keys if key.startswith("a/"))
-            waiting = env.tid(1) if first.endswith(env.tid(0)) else env.tid(0)
-            await store.send_command(Command.issue("pause", "a", waiting, {}, time.time()))
-            before = polled.keys.count(f"b/{env.tid(2)}")
-            await asyncio.sleep(2.0)
-            after = polled.keys.count(f"b/{env.tid(2)}")
-        finally:
-            await engine.stop()
-            await asyncio.wait_for(running, timeout=5)
+    async with engine, running_in_background(engine):
+        await wait_for(lambda: any(key.startswith("a/") for key in polled.keys), 5.0)
+        await asyncio.sleep(0.5)  # the other key of "a" waits for the next token
+        first = next(key for key in polled.keys if key.startswith("a/"))
+        waiting = env.tid(1) if first.endswith(env.tid(0)) else env.tid(0)
+        await store.send_command(Command.issue("pause", "a", waiting, {}, time.time()))
+        before = polled.keys.count(f"b/{env.tid(2)}")
+        await asyncio.sleep(2.0)
+        after = polled.keys.count(f"b/{env.tid(2)}")
     assert after - before >= 5  # every 200 ms, as if no command had come
 
 
@@ -306,16 +292,11 @@ async def test_a_pollers_slow_listing_does_not_stop_the_other_keys_polls(env: En
         name="b", partitions=only(env, 2), schedule={"min": "200ms", "max": "200ms"}
     )
     engine = env.make_engine(listed, free, clock=SystemClock(), stop_grace=0.3, observers=[polled])
-    async with engine:
-        running = asyncio.create_task(engine.run())
-        try:
-            await wait_for(lambda: listings >= 2, 5.0)
-            before = polled.keys.count(f"b/{env.tid(2)}")
-            await asyncio.sleep(2.0)
-            after = polled.keys.count(f"b/{env.tid(2)}")
-        finally:
-            await engine.stop()
-            await asyncio.wait_for(running, timeout=5)
+    async with engine, running_in_background(engine):
+        await wait_for(lambda: listings >= 2, 5.0)
+        before = polled.keys.count(f"b/{env.tid(2)}")
+        await asyncio.sleep(2.0)
+        after = polled.keys.count(f"b/{env.tid(2)}")
     assert after - before >= 5  # every 200 ms, as if nothing were being listed
 
 
@@ -335,19 +316,14 @@ async def test_an_operation_on_a_key_waiting_for_its_token_applies_at_once(env: 
         observers=[polled],
     )
     loop = asyncio.get_running_loop()
-    async with engine:
-        running = asyncio.create_task(engine.run())
-        try:
-            await wait_for(lambda: len(polled.keys) == 1, 5.0)
-            await asyncio.sleep(0.3)  # the other key's poll waits for the next token
-            waiting = env.tid(1) if polled.keys[0].endswith(env.tid(0)) else env.tid(0)
-            asked = loop.time()
-            await asyncio.wait_for(engine.pause("invoices", partition=waiting), 5.0)
-            took = loop.time() - asked
-            shown = {i.partition: i for i in engine.inspect()}[waiting]
-        finally:
-            await engine.stop()
-            await asyncio.wait_for(running, timeout=5)
+    async with engine, running_in_background(engine):
+        await wait_for(lambda: len(polled.keys) == 1, 5.0)
+        await asyncio.sleep(0.3)  # the other key's poll waits for the next token
+        waiting = env.tid(1) if polled.keys[0].endswith(env.tid(0)) else env.tid(0)
+        asked = loop.time()
+        await asyncio.wait_for(engine.pause("invoices", partition=waiting), 5.0)
+        took = loop.time() - asked
+        shown = {i.partition: i for i in engine.inspect()}[waiting]
     assert took < 1.0, took
     assert shown.paused and shown.circuit == "closed"
     assert polled.kinds[1:] == ["rate_limited"]  # the poll that gave way: paced, not failed

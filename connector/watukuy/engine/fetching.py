@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -75,7 +75,8 @@ async def execute(
     try:
         async with asyncio.timeout(poller.fetch_timeout) as bound:
             key_http.deadline = bound.when()
-            with _giving_way(bound, gave_way):
+            # Only a poller with budgets waits for tokens: no context to set on other polls.
+            with _NOTHING if acquire is None else _giving_way(bound, gave_way):
                 returned = poller.fetch(ctx)
                 if inspect.isawaitable(returned):
                     returned = await returned
@@ -105,6 +106,9 @@ async def execute(
         validators=key_http.validators_changed,
         throttle_until=key_http.throttle_until,
     )
+
+
+_NOTHING = nullcontext()
 
 
 @contextmanager
