@@ -48,6 +48,15 @@ def total(samples: Samples, name: str, **labels: str) -> float:
     )
 
 
+def create_item(simulator: Simulator, tenant: str) -> None:
+    """One new item of ``tenant`` at the vendor (its admin API)."""
+    url = f"{simulator.base_url}/_admin/tenants/{tenant}/items"
+    request = urllib.request.Request(url, data=b"{}", method="POST")
+    request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        assert answer.status == 201
+
+
 @pytest.fixture
 def simulator(simulator_process: Callable[..., Simulator]) -> Simulator:
     return simulator_process(TENANTS, ITEMS)
@@ -111,6 +120,10 @@ def test_a_runner_serves_metrics_per_tenant_and_counters_move(
 
     polls = total(first, "watukuy_polls_total")
     commits = total(first, "watukuy_transactions_total", result="committed")
+    # An idle poll writes nothing, so a commit needs a change at the vendor: without one the
+    # counter moved only if the first scrape came before the last first poll's commit.
+    changed = sorted(tenants)[0]
+    create_item(simulator, changed)
 
     def moved() -> Samples | None:
         samples, _ = scrape(port)
@@ -118,6 +131,8 @@ def test_a_runner_serves_metrics_per_tenant_and_counters_move(
         return samples if total(samples, "watukuy_polls_total") > polls and later else None
 
     second = wait_for(moved, 30, "the poll and commit counters to move (schedule 1s)")
+    created = {"poller": "invoices", "partition": changed, "type": "created", "lane": "live"}
+    assert total(second, "watukuy_events_total", **created) == ITEMS + 1
     assert total(second, "watukuy_polls_total", outcome="ok") + total(
         second, "watukuy_polls_total", outcome="not_modified"
     ) == total(second, "watukuy_polls_total")
