@@ -67,6 +67,22 @@ def test_a_scrape_shows_what_moved_since_the_last_one_in_the_order_the_owners_ca
     assert [dict(labels)["partition"] for _, labels in samples(polls)] == ["a", "f"]
 
 
+@pytest.mark.parametrize("moved", [1, 5, 60, 100])
+def test_a_scrape_shows_every_owner_s_number_however_many_moved(moved: int) -> None:
+    """Few owners moved are written again one by one, many in the owners' order (a walk
+    over all of them): either way each line has its owner's number, in the order they came."""
+    polls = KeyCounter("demo_polls", "Polls.", ["poller", "partition"])
+    owners = [f"k{n:03d}" for n in range(100)]
+    for owner in owners:
+        polls.inc(("p", owner), ())
+    samples(polls)
+    for n in range(0, 100, 100 // moved):
+        polls.inc(("p", owners[n]), (), n + 1)
+    shown = samples(polls)
+    expected = [(o, 1.0 + (n + 1 if n % (100 // moved) == 0 else 0)) for n, o in enumerate(owners)]
+    assert [(dict(labels)["partition"], value) for (_, labels), value in shown.items()] == expected
+
+
 def test_a_histogram_counts_a_value_on_a_bound_in_that_bucket_and_sums_what_it_saw() -> None:
     took = PollerHistogram("demo_seconds", "Time.", ["poller"], buckets=(0.1, 1.0))
     for seconds in (0.05, 0.1, 0.5, 1.0, 7.0):

@@ -119,10 +119,19 @@ class _Lines:
             self._at = at = {owner: where for where, owner in enumerate(at)}
             self._gaps = 0
         write = self._write
-        for owner in self.moved:
-            where = at.get(owner)
-            if where is not None:
-                lines[where] = write(owner, values[owner])
+        moved = self.moved
+        if len(moved) * 10 > len(at):
+            # Many moved: in the owners' order, which is about the order their numbers lie
+            # in memory. In the set's (hash) order every owner's tuple, dict and numbers are a
+            # cache miss: a scrape finding 100,000 keys moved took 1.1 s instead of 0.65.
+            for owner, where in at.items():
+                if owner in moved:
+                    lines[where] = write(owner, values[owner])
+        else:
+            for owner in moved:
+                where = at.get(owner)
+                if where is not None:
+                    lines[where] = write(owner, values[owner])
         self.moved.clear()
         # The owners that came since: the last ones of ``values``, which keeps them in order.
         came = list(islice(reversed(values), len(values) - len(at)))
