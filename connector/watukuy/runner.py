@@ -351,7 +351,7 @@ async def _poll_until(serving: Serving, runner_id: str) -> None:
 
 
 async def _scrape(metrics: PrometheusObserver) -> Metrics:
-    return Metrics(*metrics.render())
+    return Metrics(*metrics.render_pieces())
 
 
 COLLECTOR_LOOK_EVERY = 0.25

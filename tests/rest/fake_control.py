@@ -463,4 +463,4 @@ class FakeControl:
     async def metrics(self) -> Metrics:
         self._maybe_fail()
         body = b"# HELP watukuy_up 1 when the runner runs\n# TYPE watukuy_up gauge\nwatukuy_up 1\n"
-        return Metrics(body, "text/plain; version=0.0.4; charset=utf-8")
+        return Metrics([body], "text/plain; version=0.0.4; charset=utf-8")

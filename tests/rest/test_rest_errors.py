@@ -11,7 +11,7 @@ from tests.rest.fake_control import FakeControl
 from tests.rest.support import config, error_of, rest_client, seed
 from watukuy.core.errors import Retriable
 from watukuy.rest.port import Health, Metrics
-from watukuy.rest.routes import METRICS_CHUNK
+from watukuy.rest.routes import METRICS_CHUNK, megabytes
 
 CANARY = "tenant-secret-canary-5521"
 
@@ -119,19 +119,21 @@ async def test_health_follows_kip_1017(state: str, status: int) -> None:
 
 
 class LargeScrape(FakeControl):
-    """A scrape of many keys: several megabytes of text."""
+    """A scrape of many keys: several megabytes of text, in pieces as an observer writes them
+    (a key's lines each), one of them larger than a part sent at a time."""
 
-    body = b"".join(
-        f'watukuy_lag_seconds{{partition="t-{i}"}} 1.5\n'.encode() for i in range(99_999)
-    )
+    pieces = [f'watukuy_lag_seconds{{partition="t-{i}"}} 1.5\n'.encode() for i in range(99_999)]
+    pieces.insert(50_000, b"".join(pieces[:40_000]))
+    body = b"".join(pieces)
 
     async def metrics(self) -> Metrics:
-        return Metrics(self.body, "text/plain; version=0.0.4; charset=utf-8")
+        return Metrics(self.pieces, "text/plain; version=0.0.4; charset=utf-8")
 
 
 async def test_a_large_scrape_arrives_whole_with_its_length() -> None:
-    """It is sent a slice at a time (routes.metrics): the scraper reads it all, once."""
+    """It is sent a part at a time (routes.metrics): the scraper reads it all, once."""
     assert len(LargeScrape.body) > 3 * METRICS_CHUNK
+    assert len(LargeScrape.pieces[50_000]) > METRICS_CHUNK
     async with rest_client(seed(LargeScrape())) as client:
         response = await client.get("/metrics")
         assert response.status == 200
@@ -139,6 +141,19 @@ async def test_a_large_scrape_arrives_whole_with_its_length() -> None:
         assert "Transfer-Encoding" not in response.headers
         async with asyncio.timeout(10):  # short of its length, the body would never end
             assert await response.read() == LargeScrape.body
+
+
+@pytest.mark.parametrize("sizes", [[], [1], [3, 3, 3], [10], [2, 11, 1], [4, 4, 25, 4]])
+def test_a_scrape_is_sent_in_its_order_in_parts_under_two_chunks(sizes: list[int]) -> None:
+    pieces = [bytes([65 + n]) * size for n, size in enumerate(sizes)]
+    parts = [bytes(part) for part in megabytes(pieces, size=8)]
+    assert b"".join(parts) == b"".join(pieces)
+    assert all(0 < len(part) < 2 * 8 for part in parts)
+
+
+def test_small_pieces_are_joined_into_parts_of_a_chunk_or_more_but_the_last() -> None:
+    parts = list(megabytes([b"abc"] * 10, size=8))
+    assert parts == [b"abc" * 3] * 3 + [b"abc"]
 
 
 async def test_healthz_and_metrics() -> None:

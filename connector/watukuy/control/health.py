@@ -82,7 +82,7 @@ class RunnerHealth:
 
     async def metrics(self) -> Metrics:
         if self._metrics is None:
-            return Metrics(b"", "text/plain; version=0.0.4; charset=utf-8")
+            return Metrics((), "text/plain; version=0.0.4; charset=utf-8")
         return await self._metrics()
 
 

@@ -8,6 +8,8 @@ bodies' checks and the connector routes are derived from it, not declared here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 from aiohttp import web
 
 from watukuy.core.errors import ConfigError
@@ -341,19 +343,44 @@ METRICS_CHUNK = 1 << 20
 """Bytes of ``/metrics`` handed to the socket at a time (see :func:`metrics`)."""
 
 
+def megabytes(pieces: Iterable[bytes], size: int = METRICS_CHUNK) -> Iterator[bytes | memoryview]:
+    """``pieces`` as parts of about ``size`` bytes: small pieces joined, a piece of ``size``
+    or more sent in slices of its own."""
+    gathered: list[bytes] = []
+    length = 0
+    for piece in pieces:
+        if len(piece) >= size:
+            if gathered:
+                yield b"".join(gathered)
+                gathered, length = [], 0
+            whole = memoryview(piece)
+            for start in range(0, len(whole), size):
+                yield whole[start : start + size]
+            continue
+        gathered.append(piece)
+        length += len(piece)
+        if length >= size:
+            yield b"".join(gathered)
+            gathered, length = [], 0
+    if gathered:
+        yield b"".join(gathered)
+
+
 async def metrics(request: web.Request) -> web.StreamResponse:
     """The scrape, written a megabyte at a time: 100,000 keys make 120 MB of text, which a
     ``web.Response`` hands to the transport whole. What the socket does not take at once
     the transport copies into its buffer (twice, on Python 3.11): 0.3 s of CPU for 120 MB,
-    against 0.02-0.05 s in slices of the one body, each sent as the socket drains."""
+    against 0.02-0.05 s a megabyte at a time, each sent as the socket drains. The megabytes
+    are joined from the scrape's pieces as they go (:func:`megabytes`): a join of the whole
+    text first cost 0.12 s more, most of it the kernel giving 120 MB of new memory its pages,
+    where a megabyte's memory is used again."""
     served = await _control(request).metrics()
     response = web.StreamResponse(headers={"Content-Type": served.content_type})
-    response.content_length = len(served.body)
+    response.content_length = sum(map(len, served.pieces))
     await response.prepare(request)
-    body = memoryview(served.body)
     try:
-        for start in range(0, len(body), METRICS_CHUNK):
-            await response.write(body[start : start + METRICS_CHUNK])
+        for part in megabytes(served.pieces):
+            await response.write(part)
         await response.write_eof()
     except ConnectionResetError:
         pass  # the scraper went away: nothing is owed to it
