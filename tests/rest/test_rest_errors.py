@@ -143,17 +143,18 @@ async def test_a_large_scrape_arrives_whole_with_its_length() -> None:
             assert await response.read() == LargeScrape.body
 
 
-@pytest.mark.parametrize("sizes", [[], [1], [3, 3, 3], [10], [2, 11, 1], [4, 4, 25, 4]])
-def test_a_scrape_is_sent_in_its_order_in_parts_under_two_chunks(sizes: list[int]) -> None:
+@pytest.mark.parametrize(
+    "sizes", [[], [0], [1], [3, 3, 3], [10], [2, 11, 1], [4, 4, 25, 4], [0, 0, 5, 0, 40]]
+)
+def test_a_scrape_is_sent_in_its_order_in_parts_of_at_most_two_chunks(sizes: list[int]) -> None:
     pieces = [bytes([65 + n]) * size for n, size in enumerate(sizes)]
-    parts = [bytes(part) for part in megabytes(pieces, size=8)]
+    parts = [bytes(part) for part in megabytes(pieces, size=8, count=2)]
     assert b"".join(parts) == b"".join(pieces)
-    assert all(0 < len(part) < 2 * 8 for part in parts)
+    assert all(0 < len(part) <= 2 * 8 for part in parts)
 
 
-def test_small_pieces_are_joined_into_parts_of_a_chunk_or_more_but_the_last() -> None:
-    parts = list(megabytes([b"abc"] * 10, size=8))
-    assert parts == [b"abc" * 3] * 3 + [b"abc"]
+def test_small_pieces_are_joined_so_many_at_a_time() -> None:
+    assert list(megabytes([b"abc"] * 10, size=8, count=4)) == [b"abc" * 4] * 2 + [b"abc" * 2]
 
 
 async def test_healthz_and_metrics() -> None:

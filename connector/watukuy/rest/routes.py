@@ -8,7 +8,7 @@ bodies' checks and the connector routes are derived from it, not declared here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 
 from aiohttp import web
 
@@ -341,29 +341,25 @@ async def healthz(request: web.Request) -> web.Response:
 
 METRICS_CHUNK = 1 << 20
 """Bytes of ``/metrics`` handed to the socket at a time (see :func:`metrics`)."""
+PIECES_A_PART = 8192
+"""Pieces of a scrape joined into one part to send: about a megabyte of key lines."""
 
 
-def megabytes(pieces: Iterable[bytes], size: int = METRICS_CHUNK) -> Iterator[bytes | memoryview]:
-    """``pieces`` as parts of about ``size`` bytes: small pieces joined, a piece of ``size``
-    or more sent in slices of its own."""
-    gathered: list[bytes] = []
-    length = 0
-    for piece in pieces:
-        if len(piece) >= size:
-            if gathered:
-                yield b"".join(gathered)
-                gathered, length = [], 0
-            whole = memoryview(piece)
-            for start in range(0, len(whole), size):
-                yield whole[start : start + size]
+def megabytes(
+    pieces: Sequence[bytes], size: int = METRICS_CHUNK, count: int = PIECES_A_PART
+) -> Iterator[bytes | memoryview]:
+    """``pieces`` joined ``count`` at a time (by count, not length: a loop over a million
+    pieces' lengths cost a scrape of 100,000 keys 0.06 s), each part of more than twice
+    ``size`` bytes sent in slices of ``size``."""
+    for start in range(0, len(pieces), count):
+        part = b"".join(pieces[start : start + count])
+        if len(part) <= 2 * size:
+            if part:
+                yield part
             continue
-        gathered.append(piece)
-        length += len(piece)
-        if length >= size:
-            yield b"".join(gathered)
-            gathered, length = [], 0
-    if gathered:
-        yield b"".join(gathered)
+        whole = memoryview(part)
+        for at in range(0, len(whole), size):
+            yield whole[at : at + size]
 
 
 async def metrics(request: web.Request) -> web.StreamResponse:
