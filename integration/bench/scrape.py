@@ -67,8 +67,9 @@ async def fetch(ctx: Any) -> dict[str, Any]:
 
 
 def timed(observer: Any) -> tuple[float, int]:
-    """The scrape's CPU to its text ready to send: where the observer gives its pieces, they
-    are joined a part at a time as ``GET /metrics`` sends them; else the text is one join."""
+    """The scrape's CPU to its text ready to send: where the observer gives its pieces, their
+    length is summed (the answer's ``Content-Length``) and they are joined a part at a time,
+    as ``GET /metrics`` does; else the text is one join."""
     pieces = getattr(observer, "render_pieces", None)
     if pieces is None:
         start = time.process_time()
@@ -77,8 +78,13 @@ def timed(observer: Any) -> tuple[float, int]:
     from watukuy.rest.routes import megabytes
 
     start = time.process_time()
-    sent = sum(len(part) for part in megabytes(pieces()[0]))
-    return time.process_time() - start, sent
+    made, _ = pieces()
+    length = sum(map(len, made))
+    sent = sum(len(part) for part in megabytes(made))
+    took = time.process_time() - start
+    if sent != length:
+        raise RuntimeError(f"sent {sent} bytes of {length}")
+    return took, sent
 
 
 async def measure(keys: int, partition_label: bool, some: float) -> dict[str, Any]:
