@@ -51,8 +51,8 @@ async def test_a_keys_commands_apply_in_order_across_passes_while_others_go_on()
 async def test_a_command_tried_again_keeps_its_key_s_later_commands_behind_it() -> None:
     """A command whose key is not held yet is tried again a second later; the key's later
     commands, of the same pass or of passes after, wait behind it and apply after it, in
-    the order they came, none lost and none first (a ``resume`` that overtook the ``pause``
-    sent before it would leave the key paused)."""
+    the order they came, none lost and none first (a ``resume`` overtaken by the ``pause``
+    before it would leave the key paused)."""
     applied: list[str] = []
     held = False  # the key comes to this instance a moment after its first command
 

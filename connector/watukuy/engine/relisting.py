@@ -2,9 +2,9 @@
 
 A poller's tenant listing is I/O like a poll (a vendor's API, a database). ``run()`` awaits
 the listings due as it starts (the keys to poll come from them; a stop cuts that short) and
-starts every later one in a task of its own: awaited in its loop, a listing that took
-seconds, or its timeout, kept every key's polls from starting meanwhile. ``tick()`` awaits
-them all.
+starts every later one
+in a task of its own: awaited in its loop, a listing that took seconds, or its timeout, kept
+every key's polls from starting meanwhile. ``tick()`` awaits them all.
 """
 
 from __future__ import annotations
