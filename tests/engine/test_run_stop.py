@@ -67,22 +67,3 @@ async def test_a_poll_waiting_for_a_budget_token_an_hour_away_does_not_hold_the_
         took = loop.time() - asked
     assert len(polled) == 1
     assert 0.3 <= took < 1.5, took
-
-
-async def test_a_stop_while_the_first_tenant_listing_hangs_ends_run_at_once(env: Env) -> None:
-    # A vendor's tenant API that does not answer as the runner starts: a SIGTERM waited for
-    # the listing's timeout (30 s by default) before run() ended.
-    asked = asyncio.Event()
-
-    async def hanging() -> list[dict[str, object]]:
-        asked.set()
-        await asyncio.sleep(3600)
-        return []
-
-    engine = env.make_engine(env.make_poller(partitions=hanging), clock=SystemClock())
-    async with engine:
-        running = asyncio.create_task(engine.run())
-        await asyncio.wait_for(asked.wait(), timeout=5)
-        await engine.stop()
-        await asyncio.wait_for(running, timeout=1)  # not the hour the listing would take
-        assert engine.inspect() == []

@@ -165,7 +165,7 @@ class Engine:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._dispatcher.run(self._stopping))
                 relisting = Relisting(self._roster, self._wake.set)
-                await relisting.list_due_unless(self._stopping)  # the keys to start with
+                await relisting.list_due()  # the keys to start with
                 while not self._stopping.is_set():
                     # Cleared as a pass begins, not as it ends: a command or a change of
                     # ownership the store reports while the pass runs (its await points)

@@ -1,8 +1,7 @@
 """The listings of the pollers' partitions that are due (:meth:`Roster.listings_due`).
 
 A poller's tenant listing is I/O like a poll (a vendor's API, a database). ``run()`` awaits
-the listings due as it starts (the keys to poll come from them; a stop cuts that short) and
-starts every later one
+the listings due as it starts (the keys to poll come from them) and starts every later one
 in a task of its own: awaited in its loop, a listing that took seconds, or its timeout, kept
 every key's polls from starting meanwhile. ``tick()`` awaits them all.
 """
@@ -31,21 +30,6 @@ class Relisting:
         """List every poller due, one after the other."""
         for name, poller in self._roster.listings_due():
             await self._list(name, poller)
-
-    async def list_due_unless(self, stopping: asyncio.Event) -> None:
-        """:meth:`list_due`, cut short if ``stopping`` is set first (a SIGTERM as a runner
-        starts): a tenant listing that hangs held the stop up to its timeout
-        (``partitions.http.timeout``, 30 s). The next start lists again."""
-        listing = asyncio.ensure_future(self.list_due())
-        stopped = asyncio.ensure_future(stopping.wait())
-        try:
-            await asyncio.wait({listing, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        finally:  # neither outlives this call, whatever ends it
-            listing.cancel()
-            stopped.cancel()
-            await asyncio.wait({listing, stopped})
-        if not listing.cancelled():
-            listing.result()  # its error, as when it was awaited here
 
     def start_due(self, group: asyncio.TaskGroup) -> None:
         """List the pollers due in tasks of ``group``, those not being listed already."""
