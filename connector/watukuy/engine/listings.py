@@ -36,6 +36,22 @@ class PartitionTable:
     """Whether a listing succeeded yet: the keys of the first one are not news to anybody."""
     arrivals: Arrivals = field(default_factory=Arrivals)
     """Keys the listing gained since, for telling their owners (:mod:`watukuy.core.arrivals`)."""
+    asked_again: int = 0
+    """How many times :meth:`list_again` was called: a listing that began before the last
+    call read too early."""
+
+    def list_again(self) -> None:
+        """Due to be listed at once (its stored keys may have moved, its parent's tenants
+        changed), even if a listing is under way now: that one may have read before."""
+        self.refreshed_at = None
+        self.asked_again += 1
+
+    def listing_ended(self, now: float, began: int) -> None:
+        """A listing begun when :attr:`asked_again` was ``began`` ended at ``now``: the table
+        is listed as of then, unless it was asked to list again meanwhile (a takeover while a
+        child stream's listing waited for the store: its restored keys would wait a whole
+        refresh interval to be held)."""
+        self.refreshed_at = now if self.asked_again == began else None
 
 
 class Listings:

@@ -112,10 +112,11 @@ class Roster:
     async def _refresh(self, name: str, *, force: bool) -> list[Partition]:
         poller = self._pollers[name]
         table = self.listings.of(name)
+        began = table.asked_again
         try:
             latest = await self._evaluate(poller)
         except Exception as exc:
-            table.refreshed_at = self.clock.now()
+            table.listing_ended(self.clock.now(), began)
             if force:
                 raise
             # The listing may quote tenant data: what the previous list holds is taken out.
@@ -142,9 +143,10 @@ class Roster:
             if runtime is not None:
                 runtime.partition = latest[key]
         table.current = latest
-        table.refreshed_at = now = self.clock.now()
+        now = self.clock.now()
+        table.listing_ended(now, began)
         for child in descendants(self._pollers, name):  # they follow its tenants
-            self.listings.of(child).refreshed_at = None
+            self.listings.of(child).list_again()
         if table.listed:
             within = poller.partitions_refresh
             table.arrivals = table.arrivals.listed(changes.added, changes.removed, now, within)
@@ -313,7 +315,7 @@ class Roster:
         for name in self.listings.names():
             await self.activate_listed(name)
             if self._pollers[name].parent is not None:  # its stored keys may have moved
-                self.listings.of(name).refreshed_at = None
+                self.listings.of(name).list_again()
         if set(self._keys) != before:
             log.info(
                 "now owning %d key(s)%s; gave up %d, took %d",
