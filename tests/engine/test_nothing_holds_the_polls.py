@@ -1,8 +1,7 @@
 """What waits in ``run()`` holds up nothing else: a poll waiting for a budget's token gives
 its turn of ``runner.max.concurrency`` to other keys, ends when its key moves away, and is a
 ``rate_limited`` outcome if its fetch times out meanwhile or an operation wants its key; a
-command for a key whose poll is under way, and a slow tenant listing, leave the other keys'
-polls going.
+command for a key whose poll is under way leaves the other keys' polls going.
 
 Per-tenant budgets exist so that one tenant's quota does not slow the others; a poll that
 waited for its tenant's token while holding its turn let a throttled tenant with more keys
@@ -269,35 +268,6 @@ async def test_a_command_waiting_for_a_keys_poll_does_not_stop_the_other_keys_po
         await asyncio.sleep(2.0)
         after = polled.keys.count(f"b/{env.tid(2)}")
     assert after - before >= 5  # every 200 ms, as if no command had come
-
-
-# -- a slow listing --------------------------------------------------------------------------------
-
-
-async def test_a_pollers_slow_listing_does_not_stop_the_other_keys_polls(env: Env) -> None:
-    # The tenant listing of one connector takes 3 s (a vendor's API, its timeout): run()
-    # awaited it in its loop, so no key of any connector was polled meanwhile.
-    polled, listings = Polled(), 0
-    tenants = only(env, 0)
-
-    async def slow_listing() -> list[dict[str, object]]:
-        nonlocal listings
-        listings += 1
-        if listings > 1:
-            await asyncio.sleep(3.0)
-        return tenants()
-
-    listed = env.make_poller(name="a", partitions=slow_listing, partitions_refresh="1s")
-    free = env.make_poller(
-        name="b", partitions=only(env, 2), schedule={"min": "200ms", "max": "200ms"}
-    )
-    engine = env.make_engine(listed, free, clock=SystemClock(), stop_grace=0.3, observers=[polled])
-    async with engine, running_in_background(engine):
-        await wait_for(lambda: listings >= 2, 5.0)
-        before = polled.keys.count(f"b/{env.tid(2)}")
-        await asyncio.sleep(2.0)
-        after = polled.keys.count(f"b/{env.tid(2)}")
-    assert after - before >= 5  # every 200 ms, as if nothing were being listed
 
 
 async def test_an_operation_on_a_key_waiting_for_its_token_applies_at_once(env: Env) -> None:

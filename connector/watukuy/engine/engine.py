@@ -164,14 +164,13 @@ class Engine:
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._dispatcher.run(self._stopping))
-                relisting = Relisting(self._roster, self._wake.set)
-                await relisting.list_due()  # the keys to start with
+                relisting = Relisting(self._roster)
                 while not self._stopping.is_set():
                     # Cleared as a pass begins, not as it ends: a command or a change of
                     # ownership the store reports while the pass runs (its await points)
                     # makes another pass at once, not one at the next deadline (up to 1 s on).
                     self._wake.clear()
-                    relisting.start_due(group)
+                    await relisting.list_due()  # the first pass's: the keys to start with
                     await self._follow_store(group)
                     self._tell_served(in_flight)
                     for key in self._roster.due.pop_due(self.clock.now()):
@@ -185,7 +184,6 @@ class Engine:
                         )
                     self._first = first  # the first pass is over: its keys are taken in
                     await self._sleep_until_due()
-                relisting.cancel()
                 await self._let_polls_end(set(in_flight.values()))
         finally:
             self._in_flight = None
