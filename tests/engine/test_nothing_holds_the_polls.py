@@ -72,17 +72,18 @@ async def test_a_tenant_waiting_for_its_bucket_leaves_the_turns_to_the_others(en
 # -- the turn itself ---------------------------------------------------------------------------
 
 
+async def aside_until(turn: Turn, token: asyncio.Event) -> None:
+    """A request of ``turn``'s poll waiting for ``token`` (a budget's), its turn set aside."""
+    async with turn.set_aside():
+        await token.wait()
+
+
 async def test_a_turn_set_aside_goes_to_another_poll_and_comes_back_after_the_wait() -> None:
     turns = Turns(1)
     first, second = turns.turn(), turns.turn()
     await first.take()
     token = asyncio.Event()
-
-    async def wait_for_token() -> None:
-        async with first.set_aside():
-            await token.wait()
-
-    waiting = asyncio.create_task(wait_for_token())
+    waiting = asyncio.create_task(aside_until(first, token))
     await asyncio.wait_for(second.take(), 1.0)  # the only turn, set aside by the wait
     assert not first.held
     token.set()
@@ -98,12 +99,7 @@ async def test_a_polls_waits_at_once_set_one_turn_aside_and_take_one_back() -> N
     poll, other = turns.turn(), turns.turn()
     await poll.take()
     tokens = [asyncio.Event(), asyncio.Event()]
-
-    async def wait_for(token: asyncio.Event) -> None:
-        async with poll.set_aside():
-            await token.wait()
-
-    waits = [asyncio.create_task(wait_for(token)) for token in tokens]
+    waits = [asyncio.create_task(aside_until(poll, token)) for token in tokens]
     await asyncio.sleep(0)
     tokens[0].set()
     await asyncio.wait_for(waits[0], 1.0)
@@ -120,11 +116,7 @@ async def test_a_wait_cut_off_or_outlived_by_its_poll_takes_no_turn_back() -> No
     poll = turns.turn()
     await poll.take()
 
-    async def wait_forever() -> None:
-        async with poll.set_aside():
-            await asyncio.Event().wait()
-
-    cut_off = asyncio.create_task(wait_forever())
+    cut_off = asyncio.create_task(aside_until(poll, asyncio.Event()))
     await asyncio.sleep(0)
     cut_off.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -133,12 +125,7 @@ async def test_a_wait_cut_off_or_outlived_by_its_poll_takes_no_turn_back() -> No
 
     await poll.take()
     token = asyncio.Event()
-
-    async def wait_for_token() -> None:
-        async with poll.set_aside():
-            await token.wait()
-
-    outlived = asyncio.create_task(wait_for_token())
+    outlived = asyncio.create_task(aside_until(poll, token))
     await asyncio.sleep(0)
     poll.give_back()  # the lane's last page was sent meanwhile: the poll is done with it
     token.set()

@@ -36,7 +36,7 @@ from watukuy.engine.operations import Operations, ParkedApi
 from watukuy.engine.partitions_api import PartitionsApi
 from watukuy.engine.polling import KeyPoller
 from watukuy.engine.progress import LaneProgress
-from watukuy.engine.relisting import Relisting
+from watukuy.engine.relisting import list_due
 from watukuy.engine.roster import Roster
 from watukuy.engine.snapshots import DEFAULT_BUDGET, Snapshots
 from watukuy.engine.turns import Turns
@@ -140,7 +140,7 @@ class Engine:
 
     async def tick(self) -> None:
         """Refresh partitions if due, poll every due key (four at a time), deliver events."""
-        await Relisting(self._roster).list_due()
+        await list_due(self._roster)
         await self._follow_store()
         due = self._roster.due.pop_due(self.clock.now())
         turns = Turns(TICK_CONCURRENCY)
@@ -164,13 +164,12 @@ class Engine:
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._dispatcher.run(self._stopping))
-                relisting = Relisting(self._roster)
                 while not self._stopping.is_set():
                     # Cleared as a pass begins, not as it ends: a command or a change of
                     # ownership the store reports while the pass runs (its await points)
                     # makes another pass at once, not one at the next deadline (up to 1 s on).
                     self._wake.clear()
-                    await relisting.list_due()  # the first pass's: the keys to start with
+                    await list_due(self._roster)  # the first pass's: the keys to start with
                     await self._follow_store(group)
                     self._tell_served(in_flight)
                     for key in self._roster.due.pop_due(self.clock.now()):

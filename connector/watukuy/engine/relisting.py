@@ -10,24 +10,14 @@ moves of ownership are made safe to overlap, they do not.
 
 from __future__ import annotations
 
-from watukuy.core.poller import Poller
 from watukuy.engine.roster import Roster
 
-__all__ = ["Relisting"]
+__all__ = ["list_due"]
 
 
-class Relisting:
-    """The listings due, awaited one after the other."""
-
-    def __init__(self, roster: Roster) -> None:
-        self._roster = roster
-
-    async def list_due(self) -> None:
-        """List every poller due, one after the other."""
-        for name, poller in self._roster.listings_due():
-            await self._list(name, poller)
-
-    async def _list(self, name: str, poller: Poller) -> None:
-        # Unless removed or redefined meanwhile: a new definition lists itself.
-        if self._roster.definitions().get(name) is poller:
-            await self._roster.refresh(name, force=False)
+async def list_due(roster: Roster) -> None:
+    """List every poller due, one after the other; a poller removed or redefined meanwhile is
+    skipped (a new definition lists itself)."""
+    for name, poller in roster.listings_due():
+        if roster.definitions().get(name) is poller:
+            await roster.refresh(name, force=False)
