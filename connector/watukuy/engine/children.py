@@ -211,11 +211,17 @@ async def _listed_for(roster: Roster, poller: Poller, key: str) -> Partition | N
 
 async def received(roster: Roster, command: Command) -> None:
     """Apply an ``adopt``, ``pause_child`` or ``resume_child`` sent by a parent's commit (see
-    the module)."""
+    the module). A child it creates is due at once, though held (on the queue) only once its
+    tenant is found: until then, what is said served stays before it."""
+    now = roster.clock.now()
+    with roster.due.writing(now):
+        await _received(roster, command, now)
+
+
+async def _received(roster: Roster, command: Command, now: float) -> None:
     poller = roster.poller(command.poller)
     op = key_operation(command.op)
     key = command.partition
-    now = roster.clock.now()
     runtime = roster.runtime_of(key_text(poller.name, key))
     if runtime is not None and runtime.held:
         async with runtime.lock:

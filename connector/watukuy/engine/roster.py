@@ -474,9 +474,11 @@ class Roster:
     # -- commits and due times ------------------------------------------------------------
 
     async def commit(self, runtime: KeyRuntime, commit: KeyCommit) -> None:
-        """Commit one step of a key; a key another owner fenced off is let go here."""
-        await commits.send(self, runtime, commit)
-        commits.take_in(self, runtime, commit)
+        """Commit one step of a key; a key another owner fenced off is let go here. Until the
+        key takes it in (rescheduled), what is said served stays before its due time."""
+        with self.due.writing(commit.state.schedule.next_due):
+            await commits.send(self, runtime, commit)
+            commits.take_in(self, runtime, commit)
 
     def reschedule(self, runtime: KeyRuntime) -> None:
         at = due_at(runtime.state, self.clock.now())
