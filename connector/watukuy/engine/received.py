@@ -5,7 +5,9 @@ Each key's commands apply one after the other, in the order they came; different
 at once. Applying one waits for its commit, so one at a time made a runner apply a few a
 second (a Kafka transaction each), far below what a parent changing 10,000 items a minute
 sends its ``on_change`` children; at once, the store's committer batches them into its
-transactions. A command whose key is not held yet (a moment early) is tried again for a while.
+transactions. A command whose key is not held yet (a moment early) is tried again for a while,
+and its key's later commands wait behind it: a ``resume`` applied before the ``pause`` sent
+ahead of it would leave the key paused.
 
 ``run()`` applies each pass's commands in a task of its own (:class:`Received`): applying one
 waits for its key's lock, which a poll holds until it ends, and a ``pause`` for a key whose
@@ -55,12 +57,15 @@ class Received:
 
     def due(self, taken: list[Command], now: float) -> list[tuple[float, Command]]:
         """The commands to apply now (first tried, command): those waiting whose time came,
-        then ``taken``; those of a key still being applied wait for the next pass."""
+        then ``taken``; those of a key still being applied wait for the next pass, and so do
+        those behind a command of their key that waits (to be tried again)."""
         waiting, self._waiting = self._waiting, []
         due: list[tuple[float, Command]] = []
+        behind = self._applying.copy()  # keys whose next commands wait, in order
         for at, since, command in [*waiting, *((now, now, command) for command in taken)]:
-            if at > now or command.key in self._applying:
+            if at > now or command.key in behind:
                 self._waiting.append((at, since, command))
+                behind.add(command.key)
             else:
                 due.append((since, command))
         return due
@@ -75,7 +80,9 @@ class Received:
             self._applying -= keys
             if any(command.key in keys for _, _, command in self._waiting):
                 self._wake()  # held back meanwhile: the pass after applies them, not a later one
-        self._waiting.extend(retry)  # the list as it is now: due() replaces it meanwhile
+        # Before the list as it is now (due() replaces it meanwhile): a key's commands held
+        # back while these applied came after them.
+        self._waiting[:0] = retry
 
 
 async def apply_all(
@@ -95,9 +102,11 @@ async def apply_all(
 
     async def one_key(commands: list[tuple[float, Command]]) -> None:
         async with slots:
-            for since, command in commands:
+            for at, (since, command) in enumerate(commands):
                 if not await _apply(apply, since, command, now, retry):
-                    return  # its later commands wait behind it, in order
+                    # Its later commands wait behind it, in order, and are tried with it.
+                    retry.extend((now + COMMAND_RETRY, *later) for later in commands[at + 1 :])
+                    return
 
     if len(by_key) == 1:
         await one_key(next(iter(by_key.values())))
