@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.engine.support import Env, wait_for
 from tests.engine.test_budget_sharing import only
 from watukuy import Engine, SystemClock
@@ -67,3 +69,29 @@ async def test_a_poll_waiting_for_a_budget_token_an_hour_away_does_not_hold_the_
         took = loop.time() - asked
     assert len(polled) == 1
     assert 0.3 <= took < 1.5, took
+
+
+@pytest.mark.parametrize("hangs", ["first", "later"])
+async def test_a_stop_while_a_tenant_listing_hangs_ends_run_at_once(env: Env, hangs: str) -> None:
+    # A vendor's tenant API that does not answer, as the runner starts or at a later refresh:
+    # a SIGTERM waited for the listing's timeout (30 s by default) before run() ended.
+    asked = asyncio.Event()
+    listings = 0
+
+    async def tenants() -> list[dict[str, object]]:
+        nonlocal listings
+        listings += 1
+        if hangs == "first" or listings > 1:
+            asked.set()
+            await asyncio.sleep(3600)
+        return env.partitions()
+
+    poller = env.make_poller(partitions=tenants, partitions_refresh="1s")
+    engine = env.make_engine(poller, clock=SystemClock())
+    async with engine:
+        running = asyncio.create_task(engine.run())
+        await asyncio.wait_for(asked.wait(), timeout=5)
+        held = len(engine.inspect())
+        await engine.stop()
+        await asyncio.wait_for(running, timeout=1)  # not the hour the listing would take
+    assert held == (0 if hangs == "first" else len(env.tenants))

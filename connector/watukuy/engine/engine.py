@@ -169,7 +169,9 @@ class Engine:
                     # ownership the store reports while the pass runs (its await points)
                     # makes another pass at once, not one at the next deadline (up to 1 s on).
                     self._wake.clear()
-                    await list_due(self._roster)  # the first pass's: the keys to start with
+                    # The listings due (the first pass's: the keys to start with); a stop
+                    # cuts them short.
+                    await list_due(self._roster, self._stopping)
                     await self._follow_store(group)
                     self._tell_served(in_flight)
                     for key in self._roster.due.pop_due(self.clock.now()):

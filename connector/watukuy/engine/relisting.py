@@ -10,14 +10,38 @@ moves of ownership are made safe to overlap, they do not.
 
 from __future__ import annotations
 
+import asyncio
+
+from watukuy.core.poller import Poller
 from watukuy.engine.roster import Roster
 
 __all__ = ["list_due"]
 
 
-async def list_due(roster: Roster) -> None:
+async def list_due(roster: Roster, stopping: asyncio.Event | None = None) -> None:
     """List every poller due, one after the other; a poller removed or redefined meanwhile is
-    skipped (a new definition lists itself)."""
-    for name, poller in roster.listings_due():
+    skipped (a new definition lists itself). ``stopping`` set first cuts the listings short:
+    a vendor's tenant API that hung held a SIGTERM up to its timeout
+    (``partitions.http.timeout``, 30 s). What was not listed is listed by the next start."""
+    due = roster.listings_due()
+    if not due:
+        return  # most passes: no task made for them
+    if stopping is None:
+        await _list(roster, due)
+        return
+    listing = asyncio.ensure_future(_list(roster, due))
+    stopped = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait({listing, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:  # neither outlives this call, whatever ends it
+        listing.cancel()
+        stopped.cancel()
+        await asyncio.wait({listing, stopped})
+    if not listing.cancelled():
+        listing.result()  # its error, as when it was awaited here
+
+
+async def _list(roster: Roster, due: list[tuple[str, Poller]]) -> None:
+    for name, poller in due:
         if roster.definitions().get(name) is poller:
             await roster.refresh(name, force=False)
