@@ -14,13 +14,14 @@ the last ``resume``, identity ``id``, version ``etag``, schedule 30s..15m.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from integration.simulator import Tenant, VendorSimulator, running_simulator
 from watukuy import Engine, Event, FakeClock, MemoryStore, Poller, define_poller
+from watukuy.store.base import KeyCommit
 
 Fetch = Callable[[Any], Any]
 
@@ -180,3 +181,45 @@ async def run_until(engine: Engine, condition: Callable[[], bool], seconds: floa
     async with running_in_background(engine) as running:
         await wait_for(lambda: condition() or running.done(), seconds)
         assert not running.done(), "run() ended by itself"
+
+
+class HeldCommits(MemoryStore):
+    """A memory store that keeps what the engine says it served, holds the commits
+    :meth:`hold` picks until :meth:`release`, and tells the engine ownership moved
+    (:meth:`moved`: a rebalance, which a memory store never has)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said: list[float] = []
+        self.held: list[KeyCommit] = []
+        self.waiting = asyncio.Event()
+        self._picked: Callable[[KeyCommit], bool] = lambda entry: False
+        self._open = asyncio.Event()
+        self._open.set()
+        self._told: list[Callable[[], None]] = []
+
+    def watch(self, changed: Callable[[], None]) -> None:
+        super().watch(changed)
+        self._told.append(changed)
+
+    def moved(self) -> None:
+        for changed in self._told:
+            changed()
+
+    def served_until(self, until: float) -> None:
+        self.said.append(until)
+
+    def hold(self, picked: Callable[[KeyCommit], bool]) -> None:
+        self._picked = picked
+        self._open.clear()
+
+    def release(self) -> None:
+        self._picked = lambda entry: False
+        self._open.set()
+
+    async def commit(self, batch: Sequence[KeyCommit]) -> None:
+        if any(self._picked(entry) for entry in batch):
+            self.held += batch
+            self.waiting.set()
+            await self._open.wait()
+        await super().commit(batch)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.engine.support import Env
+from tests.engine.support import Env, HeldCommits
 from tests.engine.test_handlers import strip_id_of
 from tests.engine.test_operations import AFTER_HISTORY
 from watukuy import ConfigError, Engine, MemoryStore
@@ -614,3 +614,39 @@ async def test_a_poller_removed_or_redefined_while_its_partitions_are_listed_is_
     held = inspected(engine, "orders")
     assert set(held) == {t.id for t in env.tenants[1:]}
     assert not any(key.paused for key in held.values())
+
+
+async def test_a_trigger_committing_as_its_connector_is_redefined_and_ownership_moves_is_kept(
+    env: Env,
+) -> None:
+    """A connector redefined while a trigger of one of its keys waits for its commit, and a
+    rebalance meanwhile (the engine follows ownership while the redefinition waits for that
+    commit): the key polls once, as triggered, and every key under the new definition.
+    Before, the pass over ownership held the keys again from the old definition's listing,
+    the triggered one with its state from before the trigger's commit (due in ten minutes),
+    and the new definition found them held: the trigger was lost (the rest-fire fault
+    scenario, CI, stop 54), and the others kept polling as the old definition said."""
+    store = HeldCommits()
+    slow = {"min": "10m", "max": "1h"}
+    engine = env.make_engine(env.make_poller(schedule=slow), store=store)
+    await engine.tick()
+    tenant = env.tid(0)
+    requests = env.sim.request_count(tenant)
+    store.hold(lambda entry: entry.state.partition == tenant)
+    triggering = asyncio.create_task(engine.trigger("invoices", partition=tenant))
+    await asyncio.wait_for(store.waiting.wait(), timeout=5)
+
+    redefining = asyncio.create_task(engine.add_poller(env.make_poller(schedule=slow, limit=7)))
+    await asyncio.sleep(0.01)  # its keys let go: it waits for the trigger's commit
+    assert not redefining.done()
+    store.moved()
+    await engine.tick()
+    store.release()
+    await asyncio.wait_for(asyncio.gather(triggering, redefining), timeout=5)
+
+    await engine.tick()
+    assert env.sim.request_count(tenant) == requests + 1
+    assert env.sim.log(tenant)[-1].query.get("limit") == "7"  # the new definition's request
+    env.clock.advance(3600)
+    await engine.tick()  # every key, held under the new definition: none under the old
+    assert {env.sim.log(t.id)[-1].query.get("limit") for t in env.tenants} == {"7"}

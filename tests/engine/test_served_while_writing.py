@@ -11,45 +11,11 @@ which says what was served while commands apply in tasks of their own."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
 
-from tests.engine.support import Env
+from tests.engine.support import Env, HeldCommits
 from tests.engine.test_child_streams import CHILDREN, Vendor, pollers
-from watukuy import Engine, FakeClock, MemoryStore
+from watukuy import Engine, FakeClock
 from watukuy.core.schedule import resumed
-from watukuy.store.base import KeyCommit
-
-
-class HeldCommits(MemoryStore):
-    """A memory store that keeps what the engine says it served, and holds the commits
-    :meth:`hold` picks until :meth:`release`."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.said: list[float] = []
-        self.held: list[KeyCommit] = []
-        self.waiting = asyncio.Event()
-        self._picked: Callable[[KeyCommit], bool] = lambda entry: False
-        self._open = asyncio.Event()
-        self._open.set()
-
-    def served_until(self, until: float) -> None:
-        self.said.append(until)
-
-    def hold(self, picked: Callable[[KeyCommit], bool]) -> None:
-        self._picked = picked
-        self._open.clear()
-
-    def release(self) -> None:
-        self._picked = lambda entry: False
-        self._open.set()
-
-    async def commit(self, batch: Sequence[KeyCommit]) -> None:
-        if any(self._picked(entry) for entry in batch):
-            self.held += batch
-            self.waiting.set()
-            await self._open.wait()
-        await super().commit(batch)
 
 
 async def test_a_trigger_waiting_for_its_commit_is_not_said_served(env: Env) -> None:

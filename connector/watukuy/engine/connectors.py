@@ -64,11 +64,14 @@ class Connectors:
         name = definition.name
         replaced = roster.defines(name)
         await roster.store.add_poller(definition)
-        if replaced:
-            await self._let_go(name)
+        dropped = self._drop(name) if replaced else []
+        # Installed before the old keys' polls and writes end: a key held meanwhile (a pass
+        # over ownership) is held under this definition, once listed, and not from the old
+        # one's listing with its state as it was before those writes (a trigger lost).
         roster.install(definition)
         if wanted is not None:
             roster.set_target(name, wanted)
+        await self._ended(dropped)
         self._dispatcher.add(definition, None if replaced else roster.store.events(name))
         await self._hold(name)
         log.info(
@@ -79,8 +82,9 @@ class Connectors:
         """Remove a poller: its keys stop, their state stays in the store."""
         roster = self._roster
         roster.poller(name)
-        await self._let_go(name)
-        roster.uninstall(name)
+        dropped = self._drop(name)
+        roster.uninstall(name)  # before they end: nothing holds its keys again meanwhile
+        await self._ended(dropped)
         await self._dispatcher.remove(name)
         roster.keys_changed()
         log.info("poller '%s' removed; its state is kept", name)
@@ -116,8 +120,9 @@ class Connectors:
         poller = roster.poller(name)
         if not roster.target(name).holds_keys:
             return
-        await self._let_go(name)
-        roster.install(poller)
+        dropped = self._drop(name)
+        roster.install(poller)  # listed again before its keys are held again (see add)
+        await self._ended(dropped)
         await self._hold(name)
 
     async def control(self, name: str, operation: str) -> None:
@@ -170,11 +175,20 @@ class Connectors:
 
     async def _let_go(self, name: str) -> None:
         """Let go of every key of ``name``, then wait for what was running on them."""
+        await self._ended(self._drop(name))
+
+    def _drop(self, name: str) -> list[KeyRuntime]:
+        """Let go of every key of ``name`` (:meth:`_ended` waits for what runs on them)."""
         dropped = self._runtimes(name)
         for runtime in dropped:
             self._roster.drop(runtime, KeyPhase.STOPPED)
+        return dropped
+
+    async def _ended(self, dropped: list[KeyRuntime]) -> None:
+        """Wait for what was running on the ``dropped`` keys: a poll ends after its page,
+        an operation after its commit; nothing of theirs commits after this."""
         for runtime in dropped:
-            async with runtime.lock:  # a poll ends after its page: nothing commits after this
+            async with runtime.lock:
                 pass
         self._roster.keys_changed()
 

@@ -35,7 +35,7 @@ from watukuy.engine import commits
 from watukuy.engine.changes import Watchers
 from watukuy.engine.child_streams import ChildStreams
 from watukuy.engine.due_times import KeyTimes
-from watukuy.engine.keys import KeyRuntime
+from watukuy.engine.keys import KeyLock, KeyRuntime
 from watukuy.engine.listings import Listings, own_listing
 from watukuy.engine.snapshots import DEFAULT_BUDGET, Snapshots
 from watukuy.logs import log_context
@@ -79,6 +79,9 @@ class Roster:
         self.due = KeyTimes()
         """When each held key is next due (the roster schedules, the engine takes them)."""
         self._activation_pending = False
+        self._leaving: dict[str, KeyLock] = {}
+        """Keys let go while their poll or an operation on them was under way: the lock it
+        holds (not the runtime, whose snapshot would stay in memory)."""
         self.listings = Listings(pollers)
         """What each poller listed last."""
         self._targets: dict[str, Target] = {}  # absent: RUNNING
@@ -211,6 +214,8 @@ class Roster:
         return await own_listing(poller)
 
     async def _activate(self, poller: Poller, partition: Partition) -> None:
+        if self._still_leaving(key_text(poller.name, partition.key)):
+            return
         with log_context(poller=poller.name, partition=partition.key):
             try:
                 await self._restore(poller, partition)
@@ -251,6 +256,20 @@ class Roster:
         self._keys[runtime.key] = runtime
         self.observer.key_gained(poller.name, partition.key)
         self.reschedule(runtime)
+
+    def _still_leaving(self, key: str) -> bool:
+        """Whether ``key`` was let go while a poll or an operation on it was under way, and
+        that has not ended: held now, it would load the state from before that write lands
+        (a connector redefined while a trigger of the key committed lost the trigger). The
+        next pass over ownership holds it (:attr:`activation_pending`)."""
+        lock = self._leaving.get(key)
+        if lock is None:
+            return False
+        if lock.locked():
+            self._activation_pending = True
+            return True
+        del self._leaving[key]
+        return False
 
     def _wait(self, poller: Poller, partition: Partition, why: NewerRelease) -> None:
         """Show the key, waiting for a newer release: owned here but neither polled nor
@@ -308,6 +327,7 @@ class Roster:
         """
         self._activation_pending = False
         self._on_keys_changed()
+        self._leaving = {key: lock for key, lock in self._leaving.items() if lock.locked()}
         before = set(self._keys)
         for runtime in list(self._keys.values()):
             if not self.store.owns(runtime.poller.name, runtime.partition.key):
@@ -349,6 +369,8 @@ class Roster:
         still ours, it is restored with the epoch the store holds now.
         """
         runtime.move(phase)
+        if runtime.lock.locked() and phase is not KeyPhase.DORMANT:  # a dormant child's poll
+            self._leaving[runtime.key] = runtime.lock  # is done: its pages have landed
         if self._keys.get(runtime.key) is runtime:
             del self._keys[runtime.key]
             self.due.discard(runtime.key)
