@@ -104,7 +104,8 @@ def assert_nothing_left(demo: Demo, bootstrap: str, started: int) -> None:
     assert not running, f"still running after the demo ended: {running}"
     prefix = demo.prefix()
     topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
-    assert not [t for t in topics if t.startswith(prefix + ".")]
+    left = [t for t in topics if t.startswith(prefix + ".")]
+    assert not left, f"{left}\n{demo.output[-3000:]}"  # the demo says why one was not deleted
 
 
 def test_demo_moves_a_killed_runners_tenants_without_a_gap_and_ctrl_c_stops_everything(

@@ -6,13 +6,20 @@ and a removed poller's table goes with it.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 from watukuy.core.arrivals import Arrivals
+from watukuy.core.commands import Command
 from watukuy.core.partitions import SINGLE, normalise
 from watukuy.core.poller import Partition, Poller
+from watukuy.store.base import Store
+
+log = logging.getLogger("watukuy.partitions")
 
 
 async def own_listing(poller: Poller) -> dict[str, Partition]:
@@ -103,3 +110,42 @@ class Listings:
         table = self._tables.get(name)
         if table is not None:
             table.current.pop(key, None)
+
+
+async def tell_owners(table: PartitionTable, poller: Poller, store: Store, now: float) -> None:
+    """Send the owner of each key this listing (or one shortly before) gained a
+    ``trigger``: the owner lists the poller again on receiving it, holds the key, and
+    polls it at once, rather than at its own next refresh. A new key polls at once
+    anyway, so the trigger changes nothing else; and every release knows it."""
+    owned = partial(store.owns, poller.name)
+    keys, table.arrivals = table.arrivals.tell(owned, now, poller.partitions_refresh)
+    if not keys:
+        return
+    commands = [Command.issue("trigger", poller.name, key, {}, now) for key in keys]
+    sent = await asyncio.gather(*(store.send_command(c) for c in commands), return_exceptions=True)
+    failed = {key for key, outcome in zip(keys, sent, strict=True) if outcome is not None}
+    if failed:
+        table.arrivals = table.arrivals.untold(failed)
+        error = next(o for o in sent if o is not None)
+        log.warning(
+            "poller '%s': could not tell the owners of %d new partition(s) (they hold them "
+            "at their next refresh; listing again retries): %s",
+            poller.name,
+            len(failed),
+            error,
+        )
+    told = [key for key in keys if key not in failed]
+    if told:
+        log.info(
+            "poller '%s': told the owners of %d new partition(s)%s",
+            poller.name,
+            len(told),
+            sample(told),
+        )
+
+
+def sample(keys: Iterable[str], limit: int = 20) -> str:
+    """``": a, b, c"`` for a log line, at most ``limit`` of ``keys`` and how many more."""
+    names = sorted(keys)
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return f": {', '.join(names[:limit])}{more}" if names else ""

@@ -13,11 +13,9 @@ A poller's target (RUNNING, PAUSED, STOPPED) decides whether its keys are held a
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 
 from watukuy.core import schedule as schedules
 from watukuy.core.arrivals import may_list_again
@@ -36,7 +34,7 @@ from watukuy.engine.changes import Watchers
 from watukuy.engine.child_streams import ChildStreams
 from watukuy.engine.due_times import KeyTimes
 from watukuy.engine.keys import KeyLock, KeyRuntime
-from watukuy.engine.listings import Listings, own_listing
+from watukuy.engine.listings import Listings, own_listing, sample, tell_owners
 from watukuy.engine.snapshots import DEFAULT_BUDGET, Snapshots
 from watukuy.logs import log_context
 from watukuy.store.base import Command, KeyCommit, NewerRelease, Store
@@ -156,43 +154,9 @@ class Roster:
         table.listed = True
         self._on_keys_changed()
         if force and self.target(name).holds_keys:  # a stopped connector's owners hold nothing
-            await self._tell_owners(poller)
+            table = self.listings.of(name)
+            await tell_owners(table, poller, self.store, self.clock.now())
         return list(latest.values())
-
-    async def _tell_owners(self, poller: Poller) -> None:
-        """Send the owner of each key this listing (or one shortly before) gained a
-        ``trigger``: the owner lists the poller again on receiving it, holds the key, and
-        polls it at once, rather than at its own next refresh. A new key polls at once
-        anyway, so the trigger changes nothing else; and every release knows it."""
-        table = self.listings.of(poller.name)
-        now = self.clock.now()
-        owned = partial(self.store.owns, poller.name)
-        keys, table.arrivals = table.arrivals.tell(owned, now, poller.partitions_refresh)
-        if not keys:
-            return
-        commands = [Command.issue("trigger", poller.name, key, {}, now) for key in keys]
-        sent = await asyncio.gather(
-            *(self.store.send_command(c) for c in commands), return_exceptions=True
-        )
-        failed = {key for key, outcome in zip(keys, sent, strict=True) if outcome is not None}
-        if failed:
-            table.arrivals = table.arrivals.untold(failed)
-            error = next(o for o in sent if o is not None)
-            log.warning(
-                "poller '%s': could not tell the owners of %d new partition(s) (they hold them "
-                "at their next refresh; listing again retries): %s",
-                poller.name,
-                len(failed),
-                error,
-            )
-        told = [key for key in keys if key not in failed]
-        if told:
-            log.info(
-                "poller '%s': told the owners of %d new partition(s)%s",
-                poller.name,
-                len(told),
-                _sample(told),
-            )
 
     async def list_for_command(self, name: str, key: str) -> None:
         """Another instance sent a command for ``key`` of ``name``, which this listing lacks:
@@ -340,7 +304,7 @@ class Roster:
             log.info(
                 "now owning %d key(s)%s; gave up %d, took %d",
                 len(self._keys),
-                _sample(self._keys),
+                sample(self._keys),
                 len(before - set(self._keys)),
                 len(set(self._keys) - before),
             )
@@ -508,9 +472,3 @@ class Roster:
             at = None  # a paused connector keeps its keys but polls none
         self.due.schedule(runtime.key, at)
         self.changes.touch(runtime.key)
-
-
-def _sample(keys: Iterable[str], limit: int = 20) -> str:
-    names = sorted(keys)
-    more = f" and {len(names) - limit} more" if len(names) > limit else ""
-    return f": {', '.join(names[:limit])}{more}" if names else ""
