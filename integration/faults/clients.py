@@ -68,6 +68,10 @@ log = logging.getLogger("watukuy.faults")
 
 POINTS = ("begin", "produce", "send_offsets", "commit", "committed", "dlq", "grant")
 ACTIONS = ("abortable", "fatal", "crash", "hold", "lose-state")
+WITH_EVENTS = " (with events)"
+"""Ends the log line of a fault struck in a transaction that wrote events: a test that kills
+a runner in a held transaction waits for one (most hold only state records: a poll that
+moved a cursor, or an interval)."""
 CRASH_EXIT = 137  # what a shell reports for a SIGKILLed process
 FLUSH_TIMEOUT = 10.0
 
@@ -139,6 +143,7 @@ class _Transaction:
     dlq_number: int  # 1 + counted DLQ-carrying transactions ended before it began
     data: bool = False  # wrote to a topic other than the schemas topic
     dlq: bool = False  # wrote to a DLQ topic
+    events: bool = False  # wrote to an events topic (a kill while it is held aborts events)
     struck: set[int] = field(default_factory=set)  # faults (by index) that struck it
     losing: bool = False  # lose-state struck: its state, items and parked records are dropped
 
@@ -173,6 +178,8 @@ class _Injector:
             txn.data = True
         if topic.startswith(f"{self.prefix}.dlq."):
             txn.dlq = True
+        if topic.startswith(f"{self.prefix}.events."):
+            txn.events = True
         return first
 
     def ended(self, txn: _Transaction) -> None:
@@ -191,8 +198,9 @@ class _Injector:
             # A hold strikes every transaction: a line each would drown the log.
             log.log(
                 logging.DEBUG if fault.action == "hold" else logging.WARNING,
-                "injected fault: %s",
+                "injected fault: %s%s",
                 what,
+                WITH_EVENTS if txn.events else "",
             )
             if fault.action == "lose-state":
                 txn.losing = True

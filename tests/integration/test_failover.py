@@ -20,6 +20,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from integration.faults.clients import WITH_EVENTS
 from integration.simulator import VendorSimulator, running_simulator
 from tests.integration.kafka_support import (
     delete_prefix,
@@ -233,11 +234,18 @@ async def test_sigkill_failover_loop_loses_nothing_and_publishes_nothing_twice(
 
 
 def inside_a_held_transaction(runner: Runner) -> None:
-    """Return as soon as ``runner`` starts holding a transaction open (``--hold-transaction``
-    logs each hold as it begins), so a kill now lands inside it: a kill at a random moment
-    could miss every transaction (a CI run met that: no aborted record to show)."""
-    held = runner.output().count(HOLD_LINE)
-    wait_for(lambda: runner.output().count(HOLD_LINE) > held, 30, "a held transaction", 0.02)
+    """Return as soon as ``runner`` starts holding open a transaction that wrote events
+    (``--hold-transaction`` logs each hold as it begins), so a kill now lands inside it and
+    aborts events: a kill at a random moment could miss every transaction, and one in a
+    transaction of state records alone aborts no event (CI runs met both: no aborted event to
+    show)."""
+
+    def held() -> int:
+        lines = runner.output().splitlines()
+        return sum(1 for line in lines if HOLD_LINE in line and WITH_EVENTS in line)
+
+    before = held()
+    wait_for(lambda: held() > before, 30, "a held transaction with events", 0.02)
 
 
 def scan_prefix(bootstrap: str, prefix: str, canaries: list[bytes]) -> Iterator[str]:
