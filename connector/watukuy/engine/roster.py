@@ -154,8 +154,8 @@ class Roster:
         table.listed = True
         self._on_keys_changed()
         if force and self.target(name).holds_keys:  # a stopped connector's owners hold nothing
-            table = self.listings.of(name)
-            await tell_owners(table, poller, self.store, self.clock.now())
+            current = self.listings.of(name)  # as before: the table now, after the awaits
+            await tell_owners(current, poller, self.store, self.clock.now())
         return list(latest.values())
 
     async def list_for_command(self, name: str, key: str) -> None:
